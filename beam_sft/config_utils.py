@@ -1,0 +1,168 @@
+"""Typed configs from YAML/dicts: dataclasses that reject unknown keys, naming the full key path.
+
+One source of truth per config: a frozen dataclass gives the defaults and types, a YAML file
+overrides them, and ``--section.key value`` pairs on the command line override the YAML.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, TypeVar
+
+from beam_sft.errors import ConfigError
+
+T = TypeVar("T")
+
+
+def from_dict(cls: type[T], data: Any, path: str = "") -> T:
+    """Build dataclass ``cls`` from ``data``; unknown keys and wrong types raise ConfigError.
+
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class Opt:
+    ...     lr: float = 1e-3
+    >>> from_dict(Opt, {"lr": 2})
+    Opt(lr=2.0)
+    >>> from_dict(Opt, {"lt": 2}, "sft")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.ConfigError: sft.lt: unknown key (known: lr)
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(path, f"expected a mapping, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    for key in data:
+        if key not in fields:
+            raise ConfigError(_join(path, str(key)), f"unknown key (known: {', '.join(sorted(fields))})")
+    hints = typing.get_type_hints(cls)
+    kwargs = {name: _coerce(hints[name], value, _join(path, name)) for name, value in data.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a required field is missing
+        raise ConfigError(path, str(exc)) from exc
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _coerce(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        arms = [a for a in args if a is not type(None)]
+        if len(arms) == 1:  # Optional[X]: X's own error names the deepest path
+            return _coerce(arms[0], value, path)
+        for arg in arms:
+            try:
+                return _coerce(arg, value, path)
+            except ConfigError:
+                continue
+        raise ConfigError(path, f"{value!r} does not match {tp}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(path, f"{value!r} is not one of {', '.join(map(repr, args))}")
+        return value
+    if dataclasses.is_dataclass(tp):
+        return from_dict(tp, value, path)
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(path, f"expected a list, got {type(value).__name__}")
+        item = args[0] if args else Any
+        items = [_coerce(item, v, f"{path}[{i}]") for i, v in enumerate(value)]
+        return tuple(items) if origin is tuple else items
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(path, f"expected a mapping, got {type(value).__name__}")
+        return dict(value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(path, f"expected true/false, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise ConfigError(path, f"expected a number, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise ConfigError(path, f"expected an integer, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(path, f"expected a string, got {value!r}")
+    if tp is Path:
+        if isinstance(value, (str, Path)):
+            return Path(value)
+        raise ConfigError(path, f"expected a path, got {value!r}")
+    return value
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """Turn ``["--sft.learning_rate", "1e-4", "--lora.r=8"]`` into a nested dict (values YAML-parsed).
+
+    >>> parse_overrides(["--sft.learning_rate", "1e-4", "--lora.r=8"])
+    {'sft': {'learning_rate': 0.0001}, 'lora': {'r': 8}}
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(pairs):
+        token = pairs[i]
+        if not token.startswith("--"):
+            raise ConfigError("", f"expected --section.key, got {token!r}")
+        if "=" in token:
+            key, raw = token[2:].split("=", 1)
+            i += 1
+        else:
+            if i + 1 >= len(pairs):
+                raise ConfigError(token[2:], "missing value")
+            key, raw = token[2:], pairs[i + 1]
+            i += 2
+        value = yaml.safe_load(raw)
+        # yaml reads "1e-4" as a string (YAML 1.1); numbers are what people mean here.
+        if isinstance(value, str):
+            try:
+                value = float(value) if any(c in value for c in ".eE") else int(value)
+            except ValueError:
+                pass
+        node = out
+        parts = key.split(".")
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(key, "conflicts with an earlier override")
+        node[parts[-1]] = value
+    return out
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``override`` into a copy of ``base``."""
+    out = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    import yaml
+
+    with open(path, encoding="utf-8") as fh:
+        data = yaml.safe_load(fh)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError("", f"{path}: top level must be a mapping")
+    return data

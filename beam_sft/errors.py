@@ -1,0 +1,43 @@
+"""Typed exceptions. Each names where the problem is (source, row) and which rule it broke."""
+
+from __future__ import annotations
+
+
+class BeamError(Exception):
+    """Base class: every error beam-sft raises on purpose derives from it."""
+
+
+class ConfigError(BeamError):
+    """A config or recipe is invalid; ``path`` is the dotted key path (``sft.learning_rate``)."""
+
+    def __init__(self, path: str, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class RowError(BeamError):
+    """A data row breaks a rule. ``code`` is the stable reason code written to rejects.jsonl."""
+
+    def __init__(self, code: str, message: str, *, source: str | None = None, row: int | None = None):
+        self.code = code
+        self.detail = message
+        self.source = source
+        self.row = row
+        where = f"{source}:{row}: " if source is not None else ""
+        super().__init__(f"{where}[{code}] {message}")
+
+
+class TokenizerError(BeamError):
+    """The tokenizer is unfit for Beam Harmony; ``problems`` lists every rule it breaks."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        super().__init__("tokenizer is unfit for Beam Harmony:\n  - " + "\n  - ".join(self.problems))
+
+
+class VerificationError(BeamError):
+    """A prepared dataset breaks a mask invariant."""
+
+
+class PreflightError(BeamError):
+    """Training refused to start: the pre-flight found a problem."""

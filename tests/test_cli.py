@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from beam_sft import cli
+
+
+def test_every_documented_subcommand_is_registered():
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    for name in ("convert", "prepare", "verify", "inspect", "train", "merge", "fixture", "check-tokenizer"):
+        assert name in sub.choices, name
+
+
+def test_help_is_fast_and_does_not_import_torch():
+    code = "import sys; from beam_sft import cli; cli.build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_module_entry_point_runs():
+    out = subprocess.run([sys.executable, "-m", "beam_sft", "--version"], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("beam-sft ")
+
+
+def test_unknown_subcommand_fails():
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["no-such-command"])
+    assert exc.value.code == 2

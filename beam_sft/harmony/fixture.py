@@ -29,13 +29,15 @@ class FixtureOptions:
 
 
 def _training_text() -> list[str]:
+    # Sentences, code, JSON and the Harmony wire words (at line starts, where they follow markers),
+    # so that common text is a few tokens: rows stay short and tests fast.
     text = resources.files("beam_sft.harmony").joinpath("fixture_corpus.txt").read_text(encoding="utf-8")
     return text.splitlines()
 
 
 def build_tokenizer(options: FixtureOptions = FixtureOptions()):
     """Train the fixture tokenizer and return a ``PreTrainedTokenizerFast`` with both templates."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     from beam_sft.harmony.response import response_template
@@ -54,10 +56,13 @@ def build_tokenizer(options: FixtureOptions = FixtureOptions()):
 
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, clean_up_tokenization_spaces=False)
     # Markers are added tokens, so text is split on them before BPE; only <|return|> is special.
-    from tokenizers import AddedToken
-
-    tokenizer.add_tokens([AddedToken(m, special=False, normalized=False) for m in markers.ALL_MARKERS
-                          if m not in markers.SPECIAL_MARKERS])
+    tokenizer.add_tokens(
+        [
+            AddedToken(m, special=False, normalized=False)
+            for m in markers.ALL_MARKERS
+            if m not in markers.SPECIAL_MARKERS
+        ]
+    )
     tokenizer.add_special_tokens(
         {
             "eos_token": AddedToken(markers.EOS, special=True, normalized=False),
@@ -97,8 +102,9 @@ def build_model(tokenizer, options: FixtureOptions = FixtureOptions()):
     return model
 
 
-def build_fixture(out_dir: str | Path, *, with_model: bool = True,
-                  options: FixtureOptions = FixtureOptions()) -> Path:
+def build_fixture(
+    out_dir: str | Path, *, with_model: bool = True, options: FixtureOptions = FixtureOptions()
+) -> Path:
     """Write the fixture checkpoint to ``out_dir`` and return it."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,126 @@
+"""Write what verify found: report.json's "verify" section, a short terminal table, a PNG histogram."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+REPORT_FILE = "report.json"
+VIOLATIONS_FILE = "verify_violations.jsonl"
+HISTOGRAM_FILE = "report_lengths.png"
+
+
+def dump_json(value) -> str:
+    """The one JSON layout verify writes (stable, so the golden test can pin it byte for byte)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_report(directory: Path) -> dict:
+    path = Path(directory) / REPORT_FILE
+    if not path.is_file():
+        return {}
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return {}
+    return report if isinstance(report, dict) else {}
+
+
+def merge_verify_section(directory: Path, section: dict) -> Path:
+    """Set report.json's "verify" section, keeping every other section as it is."""
+    path = Path(directory) / REPORT_FILE
+    report = read_report(directory)
+    report["verify"] = section
+    _write_atomic(path, dump_json(report))
+    return path
+
+
+class ViolationWriter:
+    """Writes violations to DIR/verify_violations.jsonl as they come (an empty file when clean);
+    with no directory it only discards them. The file appears complete or not at all."""
+
+    def __init__(self, directory: Path | None):
+        self.path = Path(directory) / VIOLATIONS_FILE if directory is not None else None
+        self._tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}") if self.path else None
+        self._file = None
+
+    def __enter__(self) -> ViolationWriter:
+        if self._tmp is not None:
+            self._file = self._tmp.open("w", encoding="utf-8")
+        return self
+
+    def write(self, violation) -> None:
+        if self._file is not None:
+            self._file.write(json.dumps(violation.to_json(), ensure_ascii=False) + "\n")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if self._file is None:
+            return
+        self._file.close()
+        if exc_type is None:
+            os.replace(self._tmp, self.path)
+        else:
+            self._tmp.unlink(missing_ok=True)
+
+
+def format_table(section: dict) -> str:
+    """A short, plain-text summary of the verify section for the terminal."""
+    lengths = section["lengths"]
+    lines = [
+        f"rows {section['rows']} (checked {section['rows_checked']})   tokens {section['tokens']}   "
+        f"trained {section['trained_tokens']} ({100 * section['trained_fraction']:.1f}%)",
+        f"length  min {lengths['min']}  p50 {lengths['p50']}  p90 {lengths['p90']}  p99 {lengths['p99']}  "
+        f"max {lengths['max']}" + (f"  (max_length {section['max_length']})" if section.get("max_length") else ""),
+        "",
+        f"{'trained by channel':<22}{'tokens':>10}{'share':>9}",
+    ]
+    for name, entry in section["trained_by_channel"].items():
+        lines.append(f"  {name:<20}{entry['tokens']:>10}{100 * entry['fraction_of_trained']:>8.1f}%")
+    lines += ["", f"{'source':<30}{'rows':>7}{'tokens':>10}{'trained':>9}"]
+    for name, entry in section["by_source"].items():
+        shown = name if len(name) <= 28 else "…" + name[-27:]
+        lines.append(f"  {shown:<28}{entry['rows']:>7}{entry['tokens']:>10}{100 * entry['trained_fraction']:>8.1f}%")
+    rejected = section["rejections"]
+    if rejected["total"]:
+        codes = ", ".join(f"{code} {n}" for code, n in rejected["by_code"].items())
+        lines += ["", f"rejected {rejected['total']}: {codes}"]
+    if section.get("notes"):
+        lines += ["", "notes (not violations): " + ", ".join(f"{k} {n}" for k, n in section["notes"].items())]
+    found = section["violations"]
+    lines += ["", f"violations {found['total']}" + (
+        ": " + ", ".join(f"{rule} {n}" for rule, n in found["by_rule"].items()) if found["total"] else " — OK")]
+    return "\n".join(lines)
+
+
+def write_histogram(directory: Path, lengths: Sequence[int], fractions: Sequence[float]) -> Path | None:
+    """DIR/report_lengths.png: row lengths and per-row trained fraction. None without matplotlib."""
+    try:
+        # The object API with the Agg canvas: no pyplot, so no global backend switch.
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        warnings.warn("matplotlib is not installed: skipping report_lengths.png", stacklevel=2)
+        return None
+    path = Path(directory) / HISTOGRAM_FILE
+    fig = Figure(figsize=(10, 3.5))
+    FigureCanvasAgg(fig)
+    left, right = fig.subplots(1, 2)
+    left.hist(lengths, bins=min(50, max(1, len(set(lengths)))), color="#4477aa")
+    left.set_xlabel("tokens per row")
+    left.set_ylabel("rows")
+    left.set_title("row length")
+    right.hist(fractions, bins=20, range=(0.0, 1.0), color="#228833")
+    right.set_xlabel("trained tokens / tokens")
+    right.set_title("trained fraction per row")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    return path

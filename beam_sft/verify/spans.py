@@ -1,0 +1,282 @@
+"""Read a prepared row's tokens back into Harmony messages, assistant turns and mask spans.
+
+Everything here works from marker token ids alone, never from the encoder's own bookkeeping, so a
+bug in how the encoder placed its masks cannot hide itself. A message is
+``<|start|>HEADER<|message|>BODY`` closed by ``<|end|>``, ``<|call|>`` or ``<|return|>``; the header
+names the author, an optional ``to=RECIPIENT`` and the channel. An assistant *turn* is what one
+source assistant message renders to: an analysis message, then a final answer (closed by
+``<|return|>``) or one or more tool calls (the last closed by ``<|call|>``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from beam_sft.errors import VerificationError
+from beam_sft.harmony import markers
+
+Decode = Callable[[Sequence[int]], str]
+
+CONTEXT_ROLES = ("system", "developer", "user", "tool")
+_RECIPIENT = re.compile(r"(?:^|\s)to=([^\s<]+)")
+
+
+@dataclass(frozen=True)
+class MarkerIds:
+    """Token ids of the seven Harmony markers in one tokenizer."""
+
+    start: int
+    end: int
+    message: int
+    channel: int
+    constrain: int
+    call: int
+    ret: int
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer) -> MarkerIds:
+        """Look the markers up; each must be exactly one token or the row cannot be read."""
+        ids = {}
+        for name, marker in (("start", markers.START), ("end", markers.END), ("message", markers.MESSAGE),
+                             ("channel", markers.CHANNEL), ("constrain", markers.CONSTRAIN),
+                             ("call", markers.CALL), ("ret", markers.RETURN)):
+            encoded = tokenizer.encode(marker, add_special_tokens=False)
+            if len(encoded) != 1:
+                raise VerificationError(f"marker {marker} is not a single token in this tokenizer: {encoded}")
+            ids[name] = encoded[0]
+        return cls(**ids)
+
+    @property
+    def terminators(self) -> dict[int, str]:
+        return {self.end: markers.END, self.call: markers.CALL, self.ret: markers.RETURN}
+
+    @property
+    def all(self) -> frozenset[int]:
+        return frozenset((self.start, self.end, self.message, self.channel, self.constrain, self.call, self.ret))
+
+
+@dataclass(frozen=True)
+class Message:
+    """One Harmony message: token indices of its ``<|start|>``, ``<|message|>`` and terminator."""
+
+    start: int
+    message: int
+    end: int  # index of the terminator token (inclusive)
+    terminator: str
+    author: str
+    recipient: str | None
+    channel: str | None
+    channel_index: int | None  # index of the first <|channel|> token in the header
+
+    @property
+    def role(self) -> str:
+        """``assistant``, ``tool`` (a result addressed to the assistant), system/developer/user or ``unknown``.
+
+        >>> Message(0, 2, 5, "<|end|>", "get_weather", "assistant", "analysis", 1).role
+        'tool'
+        """
+        if self.author == "assistant":
+            return "assistant"
+        if self.recipient == "assistant":
+            return "tool"
+        if self.author in ("system", "developer", "user"):
+            return self.author
+        return "unknown"
+
+    @property
+    def part(self) -> str:
+        """For assistant messages: ``analysis``, ``final`` or ``tool_call``; otherwise the role."""
+        if self.role != "assistant":
+            return self.role
+        if self.recipient:
+            return "tool_call"
+        return self.channel or "none"
+
+    @property
+    def label(self) -> str:
+        """Display label: ``assistant:analysis``, ``assistant→get_weather``, ``get_weather→assistant``..."""
+        if self.role == "assistant":
+            return f"assistant→{self.recipient}" if self.recipient else f"assistant:{self.channel or '?'}"
+        if self.role == "tool":
+            return f"{self.author}→assistant"
+        return self.author or "?"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """The messages one source assistant message renders to.
+
+    ``span_start`` is where the trained span must begin (the ``<|channel|>`` right after the first
+    ``<|start|>assistant``); ``end`` is the closing ``<|return|>``/``<|call|>`` (inclusive).
+    """
+
+    messages: tuple[Message, ...]
+
+    @property
+    def start(self) -> int:
+        return self.messages[0].start
+
+    @property
+    def span_start(self) -> int:
+        first = self.messages[0]
+        return first.channel_index if first.channel_index is not None else first.message
+
+    @property
+    def end(self) -> int:
+        return self.messages[-1].end
+
+    @property
+    def complete(self) -> bool:
+        return self.messages[-1].terminator in markers.STOP_MARKERS
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A place where the token stream is not well-formed Harmony."""
+
+    start: int
+    end: int  # exclusive
+    message: str
+
+
+def parse_header(header: str) -> tuple[str, str | None, str | None]:
+    """Split a decoded header into (author, recipient, channel).
+
+    >>> parse_header("assistant to=get_weather<|channel|>analysis <|constrain|>xml")
+    ('assistant', 'get_weather', 'analysis')
+    >>> parse_header("get_weather to=assistant<|channel|>analysis")
+    ('get_weather', 'assistant', 'analysis')
+    >>> parse_header("user")
+    ('user', None, None)
+    """
+    before, has_channel, after = header.partition(markers.CHANNEL)
+    author = re.split(r"\s|<\|", before.strip(), maxsplit=1)[0] if before.strip() else ""
+    found = _RECIPIENT.search(header.replace(markers.CHANNEL, " ").replace(markers.CONSTRAIN, " "))
+    recipient = found.group(1) if found else None
+    channel = None
+    if has_channel:
+        channel = re.split(r"\s|<\|", after.strip(), maxsplit=1)[0] or None
+    return author, recipient, channel
+
+
+def parse_messages(ids: Sequence[int], marker_ids: MarkerIds, decode: Decode) -> tuple[list[Message], list[Problem]]:
+    """Find every message in ``ids``; tokens that belong to no well-formed message become Problems."""
+    positions = [i for i, t in enumerate(ids) if t in marker_ids.all]
+    terminators = marker_ids.terminators
+    messages: list[Message] = []
+    problems: list[Problem] = []
+    covered_to = 0  # first index not yet accounted for
+    p = 0
+    while p < len(positions):
+        i = positions[p]
+        if ids[i] != marker_ids.start:
+            p += 1
+            continue
+        if i > covered_to:
+            problems.append(Problem(covered_to, i, "tokens outside any message"))
+        # Header: from <|start|> to the first <|message|>; only <|channel|>/<|constrain|> may sit inside.
+        q = p + 1
+        channel_index = None
+        while q < len(positions) and ids[positions[q]] in (marker_ids.channel, marker_ids.constrain):
+            if ids[positions[q]] == marker_ids.channel and channel_index is None:
+                channel_index = positions[q]
+            q += 1
+        if q >= len(positions) or ids[positions[q]] != marker_ids.message:
+            stop = positions[q] if q < len(positions) else len(ids)
+            problems.append(Problem(i, stop, "message header without <|message|>"))
+            covered_to, p = stop, q
+            continue
+        j = positions[q]
+        r = q + 1
+        while r < len(positions) and ids[positions[r]] not in terminators and ids[positions[r]] != marker_ids.start:
+            r += 1
+        if r >= len(positions) or ids[positions[r]] == marker_ids.start:
+            stop = positions[r] if r < len(positions) else len(ids)
+            problems.append(Problem(i, stop, "message without <|end|>, <|call|> or <|return|>"))
+            covered_to, p = stop, r
+            continue
+        if r > q + 1:
+            stray = positions[q + 1]
+            problems.append(Problem(stray, stray + 1, "marker token inside a message body"))
+        k = positions[r]
+        author, recipient, channel = parse_header(decode(ids[i + 1:j]))
+        messages.append(Message(i, j, k, terminators[ids[k]], author, recipient, channel, channel_index))
+        covered_to, p = k + 1, r + 1
+    if covered_to < len(ids):
+        problems.append(Problem(covered_to, len(ids), "tokens outside any message"))
+    return messages, problems
+
+
+def group_turns(messages: Sequence[Message]) -> tuple[list[Turn], list[Problem]]:
+    """Group assistant messages into turns; a turn closes at ``<|return|>`` or ``<|call|>``.
+
+    A new turn opens at an assistant message when none is open. An open turn interrupted by a
+    non-assistant message, or by a second analysis message, was never closed: that is a Problem.
+    """
+    turns: list[Turn] = []
+    problems: list[Problem] = []
+    current: list[Message] = []
+
+    def close(reason: str | None) -> None:
+        if current:
+            turn = Turn(tuple(current))
+            if reason:
+                problems.append(Problem(turn.start, turn.end + 1, reason))
+            turns.append(turn)
+            current.clear()
+
+    for message in messages:
+        if message.role != "assistant":
+            close("assistant turn not closed by <|return|> or <|call|>")
+            continue
+        if current and message.part == "analysis" and not message.recipient:
+            close("assistant turn not closed by <|return|> or <|call|>")
+        current.append(message)
+        if message.terminator in markers.STOP_MARKERS:
+            close(None)
+    close("assistant turn not closed by <|return|> or <|call|>")
+    return turns, problems
+
+
+def mask_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
+    """Maximal runs of trained tokens as half-open ``(start, end)`` ranges.
+
+    >>> mask_runs([0, 1, 1, 0, 1])
+    [(1, 3), (4, 5)]
+    """
+    runs: list[tuple[int, int]] = []
+    start = None
+    for i, value in enumerate(mask):
+        if value and start is None:
+            start = i
+        elif not value and start is not None:
+            runs.append((start, i))
+            start = None
+    if start is not None:
+        runs.append((start, len(mask)))
+    return runs
+
+
+def message_at(messages: Sequence[Message], index: int) -> Message | None:
+    """The message whose tokens include ``index`` (messages are sorted and disjoint)."""
+    lo, hi = 0, len(messages)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if messages[mid].end < index:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < len(messages) and messages[lo].start <= index <= messages[lo].end:
+        return messages[lo]
+    return None
+
+
+def turn_at(turns: Sequence[Turn], index: int) -> int | None:
+    """Index of the turn whose tokens (from its first ``<|start|>`` to its terminator) include ``index``."""
+    n = bisect.bisect_right([turn.start for turn in turns], index) - 1
+    if n >= 0 and index <= turns[n].end:
+        return n
+    return None

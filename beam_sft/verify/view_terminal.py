@@ -1,0 +1,93 @@
+"""``inspect`` in the terminal: one line per message, trained tokens highlighted, context dimmed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from beam_sft.verify.context import RowContext, Violation
+from beam_sft.verify.spans import Message
+
+RESET = "\x1b[0m"
+TRAINED = "\x1b[1;30;102m"  # bold black on bright green
+CONTEXT = "\x1b[2m"  # dim
+LABEL_COLORS = {"assistant": "\x1b[1;36m", "tool": "\x1b[1;35m", "unknown": "\x1b[1;31m"}
+DEFAULT_LABEL_COLOR = "\x1b[1;33m"
+# Without colour, trained text is bracketed instead.
+PLAIN_OPEN, PLAIN_CLOSE = "⟪", "⟫"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A message, or a run of tokens outside any message, as ``[start, end)``."""
+
+    start: int
+    end: int
+    label: str
+    role: str
+
+
+def segments(ctx: RowContext) -> Iterator[Segment]:
+    """Messages in order, with the tokens between them (if any) as ``[?]`` segments."""
+    at = 0
+    for message in ctx.messages:
+        if message.start > at:
+            yield Segment(at, message.start, "?", "unknown")
+        yield _message_segment(message)
+        at = message.end + 1
+    if at < len(ctx.ids):
+        yield Segment(at, len(ctx.ids), "?", "unknown")
+
+
+def _message_segment(message: Message) -> Segment:
+    return Segment(message.start, message.end + 1, message.label, message.role)
+
+
+def runs(mask: list[int], start: int, end: int) -> Iterator[tuple[int, int, bool]]:
+    """``(start, end, trained)`` runs of equal mask values inside ``[start, end)``.
+
+    >>> list(runs([0, 1, 1, 0], 0, 4))
+    [(0, 1, False), (1, 3, True), (3, 4, False)]
+    """
+    i = start
+    while i < end:
+        j = i
+        while j < end and bool(mask[j]) == bool(mask[i]):
+            j += 1
+        yield i, j, bool(mask[i])
+        i = j
+
+
+def _paint(text: str, code: str) -> str:
+    # Codes are re-opened on every line so a terminal that resets at newlines keeps them.
+    return "\n".join(f"{code}{line}{RESET}" if line else line for line in text.split("\n"))
+
+
+def render_terminal(ctx: RowContext, texts: list[str], *, color: bool = True,
+                    violations: Sequence[Violation] = ()) -> str:
+    """The row as text: a header, ``[label] message text`` for every message, then the row's violations."""
+    mask = ctx.mask if len(ctx.mask) == len(ctx.ids) else [0] * len(ctx.ids)
+    trained = sum(1 for m in mask if m)
+    share = 100 * trained / len(ctx.ids) if ctx.ids else 0.0
+    lines = [f"row {ctx.position}  source {ctx.source}  row_index {ctx.row_index}  "
+             f"tokens {len(ctx.ids)}  trained {trained} ({share:.1f}%)"]
+    if color:
+        lines.append(f"legend: {TRAINED}trained{RESET} {CONTEXT}context{RESET}")
+    else:
+        lines.append(f"legend: {PLAIN_OPEN}trained{PLAIN_CLOSE} context")
+    for segment in segments(ctx):
+        label = f"[{segment.label}]"
+        if color:
+            label = f"{LABEL_COLORS.get(segment.role, DEFAULT_LABEL_COLOR)}{label}{RESET}"
+        pieces = []
+        for a, b, is_trained in runs(mask, segment.start, segment.end):
+            text = "".join(texts[a:b])
+            if color:
+                pieces.append(_paint(text, TRAINED if is_trained else CONTEXT))
+            else:
+                pieces.append(f"{PLAIN_OPEN}{text}{PLAIN_CLOSE}" if is_trained else text)
+        lines.append(f"{label} {''.join(pieces)}")
+    lines.append("")
+    lines.append(f"violations: {len(violations)}" if violations else "violations: none")
+    lines.extend(f"  [{v.rule}] {v.message}" for v in violations)
+    return "\n".join(lines) + "\n"

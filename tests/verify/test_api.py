@@ -1,0 +1,94 @@
+"""verify_prepared: whole-directory behaviour, sampling, parallel workers, unusable directories."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from beam_sft.errors import VerificationError
+from beam_sft.verify import RULE_CODES, verify_prepared
+from beam_sft.verify.api import select_positions
+from tests.verify.test_invariants import swap_two_rows_ids, train_tool_result
+
+
+def test_clean_dataset_passes(clean_dir, tmp_path):
+    directory = tmp_path / "copy"
+    shutil.copytree(clean_dir, directory)
+    result = verify_prepared(directory)
+    assert result.ok and result.violations == []
+    assert result.stats["rows_checked"] == 6 and result.stats["parser"] != "unavailable"
+    assert (directory / "verify_violations.jsonl").read_text() == ""
+
+
+def test_sample_checks_a_reproducible_subset(make_prepared, tokenizer):
+    directory = make_prepared(mutate=lambda records: train_tool_result(records, tokenizer))
+    first = verify_prepared(directory, sample=3, seed=1, write=False)
+    again = verify_prepared(directory, sample=3, seed=1, write=False)
+    assert first.stats["rows_checked"] == 3 and first.stats["sample"] == 3 and first.stats["rows"] == 6
+    assert first.violations == again.violations
+    checked = select_positions(6, 3, seed=1)
+    assert first.ok == (1 not in checked)
+
+
+def test_parallel_workers_find_the_same_violations(make_prepared, tokenizer):
+    def mutate(records):
+        train_tool_result(records, tokenizer)
+        swap_two_rows_ids(records, tokenizer)
+
+    directory = make_prepared(mutate=mutate)
+    serial = verify_prepared(directory, write=False)
+    parallel = verify_prepared(directory, num_proc=2, write=False)
+    assert not serial.ok
+    assert parallel.violations == serial.violations
+    assert parallel.stats == serial.stats
+    assert {v.rule for v in serial.violations} <= set(RULE_CODES)
+
+
+def test_missing_tokenizer_is_an_error(make_prepared):
+    directory = make_prepared()
+    shutil.rmtree(directory / "tokenizer")
+    with pytest.raises(VerificationError, match="no tokenizer"):
+        verify_prepared(directory)
+
+
+def test_not_a_dataset_is_an_error(tmp_path):
+    with pytest.raises(VerificationError, match="not a prepared dataset"):
+        verify_prepared(tmp_path)
+
+
+def test_missing_columns_is_an_error(make_prepared, tmp_path):
+    from datasets import load_from_disk
+
+    directory = make_prepared()
+    stripped = tmp_path / "stripped"
+    load_from_disk(str(directory)).remove_columns(["row"]).save_to_disk(str(stripped))
+    with pytest.raises(VerificationError, match=r"lacks columns \['row'\]"):
+        verify_prepared(stripped)
+
+
+def test_sample_must_be_positive():
+    with pytest.raises(VerificationError):
+        select_positions(10, 0)
+
+
+def test_violations_beyond_the_kept_ones_still_reach_the_file(make_prepared, monkeypatch):
+    from beam_sft.verify import api
+
+    def untrain_all(records):
+        for r in records:
+            r["assistant_masks"] = [0] * len(r["assistant_masks"])
+            r["num_trained"] = 0
+
+    monkeypatch.setattr(api, "MAX_KEPT_VIOLATIONS", 2)
+    directory = make_prepared(mutate=untrain_all)
+    result = verify_prepared(directory, histogram=False)
+    lines = (directory / "verify_violations.jsonl").read_text().splitlines()
+    assert len(result.violations) == 2 and len(lines) == result.stats["violations"]["total"] == 12
+    assert result.stats["violations"]["rows"] == 6 and not result.ok
+
+
+def test_empty_dataset_is_an_error(make_prepared):
+    directory = make_prepared(mutate=lambda records: records.clear())
+    with pytest.raises(VerificationError, match="has no rows"):
+        verify_prepared(directory)

@@ -1,0 +1,86 @@
+"""report.json's "verify" section (golden), the terminal table, the histogram."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from beam_sft.verify.api import verify_prepared
+from beam_sft.verify.report import dump_json, format_table, write_histogram
+from tests.verify.test_invariants import untrain_final_return
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def assert_golden(name: str, text: str) -> None:
+    """Compare ``text`` with golden/NAME byte for byte; BEAM_UPDATE_GOLDEN=1 rewrites it."""
+    path = GOLDEN / name
+    if os.environ.get("BEAM_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.is_file(), f"missing golden file {path}: run with BEAM_UPDATE_GOLDEN=1"
+    assert text == path.read_text(encoding="utf-8"), f"{name} differs (BEAM_UPDATE_GOLDEN=1 to accept)"
+
+
+
+def test_verify_section_golden(make_prepared):
+    directory = make_prepared()
+    result = verify_prepared(directory, histogram=False)
+    assert result.ok
+    assert_golden("verify_section.json", dump_json(result.stats))
+    assert_golden("verify_table.txt", format_table(result.stats) + "\n")
+
+
+def test_section_is_merged_into_report(make_prepared, tokenizer):
+    directory = make_prepared(mutate=lambda records: untrain_final_return(records, tokenizer))
+    before = json.loads((directory / "report.json").read_text())
+    result = verify_prepared(directory)
+    after = json.loads((directory / "report.json").read_text())
+    assert {k: v for k, v in after.items() if k != "verify"} == before  # nothing else touched
+    section = after["verify"]
+    assert section == result.stats and section["ok"] is False
+    assert section["violations"] == {"total": 1, "rows": 1, "by_rule": {"span_end": 1}}
+    assert section["max_length"] == 512  # from report.json's length_policy
+    assert section["rejections"]["by_code"] == {"marker_in_text": 1, "missing_reasoning": 2}
+    lines = (directory / "verify_violations.jsonl").read_text().splitlines()
+    assert [json.loads(line)["rule"] for line in lines] == ["span_end"]
+    png = directory / "report_lengths.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_channel_fractions_add_up(make_prepared):
+    stats = verify_prepared(make_prepared(), write=False).stats
+    channels = stats["trained_by_channel"]
+    assert sum(c["tokens"] for c in channels.values()) == stats["trained_tokens"]
+    assert channels["other"]["tokens"] == 0
+    assert all(channels[c]["tokens"] > 0 for c in ("analysis", "final", "tool_call"))
+    assert sum(s["trained_tokens"] for s in stats["by_source"].values()) == stats["trained_tokens"]
+
+
+def test_rejections_fall_back_to_report_counts(make_prepared):
+    directory = make_prepared(rejects=[])
+    rejected = verify_prepared(directory, write=False).stats["rejections"]
+    assert rejected["by_code"] == {"marker_in_text": 1, "missing_reasoning": 2} and rejected["consistent"]
+
+
+def test_inconsistent_rejections_are_flagged(make_prepared):
+    directory = make_prepared(rejects=[{"source": "alpha.jsonl", "row": 9, "code": "other"}])
+    rejected = verify_prepared(directory, write=False).stats["rejections"]
+    assert rejected["by_code"] == {"other": 1} and rejected["consistent"] is False
+
+
+def test_table_lists_violations(make_prepared, tokenizer):
+    directory = make_prepared(mutate=lambda records: untrain_final_return(records, tokenizer))
+    table = format_table(verify_prepared(directory, write=False).stats)
+    assert "violations 1: span_end 1" in table and "rows 6 (checked 6)" in table
+
+
+def test_histogram_skipped_without_matplotlib(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
+    with pytest.warns(UserWarning, match="matplotlib is not installed"):
+        assert write_histogram(tmp_path, [1, 2], [0.5, 0.5]) is None
+    assert not (tmp_path / "report_lengths.png").exists()

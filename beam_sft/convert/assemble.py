@@ -1,0 +1,216 @@
+"""The steps every converter shares once it has read its format into draft messages.
+
+A draft is a BeamRow message plus, on assistant turns, ``reasoning`` (a list of ``(carrier, text)``
+pairs still to be merged). ``finish_row`` then, in order:
+
+1. takes a ``<tools>`` block out of the leading system prompt(s) (``system_tools``); a system
+   message that held nothing else is dropped (its content is now the row's ``tools``);
+2. settles each assistant turn's reasoning (fields, parts, inline tags: see reasoning.py), strips
+   ``<answer>`` tags, and applies ``tool_call_content`` to text beside calls;
+3. splits a tool message that holds a JSON list of ``{tool_call_id?, name?, content}`` results
+   (LLaMA-Factory's parallel results) into one message per result;
+4. gives every call without an id the id ``call_<n>`` (n counts the row's calls from 0), and
+   names a tool result from the call at its position when the result has neither name nor id, or
+   when its id is reused so that the template would resolve it to a different call. A result
+   whose id matches no call at all, answering a call that had no id in the source, takes that
+   call's new id (LLaMA-Factory writes result ids for id-less calls; position is the only link),
+   and so does a result that only names the call at its position.
+
+Tool results are never reordered or re-matched here: validate.py checks that they follow their
+calls in order, by position, as Beam reads them.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from beam_sft.convert.options import ConvertOptions
+from beam_sft.convert.reasoning import merge_reasoning, split_inline_reasoning, strip_answer_tags
+from beam_sft.convert.rows import BeamRow, Reject
+from beam_sft.convert.tools import extract_system_tools, merge_tools
+
+_ENVELOPE_KEYS = frozenset({"tool_call_id", "name", "content"})
+
+
+def finish_row(
+    drafts: list[dict], *, tools: list[dict], kwargs: dict | None, options: ConvertOptions
+) -> BeamRow:
+    """Drafts -> a BeamRow without ``meta`` (the pipeline adds it).
+
+    >>> finish_row([{"role": "user", "content": "2+2?"},
+    ...             {"role": "assistant", "content": "<think>Add.</think> 4", "reasoning": [], "tool_calls": []}],
+    ...            tools=[], kwargs=None, options=ConvertOptions())
+    {'messages': [{'role': 'user', 'content': '2+2?'}, {'role': 'assistant', 'reasoning_content': 'Add.', 'content': '4'}]}
+    """
+    if not drafts:
+        raise Reject("malformed_row", "the conversation has no messages")
+    prompt_tools: list[dict] = []
+    messages: list[dict] = []
+    leading = True
+    for i, draft in enumerate(drafts):
+        role = draft["role"]
+        leading = leading and role in ("system", "developer")
+        if leading and options.system_tools and draft["content"]:
+            text, found = extract_system_tools(draft["content"], f"messages[{i}]")
+            if found and not text:
+                prompt_tools.extend(found)
+                continue  # the message held only the tools block, which is now the row's tools
+            prompt_tools.extend(found)
+            draft = {**draft, "content": text}
+        if role == "assistant":
+            messages.append(_finish_assistant(draft, f"messages[{i}]", options))
+        elif role == "tool":
+            messages.extend(_split_results(draft))
+        else:
+            messages.append({"role": role, "content": draft["content"] or ""})
+    generated = _assign_call_ids(messages)
+    _name_results(messages, generated)
+    row: BeamRow = {"messages": messages}
+    all_tools = merge_tools(tools, prompt_tools)
+    if all_tools:
+        row["tools"] = all_tools
+    if kwargs is not None:
+        row["chat_template_kwargs"] = kwargs
+    return row
+
+
+def _finish_assistant(draft: dict, where: str, options: ConvertOptions) -> dict:
+    carriers = list(draft.get("reasoning") or [])
+    content = draft.get("content")
+    if content:
+        inline, content = split_inline_reasoning(content)
+        if inline is not None:
+            carriers.append(("inline tag", inline))
+        if options.strip_answer_tags:
+            content = strip_answer_tags(content)
+    reasoning = merge_reasoning(carriers)
+    calls = draft.get("tool_calls") or []
+    if calls and content and content.strip():
+        if options.tool_call_content == "reject":
+            raise Reject("content_with_tool_calls", f"{where} has text beside its tool calls")
+        extra = content.strip()
+        reasoning = f"{reasoning}\n\n{extra}" if reasoning else extra
+        content = None
+    out: dict[str, Any] = {"role": "assistant"}
+    if reasoning is not None:
+        out["reasoning_content"] = reasoning
+    if content and not calls:
+        out["content"] = content
+    if calls:
+        out["tool_calls"] = calls
+    if draft.get("weight") is not None:
+        out["weight"] = draft["weight"]
+    return out
+
+
+def _is_envelope(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and "content" in item
+        and set(item) <= _ENVELOPE_KEYS
+        and any(isinstance(item.get(k), str) and item[k] for k in ("name", "tool_call_id"))
+        and all(isinstance(item.get(k, ""), str) for k in ("name", "tool_call_id"))
+    )
+
+
+def parse_envelope(text: str) -> dict | None:
+    """A tool message from a JSON envelope ``{"tool_call_id"?, "name"?, "content"}``, else None.
+
+    Text that is not valid JSON, or JSON of another shape, is not an envelope: it stays the
+    result's text.
+
+    >>> parse_envelope('{"name": "f", "content": {"t": 20}}')
+    {'role': 'tool', 'name': 'f', 'content': '{"t": 20}'}
+    >>> parse_envelope('{"tool_call_id": "c1, "content": 1}') is None
+    True
+    """
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return unwrap_envelope(value) if _is_envelope(value) else None
+
+
+def result_text(value: Any) -> str:
+    """A tool result as text: strings as they are, anything else as JSON (non-ASCII kept)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def unwrap_envelope(item: dict) -> dict:
+    """``{tool_call_id?, name?, content}`` -> a tool message."""
+    msg: dict[str, Any] = {"role": "tool"}
+    for key in ("tool_call_id", "name"):
+        if item.get(key):
+            msg[key] = item[key]
+    msg["content"] = result_text(item["content"])
+    return msg
+
+
+def _split_results(draft: dict) -> list[dict]:
+    content = draft.get("content") or ""
+    if "tool_call_id" not in draft and "name" not in draft and content.lstrip().startswith("["):
+        try:
+            items = json.loads(content)
+        except (ValueError, RecursionError):
+            items = None
+        if isinstance(items, list) and items and all(_is_envelope(item) for item in items):
+            return [unwrap_envelope(item) for item in items]
+    msg: dict[str, Any] = {"role": "tool"}
+    for key in ("tool_call_id", "name"):
+        if draft.get(key) is not None:
+            msg[key] = draft[key]
+    msg["content"] = content
+    return [msg]
+
+
+def _assign_call_ids(messages: list[dict]) -> set[str]:
+    """Ids for calls without one; returns the ids it made up."""
+    n = 0
+    made: set[str] = set()
+    for msg in messages:
+        for i, call in enumerate(msg.get("tool_calls") or []):
+            if "id" not in call:
+                msg["tool_calls"][i] = {"id": f"call_{n}", **call}
+                made.add(f"call_{n}")
+            n += 1
+    return made
+
+
+def _name_results(messages: list[dict], generated: set[str]) -> None:
+    pending: list[dict] = []
+    earlier: list[tuple[str, str]] = []  # (id, name) of every call so far, as the template registers them
+    all_ids = {c["id"] for m in messages for c in m.get("tool_calls") or []}
+    for msg in messages:
+        if msg["role"] == "assistant" and msg.get("tool_calls"):
+            pending = list(msg["tool_calls"])
+            earlier.extend((c["id"], c["function"]["name"]) for c in pending)
+        elif msg["role"] == "tool" and pending:
+            expected = pending.pop(0)
+            name = expected["function"]["name"]
+            # The source gave the call no id, and this result an id no call has (LLaMA-Factory
+            # writes result ids for id-less calls): the position is the only link, as in Beam.
+            if (
+                msg.get("tool_call_id") not in all_ids
+                and "tool_call_id" in msg
+                and expected["id"] in generated
+            ):
+                msg["tool_call_id"] = expected["id"]
+            # A result named like the call at its position, whose id we made up, gets that id.
+            if "tool_call_id" not in msg and msg.get("name") == name and expected["id"] in generated:
+                content = msg.pop("content")
+                del msg["name"]
+                msg.update(tool_call_id=expected["id"], name=name, content=content)
+            # pop and re-add content so the key order stays role, tool_call_id, name, content
+            if "tool_call_id" not in msg and "name" not in msg:
+                content = msg.pop("content")
+                msg.update(tool_call_id=expected["id"], name=name, content=content)
+            elif "name" not in msg and msg["tool_call_id"] == expected["id"]:
+                resolved = [n for i, n in earlier if i == msg["tool_call_id"]][-1]
+                if resolved != name:
+                    content = msg.pop("content")
+                    msg.update(name=name, content=content)
+        elif msg["role"] != "tool":
+            pending = []

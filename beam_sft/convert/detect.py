@@ -1,0 +1,84 @@
+"""``--format auto``: pick one format per file from its first records, and say why.
+
+Each sampled record votes for the format its shape shows; the file takes the most common vote
+(ties go to the earlier format in ``FORMATS`` order). Hermes wins over OpenAI/ShareGPT when a
+user, assistant or tool text holds ``<tool_call>``/``<tool_response>`` tags (system prompts are
+not looked at: Qwen's tool boilerplate mentions the tags there). A file where no record shows a
+known shape is read as OpenAI, and each of its rows is rejected for its own reason.
+
+>>> detect_format([{"conversations": [{"from": "human", "value": "hi"}]}], ColumnMap())
+('sharegpt', 'sharegpt: 1 of 1 sampled rows')
+>>> detect_format(["<|start|>user<|message|>hi<|end|>"], ColumnMap())[0]
+'harmony'
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from beam_sft.convert.options import FORMATS, ColumnMap
+
+_HERMES_TAGS = ("<tool_call>", "<tool_response>")
+_TRANSCRIPT_HEADS = ("SYSTEM:", "USER:", "ASSISTANT:")
+
+
+def classify(raw: Any, columns: ColumnMap) -> str | None:
+    """The format one record looks like, or None."""
+    if isinstance(raw, str):
+        return _classify_text(raw)
+    if isinstance(raw, list):
+        return _with_tags(raw, "role", "content", "openai")
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(raw.get(columns.messages), list):
+        return _with_tags(raw[columns.messages], "role", "content", "openai")
+    turns = raw.get(columns.conversations)
+    if isinstance(turns, list) and turns:
+        if any(isinstance(t, dict) and columns.role_key in t for t in turns):
+            return _with_tags(turns, columns.role_key, columns.content_key, "sharegpt")
+        if any(isinstance(t, dict) and "role" in t for t in turns):
+            return _with_tags(turns, "role", "content", "openai")
+    if isinstance(raw.get("answer_generation"), dict):
+        return "openai"
+    text = raw.get(columns.text)
+    if isinstance(text, str):
+        return _classify_text(text)
+    values = list(raw.values())
+    if len(values) == 1 and isinstance(values[0], str):
+        return _classify_text(values[0])
+    return None
+
+
+def _classify_text(text: str) -> str | None:
+    if "<|start|>" in text and "<|message|>" in text:
+        return "harmony"
+    if any(head in text for head in _TRANSCRIPT_HEADS) and any(tag in text for tag in _HERMES_TAGS):
+        return "hermes"
+    return None
+
+
+def _with_tags(turns: list, role_key: str, content_key: str, plain: str) -> str:
+    for turn in turns:
+        if not isinstance(turn, dict) or turn.get(role_key) == "system":
+            continue
+        content = turn.get(content_key)
+        if isinstance(content, str) and any(tag in content for tag in _HERMES_TAGS):
+            return "hermes"
+    return plain
+
+
+def detect_format(records: Iterable[Any], columns: ColumnMap) -> tuple[str, str]:
+    """``(format, explanation)`` for a file from its sampled records."""
+    votes: Counter[str] = Counter()
+    sampled = 0
+    for raw in records:
+        sampled += 1
+        kind = classify(raw, columns)
+        if kind is not None:
+            votes[kind] += 1
+    if not votes:
+        return "openai", f"openai: none of {sampled} sampled rows has a known shape"
+    best = max(FORMATS, key=lambda f: (votes[f], -FORMATS.index(f)))
+    return best, f"{best}: {votes[best]} of {sampled} sampled rows"

@@ -1,0 +1,209 @@
+"""OpenAI chat rows (``messages`` of role/content) -> BeamRow.
+
+Read shapes:
+
+- ``messages`` (or ``columns.messages``); a bare list of messages (a file that is one
+  conversation); a ``conversations`` list of role/content messages (a common hybrid); ToolBench's
+  ``answer_generation.train_messages``, a list of growing copies of one conversation, of which the
+  longest is kept when every other one is a prefix of it (else ``ambiguous_conversation``).
+- ``content`` as a string, null, or a list of parts (parts.py).
+- ``tool_calls`` with ``arguments`` as a dict or a JSON string, with or without ``id``/``type``;
+  legacy ``function_call``; Qwen3-coder ``function_calls`` XML strings (used when there are no
+  structured calls, checked against them when there are); ``tool_call`` content parts.
+- Roles system, developer, user, assistant, tool, and legacy ``function`` (a tool result).
+  ``tool_call_ids`` with one id is that id; with several, one message answers several calls,
+  which Beam cannot express (``tool_result_unmatched``).
+- Tools from the row's ``tools``/``functions`` columns and from ``tools``/``functions`` on a
+  system or developer message; the row's ``chat_template_kwargs`` and ``reasoning_effort``.
+- Per-message ``weight``/``loss``/``train`` flags become ``weight``. Other keys are ignored.
+
+>>> convert_openai({"messages": [
+...     {"role": "user", "content": "Weather in Paris?"},
+...     {"role": "assistant", "reasoning_content": "Use the tool.", "tool_calls": [
+...         {"function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+...     {"role": "tool", "content": "18 C"}]}, options=ConvertOptions())["messages"][2]
+{'role': 'tool', 'tool_call_id': 'call_0', 'name': 'get_weather', 'content': '18 C'}
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from beam_sft.convert.assemble import finish_row
+from beam_sft.convert.options import ColumnMap, ConvertOptions
+from beam_sft.convert.parts import read_content, read_reasoning_fields, read_template_kwargs, read_weight
+from beam_sft.convert.rows import BeamRow, Reject, Rejection
+from beam_sft.convert.tools import (
+    merge_tools,
+    normalize_tools,
+    parse_json_text,
+    parse_tool_call,
+    parse_xml_function_calls,
+    same_calls,
+)
+
+ROLES = {
+    "system": "system",
+    "developer": "developer",
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "tool",
+    "function": "tool",
+}
+
+
+def convert_openai(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
+    """One OpenAI-style row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
+    try:
+        drafts, tools, kwargs = read_openai_row(raw, options.columns)
+        return finish_row(drafts, tools=tools, kwargs=kwargs, options=options)
+    except Reject as exc:
+        return exc.rejection
+
+
+def read_openai_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
+    """``(draft messages, tools, template kwargs)`` of one row (see assemble.py for drafts)."""
+    messages, row = locate_messages(raw, columns)
+    drafts, prompt_tools = read_messages(messages)
+    return drafts, merge_tools(row_tools(row, columns), prompt_tools), read_template_kwargs(row)
+
+
+def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
+    """``(message list, row dict)`` of the shapes this converter reads."""
+    if isinstance(raw, list):
+        return raw, {}
+    if not isinstance(raw, dict):
+        raise Reject("malformed_row", f"a row is a {type(raw).__name__}, not an object")
+    value = raw.get(columns.messages)
+    if isinstance(value, list):
+        return value, raw
+    value = raw.get(columns.conversations)
+    if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
+        return value, raw
+    nested = raw.get("answer_generation")
+    if isinstance(nested, dict) and isinstance(nested.get("train_messages"), list):
+        return _toolbench(nested)
+    raise Reject("malformed_row", f"no {columns.messages!r} list in the row")
+
+
+def _toolbench(nested: dict) -> tuple[list, dict]:
+    copies = nested["train_messages"]
+    if not copies or not all(isinstance(c, list) for c in copies):
+        raise Reject("malformed_row", "answer_generation.train_messages is not a list of message lists")
+    longest = max(copies, key=len)
+    if any(longest[: len(c)] != c for c in copies):
+        raise Reject(
+            "ambiguous_conversation", "answer_generation.train_messages are not prefixes of one conversation"
+        )
+    return longest, {"functions": nested.get("function")}
+
+
+def row_tools(row: dict, columns: ColumnMap) -> list[dict]:
+    return merge_tools(
+        normalize_tools(row.get(columns.tools), columns.tools),
+        normalize_tools(row.get("functions"), "functions"),
+    )
+
+
+def read_messages(messages: list) -> tuple[list[dict], list[dict]]:
+    """Draft messages (see assemble.py) and the tools declared on system messages."""
+    drafts: list[dict] = []
+    prompt_tools: list[dict] = []
+    for i, msg in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict):
+            raise Reject("malformed_row", f"{where} is not an object")
+        role = msg.get("role")
+        if not isinstance(role, str):
+            raise Reject("malformed_row", f"{where} has no role")
+        if role not in ROLES:
+            raise Reject("unknown_role", f"{where} has role {role!r}")
+        role = ROLES[role]
+        if role == "assistant":
+            drafts.append(read_assistant(msg, where))
+        elif role == "tool":
+            drafts.append(read_tool_result(msg, where))
+        else:
+            text, _, _ = read_content(msg.get("content"), where, role=role)
+            drafts.append({"role": role, "content": text})
+            if role in ("system", "developer"):
+                prompt_tools = merge_tools(
+                    prompt_tools,
+                    normalize_tools(msg.get("tools"), f"{where}.tools"),
+                    normalize_tools(msg.get("functions"), f"{where}.functions"),
+                )
+    return drafts, prompt_tools
+
+
+def read_assistant(msg: dict, where: str) -> dict:
+    text, reasoning_parts, part_calls = read_content(msg.get("content"), where, role="assistant")
+    carriers = read_reasoning_fields(msg, where) + [("reasoning part", "".join(reasoning_parts))]
+    calls = read_calls(msg, where, part_calls)
+    return {
+        "role": "assistant",
+        "content": text,
+        "reasoning": carriers,
+        "tool_calls": calls,
+        "weight": read_weight(msg, where),
+    }
+
+
+def read_calls(msg: dict, where: str, part_calls: list) -> list[dict]:
+    """The turn's calls from ``tool_calls``, ``tool_call`` parts, ``function_call`` or ``function_calls``."""
+    raw_calls = msg.get("tool_calls")
+    if raw_calls is not None and not isinstance(raw_calls, list):
+        raise Reject("malformed_row", f"{where}.tool_calls is not a list")
+    calls = [parse_tool_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(raw_calls or [])]
+    parts = [
+        parse_tool_call(
+            parse_json_text(c, f"{where}.content tool_call") if isinstance(c, str) else c,
+            f"{where}.content tool_call",
+        )
+        for c in part_calls
+    ]
+    if calls and parts:
+        raise Reject("conflicting_tool_calls", f"{where} has tool_calls and tool_call parts")
+    calls = calls or parts
+    legacy = msg.get("function_call")
+    if legacy is not None:
+        if calls:
+            raise Reject("conflicting_tool_calls", f"{where} has both tool_calls and function_call")
+        calls = [parse_tool_call(legacy, f"{where}.function_call")]
+    xml = msg.get("function_calls")
+    if xml is not None:
+        if not isinstance(xml, str):
+            raise Reject("malformed_row", f"{where}.function_calls is not a string")
+        parsed = parse_xml_function_calls(xml, f"{where}.function_calls")
+        if not calls:
+            calls = parsed
+        elif not same_calls(calls, parsed):
+            raise Reject("conflicting_tool_calls", f"{where}: function_calls and tool_calls differ")
+    return calls
+
+
+def read_tool_result(msg: dict, where: str) -> dict:
+    text, _, _ = read_content(msg.get("content"), where, role="tool")
+    draft: dict[str, Any] = {"role": "tool", "content": text or ""}
+    call_id = msg.get("tool_call_id")
+    ids = msg.get("tool_call_ids")
+    if ids is not None:
+        if not isinstance(ids, list):
+            raise Reject("malformed_row", f"{where}.tool_call_ids is not a list")
+        if len(ids) > 1:
+            raise Reject("tool_result_unmatched", f"{where} answers {len(ids)} calls in one message")
+        if ids and call_id is None:
+            call_id = ids[0]
+    if isinstance(call_id, int) and not isinstance(call_id, bool):
+        call_id = str(call_id)
+    if call_id is not None:
+        if not isinstance(call_id, str):
+            raise Reject("malformed_row", f"{where}.tool_call_id is not a string")
+        if call_id:
+            draft["tool_call_id"] = call_id
+    name = msg.get("name")
+    if name is not None:
+        if not isinstance(name, str):
+            raise Reject("malformed_row", f"{where}.name is not a string")
+        if name:
+            draft["name"] = name
+    return draft

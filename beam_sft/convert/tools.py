@@ -1,0 +1,269 @@
+"""Tool definitions and tool calls in their many source shapes -> the BeamRow shapes.
+
+A BeamRow tool is ``{"type": "function", "function": {"name", ...}}``; a call is
+``{"id", "type": "function", "function": {"name", "arguments": dict}}``. Everything here raises
+``Reject`` (never anything else) on input it cannot read.
+
+>>> parse_tool_call({"function": {"name": "f", "arguments": '{"x": 1}'}}, "messages[1].tool_calls[0]")
+{'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
+>>> normalize_tools('[{"name": "f", "parameters": {"type": "object"}}]', "tools")
+[{'type': 'function', 'function': {'name': 'f', 'parameters': {'type': 'object'}}}]
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from beam_sft.convert.rows import Reject
+
+
+def parse_json_text(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise Reject("invalid_json", f"{where}: {exc}") from None
+
+
+# --- tool definitions ---------------------------------------------------------------------------
+
+
+def normalize_tools(value: Any, where: str) -> list[dict]:
+    """A ``tools``/``functions`` value (list, one object, JSON string, or None) -> BeamRow tools.
+
+    Bare function objects (``{"name", "parameters"}``, as in glaive and legacy ``functions``) are
+    wrapped; a non-function tool (``{"type": "code_interpreter"}``) is ``bad_tool_definition``.
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        if not value.strip():
+            return []
+        value = parse_json_text(value, where)
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list):
+        raise Reject("bad_tool_definition", f"{where} is a {type(value).__name__}, not a list of tools")
+    tools = [_normalize_tool(tool, f"{where}[{i}]") for i, tool in enumerate(value)]
+    names = [t["function"]["name"] for t in tools]
+    for name in names:
+        if names.count(name) > 1:
+            raise Reject("bad_tool_definition", f"{where} declares {name!r} twice")
+    return tools
+
+
+def _normalize_tool(tool: Any, where: str) -> dict:
+    if not isinstance(tool, dict):
+        raise Reject("bad_tool_definition", f"{where} is not an object")
+    kind = tool.get("type")
+    if isinstance(tool.get("function"), dict):
+        if kind not in (None, "function"):
+            raise Reject("bad_tool_definition", f"{where} has type {kind!r}")
+        fn = tool["function"]
+    elif "name" in tool and kind in (None, "function"):
+        fn = {k: v for k, v in tool.items() if k != "type"}
+    else:
+        raise Reject("bad_tool_definition", f"{where} is not a function tool: {json.dumps(tool)[:80]}")
+    name = fn.get("name")
+    if not isinstance(name, str) or not name:
+        raise Reject("bad_tool_definition", f"{where} has no name")
+    if "description" in fn and not isinstance(fn["description"], (str, type(None))):
+        raise Reject("bad_tool_definition", f"{where}.description is not a string")
+    if "parameters" in fn and not isinstance(fn["parameters"], (dict, type(None))):
+        raise Reject("bad_tool_definition", f"{where}.parameters is not an object")
+    return {"type": "function", "function": fn}
+
+
+def merge_tools(*groups: list[dict]) -> list[dict]:
+    """Tools from several places (row column, system message, system prompt text), first wins.
+
+    >>> t = lambda n, d: {"type": "function", "function": {"name": n, "description": d}}
+    >>> [x["function"]["description"] for x in merge_tools([t("a", "row")], [t("a", "sys"), t("b", "sys")])]
+    ['row', 'sys']
+    """
+    out: list[dict] = []
+    seen: set[str] = set()
+    for group in groups:
+        for tool in group:
+            name = tool["function"]["name"]
+            if name not in seen:
+                seen.add(name)
+                out.append(tool)
+    return out
+
+
+# A <tools> block in a system prompt, with the Qwen2.5/Hermes boilerplate that introduces it and
+# the instruction after it (that instruction describes a wire format Beam does not use).
+_TOOLS_BLOCK_RE = re.compile(r"<tools>(?P<body>.*?)</tools>", re.DOTALL)
+_TOOLS_PREAMBLE_RE = re.compile(
+    r"(?:#\s*Tools\s*)?"
+    r"(?:You may call one or more functions to assist with the user query\.\s*)?"
+    r"(?:You are provided with function signatures within <tools></tools> XML tags[.:]?\s*)?\Z"
+)
+_TOOLS_SUFFIX_RE = re.compile(
+    r"\s*For each function call, return a json object with function name and arguments within "
+    r"<tool_call></tool_call> XML tags[.:]?\s*<tool_call>\s*\{\"name\": <function-name>, "
+    r"\"arguments\": <args-json-object>\}\s*</tool_call>"
+)
+
+
+def extract_system_tools(text: str, where: str) -> tuple[str, list[dict]]:
+    """Split a system prompt into ``(prompt without the tools block, tools)``.
+
+    The first ``<tools>`` block with something in it is taken (an empty ``<tools></tools>`` is a
+    mention in the prose). It holds a JSON list, one JSON object, or one JSON object per line
+    (Qwen2.5). The Qwen/Hermes sentences around it go with it.
+
+    >>> extract_system_tools('Be kind.\\n<tools>[{"name": "f"}]</tools>', "messages[0]")
+    ('Be kind.', [{'type': 'function', 'function': {'name': 'f'}}])
+    """
+    m = next((b for b in _TOOLS_BLOCK_RE.finditer(text) if b["body"].strip()), None)
+    if m is None:
+        return text, []
+    body = m["body"].strip()
+    try:
+        value: Any = json.loads(body)
+    except ValueError:
+        lines = [line for line in body.splitlines() if line.strip()]
+        value = [parse_json_text(line, f"{where}: <tools> block") for line in lines]
+    tools = normalize_tools(value, f"{where}: <tools> block")
+    head = text[: m.start()]
+    start = _TOOLS_PREAMBLE_RE.search(head).start()  # matches (possibly empty) at the end at least
+    suffix = _TOOLS_SUFFIX_RE.match(text, m.end())
+    end = suffix.end() if suffix else m.end()
+    before, after = text[:start].rstrip(), text[end:].lstrip()
+    return (before + "\n\n" + after if before and after else before or after), tools
+
+
+# --- tool calls -----------------------------------------------------------------------------------
+
+
+def parse_arguments(args: Any, where: str) -> dict:
+    """Arguments as a dict: a dict, a JSON string (once or twice encoded), or nothing (``{}``).
+
+    >>> parse_arguments('"{\\\\"a\\\\": 1}"', "x"), parse_arguments("", "x")
+    ({'a': 1}, {})
+    """
+    if args is None:
+        return {}
+    if isinstance(args, str):
+        if not args.strip():
+            return {}
+        args = parse_json_text(args, f"{where}.arguments")
+        if isinstance(args, str):  # double-encoded: a JSON string holding the JSON object
+            args = parse_json_text(args, f"{where}.arguments (decoded once)")
+    if not isinstance(args, dict):
+        raise Reject("arguments_not_object", f"{where}.arguments is a {type(args).__name__}, not an object")
+    return args
+
+
+def parse_tool_call(call: Any, where: str) -> dict:
+    """One call in OpenAI (``function: {name, arguments}``) or flat (``name, arguments``) shape.
+
+    The id is kept when it is a string or an int (written as a string); ids are assigned later
+    for calls without one.
+    """
+    if not isinstance(call, dict):
+        raise Reject("malformed_tool_call", f"{where} is not an object")
+    fn = call.get("function")
+    if isinstance(fn, dict):
+        name = fn.get("name")
+        args = fn["arguments"] if "arguments" in fn else call.get("arguments")
+        kind = call.get("type") or fn.get("type")
+    elif fn is None:
+        name = call.get("name")
+        args = call["arguments"] if "arguments" in call else call.get("parameters")
+        kind = call.get("type")
+    else:
+        raise Reject("malformed_tool_call", f"{where}.function is not an object")
+    if kind not in (None, "function"):
+        raise Reject("malformed_tool_call", f"{where} has type {kind!r}, not a function call")
+    if not isinstance(name, str) or not name:
+        raise Reject("malformed_tool_call", f"{where} has no function name")
+    out: dict[str, Any] = {}
+    call_id = call.get("id")
+    if isinstance(call_id, bool):
+        call_id = None
+    if isinstance(call_id, int):
+        call_id = str(call_id)
+    if isinstance(call_id, str) and call_id:
+        out["id"] = call_id
+    out["type"] = "function"
+    out["function"] = {"name": name, "arguments": parse_arguments(args, where)}
+    return out
+
+
+# Qwen3-coder XML calls: <tool_call><function=NAME><parameter=KEY>VALUE</parameter></function></tool_call>
+_XML_CALL_RE = re.compile(r"<function=(?P<name>[^>\n]*)>(?P<body>.*?)</function>", re.DOTALL)
+_XML_PARAM_RE = re.compile(r"<parameter=(?P<key>[^>\n]*)>(?P<value>.*?)</parameter>", re.DOTALL)
+
+
+def parse_xml_function(text: str, where: str) -> dict:
+    """A Qwen3-coder ``<function=...>`` call; values stay strings (one newline trimmed each side).
+
+    Strings are what Beam writes as-is, so a value renders exactly as the source wrote it.
+
+    >>> parse_xml_function("<function=f>\\n<parameter=n>\\n5\\n</parameter>\\n</function>", "x")
+    {'type': 'function', 'function': {'name': 'f', 'arguments': {'n': '5'}}}
+    """
+    m = _XML_CALL_RE.fullmatch(text.strip())
+    if m is None or not m["name"].strip():
+        raise Reject("malformed_tool_call", f"{where}: not a <function=NAME>...</function> call")
+    body = m["body"]
+    args: dict[str, str] = {}
+    pos = 0
+    for p in _XML_PARAM_RE.finditer(body):
+        if body[pos : p.start()].strip():
+            raise Reject("malformed_tool_call", f"{where}: text between parameters")
+        value = p["value"]
+        value = value[1:] if value.startswith("\n") else value
+        value = value[:-1] if value.endswith("\n") else value
+        args[p["key"].strip()] = value
+        pos = p.end()
+    if body[pos:].strip():
+        raise Reject("malformed_tool_call", f"{where}: text after the last parameter")
+    return {"type": "function", "function": {"name": m["name"].strip(), "arguments": args}}
+
+
+_TOOL_CALL_BLOCK_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
+
+
+def parse_xml_function_calls(text: str, where: str) -> list[dict]:
+    """All ``<tool_call>`` blocks of a Qwen3-coder ``function_calls`` string."""
+    calls = []
+    pos = 0
+    for m in _TOOL_CALL_BLOCK_RE.finditer(text):
+        if text[pos : m.start()].strip():
+            raise Reject("malformed_tool_call", f"{where}: text outside <tool_call> blocks")
+        calls.append(parse_xml_function(m["body"], f"{where}[{len(calls)}]"))
+        pos = m.end()
+    if text[pos:].strip() or not calls:
+        raise Reject("malformed_tool_call", f"{where}: not a sequence of <tool_call> blocks")
+    return calls
+
+
+def same_calls(structured: list[dict], textual: list[dict]) -> bool:
+    """Whether XML-parsed calls (string values) say what the structured calls say.
+
+    >>> c = lambda v: [{"type": "function", "function": {"name": "f", "arguments": {"n": v}}}]
+    >>> same_calls(c(5), c("5")), same_calls(c(5), c("6"))
+    (True, False)
+    """
+    if len(structured) != len(textual):
+        return False
+    for a, b in zip(structured, textual, strict=True):
+        fa, fb = a["function"], b["function"]
+        if fa["name"] != fb["name"] or list(fa["arguments"]) != list(fb["arguments"]):
+            return False
+        for key, value in fa["arguments"].items():
+            text = fb["arguments"][key]
+            if value == text:
+                continue
+            try:
+                if json.loads(text) == value:
+                    continue
+            except (ValueError, TypeError, RecursionError):
+                pass
+            return False
+    return True

@@ -1,0 +1,282 @@
+"""Beam rules on a BeamRow: the first broken rule becomes a Rejection (codes in rows.py).
+
+Rules, in the order they are checked (so a row breaking several gets a stable code):
+
+1. shape: messages is a non-empty list of known roles with string content (``malformed_row``),
+   ``weight`` is 0 or 1 (``bad_weight``), tools are named functions (``bad_tool_definition``);
+2. system/developer messages only at the start (``system_not_leading``): the template drops
+   later ones without a word;
+3. each call: a name the format can carry (``bad_tool_name``: non-empty, no whitespace, no
+   ``<``), arguments a dict (``arguments_not_object``) whose names fit in
+   ``name="..."`` (``bad_argument_name``) and whose rendered values never contain
+   ``</rfl:parameter>`` (``param_delimiter_in_argument``); no answer text beside calls
+   (``content_with_tool_calls``); an answer or a call on every turn (``empty_assistant``);
+4. tool results follow their calls, one per call, in call order (Beam matches by position):
+   ``tool_result_unmatched``, ``tool_result_order``, ``tool_call_unanswered``. A conversation
+   may end on a call turn (the turn ends with ``<|call|>``, which is valid Harmony and trains
+   the call) or part-way through its results;
+5. ``chat_template_kwargs``: ``bad_reasoning_effort``, ``bad_template_kwargs``;
+6. no Harmony marker in any rendered text (content, reasoning, names, arguments, tool
+   definitions, template kwargs): ``harmony_marker_in_text``;
+7. calls name declared tools (``undeclared_tool``, when ``require_declared_tools``);
+8. reasoning on every trained assistant turn (``missing_reasoning``);
+9. at least one trained assistant turn (``no_trained_turn``).
+
+>>> ok = {"messages": [{"role": "user", "content": "Hi"},
+...                    {"role": "assistant", "reasoning_content": "Greet.", "content": "Hello"}]}
+>>> validate(ok, options=ConvertOptions()) is None
+True
+>>> bad = {"messages": [{"role": "user", "content": "Say <|end|>"}] + ok["messages"][1:]}
+>>> validate(bad, options=ConvertOptions()).code
+'harmony_marker_in_text'
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from beam_sft.convert.options import ConvertOptions
+from beam_sft.convert.rows import BeamRow, Rejection
+from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
+
+ROLES = ("system", "developer", "user", "assistant", "tool")
+_TOOL_NAME_RE = re.compile(r"[^\s<]+")
+# The registered keys of chat_template_kwargs and the types the template accepts for them.
+_KWARG_TYPES: dict[str, tuple[type, ...]] = {"model_identity": (str,), "allow_missing_thinking": (bool,)}
+
+
+def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
+    """The first Beam rule ``row`` breaks, as a Rejection, or None when it keeps every rule."""
+    for check in (
+        _shape,
+        _system_leading,
+        _calls,
+        _results,
+        _kwargs,
+        _markers,
+        _declared,
+        _reasoning,
+        _trained,
+    ):
+        problem = check(row, options)
+        if problem is not None:
+            return Rejection(*problem)
+    return None
+
+
+def has_reasoning(msg: dict) -> bool:
+    text = msg.get("reasoning_content")
+    return isinstance(text, str) and bool(text.strip())
+
+
+def is_trained(msg: dict) -> bool:
+    return msg["role"] == "assistant" and msg.get("weight", 1) != 0
+
+
+def _shape(row: Any, options: ConvertOptions) -> tuple[str, str] | None:
+    if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+        return "malformed_row", "a BeamRow needs a messages list"
+    if not row["messages"]:  # only truncation leaves a row empty: converters reject empty conversations
+        return "no_trained_turn", "no message is left"
+    for i, msg in enumerate(row["messages"]):
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict) or msg.get("role") not in ROLES:
+            return "malformed_row", f"{where} is not a message with a known role"
+        for key in ("content", "reasoning_content", "name", "tool_call_id"):
+            if key in msg and not isinstance(msg[key], str):
+                return "malformed_row", f"{where}.{key} is not a string"
+        if msg["role"] != "assistant" and not isinstance(msg.get("content"), str):
+            return "malformed_row", f"{where} has no string content"
+        if "weight" in msg and (type(msg["weight"]) is not int or msg["weight"] not in (0, 1)):
+            return "bad_weight", f"{where}.weight is {msg['weight']!r}, not 0 or 1"
+        calls = msg.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(_call_shape(c) for c in calls)):
+            return "malformed_row", f"{where}.tool_calls is not a list of function calls"
+    tools = row.get("tools", [])
+    if not isinstance(tools, list):
+        return "bad_tool_definition", "tools is not a list"
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or tool.get("type") != "function" or not isinstance(fn.get("name"), str):
+            return "bad_tool_definition", f"tools[{i}] is not a named function tool"
+    return None
+
+
+def _call_shape(call: Any) -> bool:
+    return isinstance(call, dict) and isinstance(call.get("function"), dict) and "name" in call["function"]
+
+
+def _system_leading(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    seen_other = False
+    for i, msg in enumerate(row["messages"]):
+        if msg["role"] in ("system", "developer"):
+            if seen_other:
+                return (
+                    "system_not_leading",
+                    f"messages[{i}] is a {msg['role']} message after the conversation started",
+                )
+        else:
+            seen_other = True
+    return None
+
+
+def _calls(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    for i, msg in enumerate(row["messages"]):
+        if msg["role"] == "tool" and "name" in msg and not _TOOL_NAME_RE.fullmatch(msg["name"]):
+            return "bad_tool_name", f"messages[{i}].name {msg['name']!r} cannot be a Harmony author"
+        if msg["role"] != "assistant":
+            continue
+        calls = msg.get("tool_calls") or []
+        for j, call in enumerate(calls):
+            where = f"messages[{i}].tool_calls[{j}]"
+            name, args = call["function"]["name"], call["function"].get("arguments")
+            if not isinstance(name, str) or not _TOOL_NAME_RE.fullmatch(name):
+                return "bad_tool_name", f"{where}: {name!r} cannot be a Harmony recipient"
+            if not isinstance(args, dict):
+                return "arguments_not_object", f"{where}.arguments is a {type(args).__name__}, not an object"
+            for key, value in args.items():
+                if '"' in key:
+                    return "bad_argument_name", f"{where}: argument name {key!r} contains a double quote"
+                rendered = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+                if PARAM_CLOSE in rendered:
+                    return "param_delimiter_in_argument", f"{where}: argument {key!r} contains {PARAM_CLOSE}"
+        content = msg.get("content") or ""
+        if calls and content:
+            return "content_with_tool_calls", f"messages[{i}] has an answer beside its tool calls"
+        if not calls and not content.strip():
+            return "empty_assistant", f"messages[{i}] has neither an answer nor a tool call"
+    return None
+
+
+def _results(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    pending: list[dict] = []
+    for i, msg in enumerate(row["messages"]):
+        where = f"messages[{i}]"
+        if msg["role"] == "tool":
+            if not pending:
+                return "tool_result_unmatched", f"{where} is a tool result but no call is waiting for one"
+            problem = _match(msg, pending, where)
+            if problem is not None:
+                return problem
+            pending.pop(0)
+            continue
+        if pending:
+            names = ", ".join(c["function"]["name"] for c in pending)
+            return "tool_call_unanswered", f"{where} comes before the results of: {names}"
+        if msg["role"] == "assistant":
+            pending = list(msg.get("tool_calls") or [])
+    return None
+
+
+def _match(msg: dict, pending: list[dict], where: str) -> tuple[str, str] | None:
+    expected = pending[0]
+    name = expected["function"]["name"]
+    if "tool_call_id" in msg:
+        if msg["tool_call_id"] != expected.get("id"):
+            if any(msg["tool_call_id"] == c.get("id") for c in pending[1:]):
+                return "tool_result_order", f"{where} answers a later call than {expected.get('id')!r}"
+            return (
+                "tool_result_unmatched",
+                f"{where}.tool_call_id {msg['tool_call_id']!r} matches no waiting call",
+            )
+        if "name" in msg and msg["name"] != name:
+            return "tool_result_unmatched", f"{where} is named {msg['name']!r} but answers a call to {name!r}"
+        return None
+    if "name" in msg:
+        if msg["name"] == name:
+            return None
+        if any(msg["name"] == c["function"]["name"] for c in pending[1:]):
+            return "tool_result_order", f"{where} answers {msg['name']!r} before {name!r}"
+        return "tool_result_unmatched", f"{where} is named {msg['name']!r} but the waiting call is {name!r}"
+    return "tool_result_unmatched", f"{where} has neither a name nor a tool_call_id"
+
+
+def _kwargs(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    kwargs = row.get("chat_template_kwargs", {})
+    if not isinstance(kwargs, dict):
+        return "bad_template_kwargs", "chat_template_kwargs is not an object"
+    effort = kwargs.get("reasoning_effort")
+    if effort is not None:
+        if (
+            isinstance(effort, bool)
+            or not isinstance(effort, (int, str))
+            or (isinstance(effort, str) and effort not in REASONING_EFFORT_LABELS)
+        ):
+            return (
+                "bad_reasoning_effort",
+                f"reasoning_effort {effort!r} is neither an int nor one of {', '.join(REASONING_EFFORT_LABELS)}",
+            )
+    for key, types in _KWARG_TYPES.items():
+        if kwargs.get(key) is not None and not isinstance(kwargs[key], types):
+            return "bad_template_kwargs", f"chat_template_kwargs.{key} is a {type(kwargs[key]).__name__}"
+    builtin = kwargs.get("builtin_tools")
+    if builtin is not None and not (isinstance(builtin, list) and all(isinstance(n, str) for n in builtin)):
+        return "bad_template_kwargs", "chat_template_kwargs.builtin_tools is not a list of names"
+    return None
+
+
+def iter_rendered_text(row: BeamRow) -> Iterator[tuple[str, str]]:
+    """``(path, text)`` for every string the template can render (ids and meta excluded)."""
+    stack: list[tuple[str, Any]] = [
+        ("chat_template_kwargs", row.get("chat_template_kwargs")),
+        ("tools", row.get("tools")),
+    ]
+    for i, msg in reversed(list(enumerate(row["messages"]))):
+        for key, value in msg.items():
+            if key == "tool_calls" and isinstance(value, list):
+                stack.extend(
+                    (f"messages[{i}].tool_calls[{j}].function", c.get("function"))
+                    for j, c in enumerate(value)
+                )
+            elif key not in ("tool_call_id", "role", "weight"):
+                stack.append((f"messages[{i}].{key}", value))
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            yield path, value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    yield f"{path} (key)", key
+                stack.append((f"{path}.{key}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{j}]", item) for j, item in enumerate(value))
+
+
+def _markers(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    for path, text in iter_rendered_text(row):
+        if "<|" in text:
+            for marker in ALL_MARKERS:
+                if marker in text:
+                    return "harmony_marker_in_text", f"{path} contains {marker}"
+    return None
+
+
+def _declared(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    if not options.require_declared_tools:
+        return None
+    declared = {t["function"]["name"] for t in row.get("tools", [])}
+    for i, msg in enumerate(row["messages"]):
+        for call in msg.get("tool_calls") or []:
+            if call["function"]["name"] not in declared:
+                return (
+                    "undeclared_tool",
+                    f"messages[{i}] calls {call['function']['name']!r}, which the row does not declare",
+                )
+    return None
+
+
+def _reasoning(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    for i, msg in enumerate(row["messages"]):
+        if is_trained(msg) and not has_reasoning(msg):
+            return "missing_reasoning", f"messages[{i}] is trained but has no reasoning"
+    return None
+
+
+def _trained(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    if not any(is_trained(m) for m in row["messages"]):
+        return "no_trained_turn", "no assistant turn is trained"
+    return None

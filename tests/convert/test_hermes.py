@@ -1,0 +1,105 @@
+"""Hermes/Qwen tags: <tool_call> in assistant text, <tool_response> in user/tool text, <tools> in the prompt."""
+
+from __future__ import annotations
+
+import json
+
+from beam_sft.convert import ConvertOptions
+from beam_sft.convert.hermes import convert_hermes
+
+OPTIONS = ConvertOptions()
+CALC = {"type": "function", "function": {"name": "calc", "parameters": {"type": "object"}}}
+QWEN_SYSTEM = (
+    "You are helpful.\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+    + json.dumps(CALC)
+    + "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>'
+)
+
+
+def test_openai_shaped_hermes_trajectory():
+    row = convert_hermes(
+        {
+            "messages": [
+                {"role": "system", "content": QWEN_SYSTEM},
+                {"role": "user", "content": "2+2?"},
+                {
+                    "role": "assistant",
+                    "content": '<think>\nUse calc.\n</think>\n\n<tool_call>\n{"name": "calc", "arguments": {"e": "2+2"}}\n</tool_call>',
+                },
+                {"role": "user", "content": "<tool_response>\nOBSERVATION:\n4\n</tool_response>"},
+                {"role": "assistant", "content": "<think>It is 4.</think>\n\n4"},
+            ]
+        },
+        options=OPTIONS,
+    )
+    assert row["messages"][0] == {"role": "system", "content": "You are helpful."}
+    assert row["tools"] == [CALC]
+    assert row["messages"][2] == {
+        "role": "assistant",
+        "reasoning_content": "Use calc.",
+        "tool_calls": [
+            {"id": "call_0", "type": "function", "function": {"name": "calc", "arguments": {"e": "2+2"}}}
+        ],
+    }
+    assert row["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "call_0",
+        "name": "calc",
+        "content": "OBSERVATION:\n4",
+    }
+    assert row["messages"][4] == {"role": "assistant", "reasoning_content": "It is 4.", "content": "4"}
+
+
+def test_sharegpt_shaped_rows_with_python_literal_and_xml_calls():
+    row = convert_hermes(
+        {
+            "conversations": [
+                {"from": "system", "value": "<tools>[" + json.dumps(CALC["function"]) + "]</tools>"},
+                {"from": "human", "value": "q"},
+                {
+                    "from": "gpt",
+                    "value": "<think>two</think><tool_call>\n{'name': 'calc', 'arguments': {'e': '1'}}\n</tool_call>"
+                    "<tool_call><function=calc><parameter=e>\n2\n</parameter></function></tool_call>",
+                },
+                {
+                    "from": "tool",
+                    "value": '<tool_response>\n{"name": "calc", "content": 1}\n</tool_response>\n'
+                    "<tool_response>2</tool_response>",
+                },
+            ]
+        },
+        options=OPTIONS,
+    )
+    assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "tool"]
+    assert [c["function"]["arguments"] for c in row["messages"][1]["tool_calls"]] == [{"e": "1"}, {"e": "2"}]
+    assert [m["content"] for m in row["messages"][2:]] == ["1", "2"]
+
+
+def test_mixed_tool_responses_and_bad_calls_are_rejected():
+    mixed = {"messages": [{"role": "user", "content": "hi <tool_response>1</tool_response>"}]}
+    assert convert_hermes(mixed, options=OPTIONS).code == "tool_response_mixed"
+    bad = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "<tool_call>not json</tool_call>"},
+        ]
+    }
+    assert convert_hermes(bad, options=OPTIONS).code == "malformed_tool_call"
+    unclosed = {
+        "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<tool_call>{}"}]
+    }
+    assert convert_hermes(unclosed, options=OPTIONS).code == "malformed_tool_call"
+
+
+def test_few_shot_transcript_strings():
+    example = (
+        "```\nSYSTEM: You help.\n<tools>[" + json.dumps(CALC["function"]) + "]\n\n</tools>\nUSER: 3*3?\n"
+        'ASSISTANT:\n<tool_call>\n{"arguments": {"e": "3*3"},\n "name": "calc"}\n</tool_call>\n```\n'
+    )
+    row = convert_hermes({"example": example}, options=ConvertOptions(missing_reasoning="unmask"))
+    assert row["messages"][0] == {"role": "system", "content": "You help."}
+    assert row["messages"][2]["tool_calls"][0]["function"] == {"name": "calc", "arguments": {"e": "3*3"}}
+    assert convert_hermes(example, options=OPTIONS) == convert_hermes({"text": example}, options=OPTIONS)
+    assert convert_hermes("no speakers here", options=OPTIONS).code == "malformed_row"

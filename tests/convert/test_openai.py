@@ -1,0 +1,397 @@
+"""OpenAI chat rows: every shape the issue lists, and the messy corpus shapes, one test each."""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_sft.convert import ConvertOptions, Rejection
+from beam_sft.convert.openai import convert_openai
+
+LOOSE = ConvertOptions(require_declared_tools=False)
+
+
+def convert(row, **options):
+    return convert_openai(row, options=ConvertOptions(**options) if options else LOOSE)
+
+
+def code(result) -> str | None:
+    return result.code if isinstance(result, Rejection) else None
+
+
+def turn(**fields):
+    return {"role": "assistant", "reasoning_content": "r", **fields}
+
+
+def call(name="f", arguments="{}", **extra):
+    return {**extra, "function": {"name": name, "arguments": arguments}}
+
+
+def test_content_string_null_and_text_parts():
+    row = convert(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}, "c"],
+                },
+                turn(content=None, tool_calls=[call()]),
+                {"role": "tool", "content": None},
+                turn(content=[{"type": "output_text", "text": "done"}]),
+            ]
+        }
+    )
+    assert row["messages"][0] == {"role": "user", "content": "abc"}
+    assert row["messages"][2]["content"] == ""
+    assert row["messages"][3]["content"] == "done"
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "video", "video": "v.mp4"},
+        {"type": "input_audio", "input_audio": {}},
+    ],
+)
+def test_a_non_text_part_is_a_rejection_not_a_silent_drop(part):
+    result = convert(
+        {"messages": [{"role": "user", "content": [part, {"type": "text", "text": "hi"}]}, turn(content="x")]}
+    )
+    assert code(result) == "non_text_part"
+
+
+def test_reasoning_parts_only_on_assistant_turns():
+    user = {"role": "user", "content": [{"type": "reasoning", "text": "x"}]}
+    assert code(convert({"messages": [user, turn(content="y")]})) == "non_text_part"
+
+
+@pytest.mark.parametrize("arguments", ['{"city": "Paris"}', {"city": "Paris"}, '"{\\"city\\": \\"Paris\\"}"'])
+def test_arguments_as_json_string_dict_or_double_encoded(arguments):
+    row = convert({"messages": [{"role": "user", "content": "q"}, turn(tool_calls=[call("w", arguments)])]})
+    assert row["messages"][1]["tool_calls"][0]["function"]["arguments"] == {"city": "Paris"}
+
+
+def test_calls_without_id_or_type_get_ids_in_row_order():
+    row = convert(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                turn(
+                    tool_calls=[
+                        call("a"),
+                        {"id": "mine", "type": "function", "function": {"name": "b", "arguments": {}}},
+                    ]
+                ),
+                {"role": "tool", "content": "1"},
+                {"role": "tool", "content": "2"},
+                turn(tool_calls=[{"name": "c", "arguments": {}}]),
+            ]
+        }
+    )
+    ids = [c["id"] for m in row["messages"] for c in m.get("tool_calls", [])]
+    assert ids == ["call_0", "mine", "call_2"]
+    assert row["messages"][2] == {"role": "tool", "tool_call_id": "call_0", "name": "a", "content": "1"}
+    assert row["messages"][3] == {"role": "tool", "tool_call_id": "mine", "name": "b", "content": "2"}
+
+
+@pytest.mark.parametrize(
+    "arguments, expected",
+    [
+        ("l.remove(3.6)", "invalid_json"),
+        ("[1, 2]", "arguments_not_object"),
+        (5, "arguments_not_object"),
+    ],
+)
+def test_unreadable_arguments(arguments, expected):
+    result = convert(
+        {"messages": [{"role": "user", "content": "q"}, turn(tool_calls=[call("f", arguments)])]}
+    )
+    assert code(result) == expected
+
+
+def test_empty_or_missing_arguments_are_an_empty_object():
+    row = convert(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                turn(tool_calls=[call("f", ""), {"function": {"name": "g"}}]),
+            ]
+        }
+    )
+    assert [c["function"]["arguments"] for c in row["messages"][1]["tool_calls"]] == [{}, {}]
+
+
+def test_legacy_functions_function_call_and_function_role():
+    row = convert(
+        {
+            "functions": [{"name": "price", "parameters": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": "q"},
+                turn(content=None, function_call={"name": "price", "arguments": '{\n  "car": "Song"\n}'}),
+                {"role": "function", "name": "price", "content": "$1"},
+                turn(content="It costs $1."),
+            ],
+        },
+        require_declared_tools=True,
+    )
+    assert row["tools"] == [
+        {"type": "function", "function": {"name": "price", "parameters": {"type": "object"}}}
+    ]
+    assert row["messages"][1]["tool_calls"] == [
+        {"id": "call_0", "type": "function", "function": {"name": "price", "arguments": {"car": "Song"}}}
+    ]
+    assert row["messages"][2] == {"role": "tool", "tool_call_id": "call_0", "name": "price", "content": "$1"}
+
+
+def test_both_tool_calls_and_function_call_conflict():
+    msg = turn(tool_calls=[call("a")], function_call={"name": "b", "arguments": "{}"})
+    assert code(convert({"messages": [{"role": "user", "content": "q"}, msg]})) == "conflicting_tool_calls"
+
+
+def test_tool_results_by_id_by_name_and_one_id_lists():
+    row = convert(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                turn(tool_calls=[call("a", id="x1"), call("b", id="x2")]),
+                {"role": "tool", "tool_call_ids": ["x1"], "content": "1"},
+                {"role": "tool", "name": "b", "content": "2"},
+                turn(content="ok"),
+            ]
+        }
+    )
+    assert row["messages"][2] == {"role": "tool", "tool_call_id": "x1", "content": "1"}
+    assert row["messages"][3] == {"role": "tool", "name": "b", "content": "2"}
+
+
+def test_one_message_answering_several_calls_is_rejected():
+    result = convert(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                turn(tool_calls=[call("a", id="x"), call("b", id="y")]),
+                {"role": "tool", "tool_call_ids": ["x", "y"], "content": "both"},
+            ]
+        }
+    )
+    assert code(result) == "tool_result_unmatched"
+
+
+def test_reused_ids_are_resolved_by_position():
+    # mistral-common: two parallel calls with the same id, two results with that id
+    row = convert(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                turn(tool_calls=[call("a", id="123"), call("b", id="123")]),
+                {"role": "tool", "tool_call_id": "123", "content": "A"},
+                {"role": "tool", "tool_call_id": "123", "content": "B"},
+                turn(content="done"),
+            ]
+        }
+    )
+    # the template would resolve both ids to the last call ("b"): the first result is named "a"
+    assert row["messages"][2] == {"role": "tool", "tool_call_id": "123", "name": "a", "content": "A"}
+    assert row["messages"][3] == {"role": "tool", "tool_call_id": "123", "content": "B"}
+
+
+def test_tools_at_row_level_and_on_the_system_message_merge():
+    t = lambda n: {"type": "function", "function": {"name": n}}  # noqa: E731
+    row = convert(
+        {
+            "tools": [t("a")],
+            "messages": [
+                {"role": "system", "content": "s", "tools": [t("a"), t("b")]},
+                {"role": "user", "content": "q"},
+                turn(content="x"),
+            ],
+        }
+    )
+    assert [x["function"]["name"] for x in row["tools"]] == ["a", "b"]
+
+
+def test_non_function_tool_is_rejected():
+    result = convert(
+        {
+            "tools": [{"type": "code_interpreter"}],
+            "messages": [{"role": "user", "content": "q"}, turn(content="x")],
+        }
+    )
+    assert code(result) == "bad_tool_definition"
+
+
+@pytest.mark.parametrize(
+    "flags, weight",
+    [
+        ({"weight": 0}, 0),
+        ({"weight": 1.0}, 1),
+        ({"loss": False}, 0),
+        ({"train": True}, 1),
+        ({"train": False, "loss": False}, 0),
+    ],
+)
+def test_loss_flags_become_weight(flags, weight):
+    row = convert(
+        {"messages": [{"role": "user", "content": "q", "train": False}, turn(content="x", **flags)]}
+    )
+    assert row["messages"][1]["weight"] == weight
+    assert "weight" not in row["messages"][0]
+
+
+@pytest.mark.parametrize("flags", [{"weight": 0.5}, {"weight": 1, "loss": False}, {"train": "yes"}])
+def test_bad_loss_flags(flags):
+    assert (
+        code(convert({"messages": [{"role": "user", "content": "q"}, turn(content="x", **flags)]}))
+        == "bad_weight"
+    )
+
+
+def test_unknown_extra_keys_are_ignored():
+    row = convert(
+        {
+            "id": 3,
+            "metadata": {"a": 1},
+            "messages": [
+                {"role": "user", "content": "q", "metainfo": {"img": "x"}},
+                turn(content="x", cache_control={"type": "e"}),
+            ],
+        }
+    )
+    assert row == {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "reasoning_content": "r", "content": "x"},
+        ]
+    }
+
+
+def test_unknown_role_and_malformed_rows():
+    assert code(convert({"messages": [{"role": "ipython", "content": "x"}]})) == "unknown_role"
+    assert code(convert({"messages": [{"content": "x"}]})) == "malformed_row"
+    assert code(convert({"messages": "hello"})) == "malformed_row"
+    assert code(convert("just text")) == "malformed_row"
+    assert code(convert({"messages": []})) == "malformed_row"
+
+
+def test_a_bare_list_and_a_role_content_conversations_column_are_conversations():
+    messages = [{"role": "user", "content": "q"}, turn(content="x")]
+    assert convert(messages) == convert({"messages": messages}) == convert({"conversations": messages})
+
+
+def test_qwen3_coder_function_calls_string():
+    xml = "<tool_call>\n<function=search>\n<parameter=num>5</parameter>\n<parameter=q>\nmulti\nline\n</parameter>\n</function>\n</tool_call>"
+    alone = convert({"messages": [{"role": "user", "content": "q"}, turn(function_calls=xml)]})
+    assert alone["messages"][1]["tool_calls"][0]["function"]["arguments"] == {"num": "5", "q": "multi\nline"}
+    structured = call("search", {"num": 5, "q": "multi\nline"}, id="c")
+    both = convert(
+        {"messages": [{"role": "user", "content": "q"}, turn(function_calls=xml, tool_calls=[structured])]}
+    )
+    assert both["messages"][1]["tool_calls"][0]["function"]["arguments"] == {"num": 5, "q": "multi\nline"}
+    other = call("search", {"num": 6, "q": "multi\nline"}, id="c")
+    differ = convert(
+        {"messages": [{"role": "user", "content": "q"}, turn(function_calls=xml, tool_calls=[other])]}
+    )
+    assert code(differ) == "conflicting_tool_calls"
+
+
+def test_toolbench_train_messages_take_the_longest_prefix_chain():
+    a = [{"role": "user", "content": "q"}]
+    b = a + [turn(content="x")]
+    nested = {"answer_generation": {"train_messages": [a, b], "function": [{"name": "Finish"}]}}
+    row = convert(nested)
+    assert row["messages"] == convert({"messages": b})["messages"]
+    assert row["tools"][0]["function"]["name"] == "Finish"
+    broken = {
+        "answer_generation": {
+            "train_messages": [a, [{"role": "user", "content": "other"}, turn(content="x")]]
+        }
+    }
+    assert code(convert(broken)) == "ambiguous_conversation"
+
+
+def test_llama_factory_v1_parts_and_result_lists():
+    row = convert(
+        {
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "value": "two areas"}]},
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "reasoning", "value": "call twice"},
+                        {"type": "tool_call", "value": '{"name": "area", "arguments": {"r": 1}}'},
+                        {"type": "tool_call", "value": '{"name": "area", "arguments": {"r": 2}}'},
+                    ],
+                },
+                {
+                    "role": "tool",
+                    "content": [
+                        {
+                            "type": "text",
+                            "value": '[{"tool_call_id": "call_x", "name": "area", "content": "3.14"}, {"name": "area", "content": {"a": 12.6}}]',
+                        }
+                    ],
+                },
+            ]
+        }
+    )
+    assert row["messages"][1]["reasoning_content"] == "call twice"
+    assert row["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "call_0", "name": "area", "content": "3.14"},
+        {"role": "tool", "tool_call_id": "call_1", "name": "area", "content": '{"a": 12.6}'},
+    ]
+
+
+def test_text_beside_calls_goes_to_the_reasoning_or_rejects():
+    row = {"messages": [{"role": "user", "content": "q"}, turn(content="Let me check.", tool_calls=[call()])]}
+    assert convert(row)["messages"][1]["reasoning_content"] == "r\n\nLet me check."
+    assert (
+        code(convert(row, tool_call_content="reject", require_declared_tools=False))
+        == "content_with_tool_calls"
+    )
+    bare = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "I'll look.", "tool_calls": [call()]},
+        ]
+    }
+    assert convert(bare)["messages"][1]["reasoning_content"] == "I'll look."
+
+
+def test_template_kwargs_are_carried():
+    row = convert(
+        {"reasoning_effort": "high", "messages": [{"role": "user", "content": "q"}, turn(content="x")]}
+    )
+    assert row["chat_template_kwargs"] == {"reasoning_effort": "high"}
+    row = convert(
+        {
+            "chat_template_kwargs": {"reasoning_effort": 100, "builtin_tools": ["search"]},
+            "reasoning_effort": "low",
+            "messages": [{"role": "user", "content": "q"}, turn(content="x")],
+        }
+    )
+    assert row["chat_template_kwargs"] == {"reasoning_effort": 100, "builtin_tools": ["search"]}
+
+
+def test_null_filled_keys_from_datasets_are_absent():
+    # open-instruct terminal.json: every key on every message, null where unused
+    row = convert(
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": "q",
+                    "tool_calls": None,
+                    "tool_call_ids": None,
+                    "reasoning_content": None,
+                },
+                {
+                    "role": "assistant",
+                    "content": "<think>r</think>x",
+                    "tool_calls": None,
+                    "reasoning_content": None,
+                    "tool_call_ids": None,
+                },
+            ]
+        }
+    )
+    assert row["messages"][1] == {"role": "assistant", "reasoning_content": "r", "content": "x"}

@@ -1,0 +1,179 @@
+"""The streaming pipeline and `beam-sft convert`: accounting, files written, exit codes, memory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tracemalloc
+from importlib import resources
+from pathlib import Path
+
+import pytest
+
+from beam_sft.convert import CONVERTERS, ConvertOptions, Rejection, convert_files, iter_source
+from beam_sft.convert import cli as convert_cli
+from beam_sft.data import sources
+from beam_sft.errors import BeamError, ConfigError
+
+SAMPLES = Path(str(resources.files("beam_sft.data").joinpath("samples")))
+
+
+def run_cli(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="beam-sft")
+    convert_cli.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["convert", *argv])
+    return args.func(args)
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_samples_convert_and_every_row_is_accounted_for(tmp_path):
+    files = sorted(SAMPLES.iterdir())
+    report = convert_files(files, output=tmp_path / "rows.jsonl", rejects=tmp_path / "rejects.jsonl")
+    kept, rejected = _lines(tmp_path / "rows.jsonl"), _lines(tmp_path / "rejects.jsonl")
+    assert [s.format for s in report.sources] == ["openai", "sharegpt", "hermes"]
+    assert report.read == len(kept) + len(rejected) >= 36
+    assert sorted(r["code"] for r in rejected) == [
+        "harmony_marker_in_text",
+        "missing_reasoning",
+        "param_delimiter_in_argument",
+    ]
+    for record in rejected:
+        assert set(record) == {"source", "row", "code", "message", "raw"}
+        assert record["raw"] is not None and record["message"]
+    sources = {r["meta"]["source"] for r in kept}
+    assert sources == {str(f) for f in files}
+    # the same rows come back from the streaming API, in order
+    first = list(iter_source(files[0]))
+    assert [r["meta"]["row"] for r in first if not isinstance(r, Rejection)] == [
+        r["meta"]["row"] for r in kept if r["meta"]["source"] == str(files[0])
+    ]
+
+
+def test_cli_prints_the_table_and_detected_formats(tmp_path, capsys):
+    assert (
+        run_cli(
+            str(SAMPLES / "chat_openai.jsonl"),
+            "-o",
+            str(tmp_path / "rows.jsonl"),
+            "--rejects",
+            str(tmp_path / "rej.jsonl"),
+            "--summary-json",
+            str(tmp_path / "s.json"),
+        )
+        == 0
+    )
+    out, err = capsys.readouterr()
+    assert "chat_openai.jsonl: format openai: 22 of 22 sampled rows" in err
+    assert out.splitlines()[0].split() == ["source", "format", "read", "kept", "rejected", "reasons"]
+    assert "harmony_marker_in_text=1" in out
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["sources"][0]["by_code"] == {"harmony_marker_in_text": 1, "param_delimiter_in_argument": 1}
+
+
+def test_cli_fails_when_the_reject_rate_is_exceeded(tmp_path, capsys):
+    out = str(tmp_path / "rows.jsonl")
+    assert run_cli(str(SAMPLES / "chat_openai.jsonl"), "-o", out, "--max-reject-rate", "0.2") == 0
+    assert run_cli(str(SAMPLES / "chat_openai.jsonl"), "-o", out, "--max-reject-rate", "0.05") == 1
+    assert "rejected 9.1% of its rows" in capsys.readouterr().err
+
+
+def test_cli_options_and_config(tmp_path):
+    src = tmp_path / "d.jsonl"
+    src.write_text(
+        json.dumps({"dialog": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]}) + "\n"
+    )
+    config = tmp_path / "c.yaml"
+    config.write_text("columns:\n  conversations: dialog\n")
+    out = tmp_path / "rows.jsonl"
+    assert (
+        run_cli(
+            str(src),
+            "-o",
+            str(out),
+            "--config",
+            str(config),
+            "--format",
+            "sharegpt",
+            "--missing-reasoning",
+            "unmask",
+            "--max-reject-rate",
+            "0",
+        )
+        == 1
+    )  # no trained turn left
+    config.write_text("columns:\n  convo: dialog\n")
+    with pytest.raises(ConfigError, match="convert.columns.convo: unknown key"):
+        run_cli(str(src), "-o", str(out), "--config", str(config))
+
+
+def test_a_converter_bug_is_one_rejected_row_not_a_crash(tmp_path, monkeypatch):
+    src = tmp_path / "a.jsonl"
+    src.write_text('{"messages": []}\n{"messages": []}\n')
+
+    def broken(raw, *, options):
+        raise KeyError("boom")
+
+    monkeypatch.setitem(CONVERTERS, "convert_openai", broken)
+    results = list(iter_source(src, format="openai"))
+    assert [r.code for r in results] == ["converter_error", "converter_error"]
+    assert "KeyError" in results[0].message
+
+
+def test_invalid_json_lines_are_rejected_in_place(tmp_path):
+    src = tmp_path / "a.jsonl"
+    good = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "reasoning_content": "r", "content": "a"},
+        ]
+    }
+    src.write_text(json.dumps(good) + "\n{broken\n\n" + json.dumps(good) + "\n")
+    results = list(iter_source(src))
+    assert [r.code if isinstance(r, Rejection) else r["meta"]["row"] for r in results] == [
+        0,
+        "invalid_json",
+        2,
+    ]
+    assert results[1].raw == "{broken"
+
+
+def test_unknown_format_and_missing_file():
+    with pytest.raises(BeamError, match="unknown format"):
+        list(iter_source(SAMPLES / "chat_openai.jsonl", format="alpaca"))
+    with pytest.raises(BeamError, match="no such file"):
+        list(iter_source("/nonexistent/x.jsonl"))
+
+
+def _peak(path: Path, tmp_path: Path) -> int:
+    tracemalloc.start()
+    convert_files(
+        [path],
+        output=tmp_path / "out.jsonl",
+        rejects=tmp_path / "rej.jsonl",
+        options=ConvertOptions(missing_reasoning="unmask"),
+    )
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".json"])
+def test_memory_stays_flat_as_input_grows(tmp_path, suffix, monkeypatch):
+    monkeypatch.setattr(sources, "CHUNK", 16384)  # both inputs span many reads
+    row = {
+        "messages": [
+            {"role": "user", "content": "x" * 200},
+            {"role": "assistant", "reasoning_content": "r" * 200, "content": "y" * 200},
+        ]
+    }
+    sizes = {}
+    for n in (300, 3000):
+        path = tmp_path / f"rows{n}{suffix}"
+        text = "\n".join(json.dumps(row) for _ in range(n)) if suffix == ".jsonl" else json.dumps([row] * n)
+        path.write_text(text)
+        sizes[n] = _peak(path, tmp_path)
+    # ten times the rows (about 2 MB of input) must not cost ten times the memory
+    assert sizes[3000] < 2 * sizes[300] + 200_000, sizes

@@ -1,0 +1,155 @@
+"""Reasoning carriers, the whitespace rules, and the missing-reasoning policies."""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_sft.convert import ConvertOptions, Rejection, convert_row
+from beam_sft.convert.openai import convert_openai
+from beam_sft.convert.policy import apply_missing_reasoning
+from beam_sft.convert.reasoning import split_inline_reasoning, strip_answer_tags
+from beam_sft.convert.rows import Reject
+
+OPTIONS = ConvertOptions(require_declared_tools=False)
+
+
+def assistant(**fields):
+    row = convert_openai(
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", **fields}]}, options=OPTIONS
+    )
+    return row if isinstance(row, Rejection) else row["messages"][1]
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"reasoning_content": "R", "content": "A"},
+        {"reasoning": "R", "content": "A"},
+        {"thinking": "R", "content": "A"},
+        {"content": "<think>R</think>A"},
+        {"content": "<think>\nR\n</think>\n\nA"},
+        {"content": "  <reasoning>\n R \n</reasoning>  A  "},
+        {"content": "R</think>\n\nA"},
+        {"content": [{"type": "reasoning", "text": "R"}, {"type": "text", "text": "A"}]},
+        {"reasoning_content": "R", "content": "<think>\nR\n</think>A"},
+    ],
+)
+def test_every_carrier_gives_the_same_turn(fields):
+    assert assistant(**fields) == {"role": "assistant", "reasoning_content": "R", "content": "A"}
+
+
+def test_field_reasoning_is_kept_byte_for_byte_inline_is_stripped():
+    assert assistant(reasoning_content="\n R \n", content=" A\n")["reasoning_content"] == "\n R \n"
+    assert assistant(reasoning_content="\n R \n", content=" A\n")["content"] == " A\n"
+    assert assistant(content="<think>\n  R  \n</think>\n A \n") == {
+        "role": "assistant",
+        "reasoning_content": "R",
+        "content": "A",
+    }
+
+
+def test_whitespace_only_reasoning_is_absent():
+    assert assistant(reasoning_content=" \n", content="A") == {"role": "assistant", "content": "A"}
+    assert assistant(content="<think>\n\n</think>\n\nA") == {"role": "assistant", "content": "A"}
+
+
+@pytest.mark.parametrize(
+    "fields, expected",
+    [
+        ({"reasoning_content": "x", "thinking": "y", "content": "A"}, "conflicting_reasoning"),
+        ({"reasoning_content": "x", "content": "<think>y</think>A"}, "conflicting_reasoning"),
+        ({"content": "<think>a</think>b<think>c</think>d"}, "interleaved_reasoning"),
+        ({"content": "<think>a</think>b</think>"}, "interleaved_reasoning"),
+        ({"content": "<think>never closed"}, "unclosed_reasoning_tag"),
+        (
+            {"content": [{"type": "text", "text": "A"}, {"type": "reasoning", "text": "late"}]},
+            "interleaved_reasoning",
+        ),
+        ({"reasoning_content": 3, "content": "A"}, "malformed_row"),
+    ],
+)
+def test_reasoning_that_cannot_be_one_analysis_message(fields, expected):
+    assert assistant(**fields).code == expected
+
+
+def test_a_tag_later_in_the_answer_is_text():
+    assert split_inline_reasoning("Use <think> tags like <think>this</think>.") == (
+        None,
+        "Use <think> tags like <think>this</think>.",
+    )
+
+
+def test_answer_tags():
+    assert assistant(content="<think>R</think>\n<answer>\n42\n</answer>")["content"] == "42"
+    kept = convert_openai(
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": "<think>R</think><answer>42</answer>"},
+            ]
+        },
+        options=ConvertOptions(strip_answer_tags=False),
+    )
+    assert kept["messages"][1]["content"] == "<answer>42</answer>"
+    assert strip_answer_tags("<answer>a</answer><answer>b</answer>") == "<answer>a</answer><answer>b</answer>"
+
+
+def test_reject_is_internal():
+    with pytest.raises(Reject):
+        split_inline_reasoning("<think>")
+
+
+# --- policies -------------------------------------------------------------------------------
+
+
+def _row(*turns):
+    messages = []
+    for i, reasoning in enumerate(turns):
+        messages.append({"role": "user", "content": f"q{i}"})
+        msg = {"role": "assistant", "content": f"a{i}"}
+        if reasoning:
+            msg["reasoning_content"] = reasoning
+        messages.append(msg)
+    return {"messages": messages}
+
+
+def test_drop_rejects_and_names_the_turn():
+    result = convert_row(_row("r", None), format="openai", options=ConvertOptions())
+    assert result.code == "missing_reasoning" and "messages[3]" in result.message
+
+
+def test_truncate_keeps_up_to_the_last_reasoned_turn_before_the_first_gap():
+    row = apply_missing_reasoning(_row("r0", "r1", None, "r3"), "truncate")
+    assert [m["content"] for m in row["messages"]] == ["q0", "a0", "q1", "a1"]
+    assert (
+        convert_row(
+            _row(None, "r1"), format="openai", options=ConvertOptions(missing_reasoning="truncate")
+        ).code
+        == "no_trained_turn"
+    )
+
+
+def test_unmask_keeps_turns_as_context():
+    result = convert_row(
+        _row(None, "r1"), format="openai", options=ConvertOptions(missing_reasoning="unmask")
+    )
+    assert result["messages"][1] == {"role": "assistant", "content": "a0", "weight": 0}
+    assert result["messages"][3] == {"role": "assistant", "reasoning_content": "r1", "content": "a1"}
+    assert (
+        convert_row(_row(None), format="openai", options=ConvertOptions(missing_reasoning="unmask")).code
+        == "no_trained_turn"
+    )
+
+
+def test_weight_zero_turns_need_no_reasoning():
+    row = _row(None, "r1")
+    row["messages"][1]["weight"] = 0
+    assert not isinstance(convert_row(row, format="openai", options=ConvertOptions()), Rejection)
+
+
+def test_policies_leave_their_input_alone():
+    row = _row(None, "r1")
+    before = repr(row)
+    apply_missing_reasoning(row, "unmask")
+    apply_missing_reasoning(row, "truncate")
+    assert repr(row) == before

@@ -1,0 +1,58 @@
+"""rejects.jsonl records and the per-source summary table."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from beam_sft.convert import Rejection
+from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
+
+
+def test_summary_counts_every_row_once():
+    s = SourceSummary("a.jsonl", "openai")
+    for code in ("missing_reasoning", "invalid_json", "missing_reasoning"):
+        s.count_rejected(code)
+    s.count_kept()
+    assert (s.read, s.kept, s.n_rejected, s.reject_rate) == (4, 1, 3, 0.75)
+    assert s.to_json()["by_code"] == {"invalid_json": 1, "missing_reasoning": 2}
+    assert SourceSummary("empty", "openai").reject_rate == 0.0
+
+
+def test_table_lists_sources_then_the_total_with_reasons_by_count():
+    a = SourceSummary(
+        "a.jsonl", "openai", read=5, kept=2, rejected=Counter(missing_reasoning=2, invalid_json=1)
+    )
+    b = SourceSummary("dir/b.json", "sharegpt", read=1, kept=0, rejected=Counter(invalid_json=1))
+    lines = format_summary_table([a, b]).splitlines()
+    assert lines[1].split() == ["a.jsonl", "openai", "5", "2", "3", "missing_reasoning=2", "invalid_json=1"]
+    assert lines[3].split() == ["TOTAL", "6", "2", "4", "invalid_json=2", "missing_reasoning=2"]
+    assert len({line.index("read") if "read" in line else None for line in lines[:1]}) == 1
+
+
+def test_writer_writes_one_json_line_per_rejection(tmp_path):
+    path = tmp_path / "sub" / "rejects.jsonl"
+    raw = {"messages": [{"role": "user", "content": "é <|end|>"}]}
+    with RejectsWriter(path) as out:
+        out.write(
+            Rejection("harmony_marker_in_text", "messages[0].content contains <|end|>").at(
+                source="s", row=3, raw=raw
+            )
+        )
+        out.write(Rejection("invalid_json", "bad").at(source="s", row=4, raw="{oops"))
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    assert records[0] == {
+        "source": "s",
+        "row": 3,
+        "code": "harmony_marker_in_text",
+        "message": "messages[0].content contains <|end|>",
+        "raw": raw,
+    }
+    assert records[1]["raw"] == "{oops" and out.count == 2
+    assert "é" in path.read_text(encoding="utf-8")  # not escaped
+
+
+def test_writer_without_a_path_only_counts():
+    with RejectsWriter(None) as out:
+        out.write(Rejection("invalid_json", "x"))
+    assert out.count == 1

@@ -1,0 +1,134 @@
+"""Streaming readers: JSON Lines, JSON arrays, single objects, Parquet, datasets directories."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from beam_sft.data import sources
+from beam_sft.data.sources import BadRecord, iter_records
+from beam_sft.errors import BeamError
+
+
+def records(path):
+    return list(iter_records(path))
+
+
+def test_jsonl_skips_blank_lines_and_keeps_bad_lines_in_place(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": 1}\n\n   \n{bad\n[1, 2]\n"text"\n')
+    out = records(path)
+    assert [i for i, _ in out] == [0, 1, 2, 3]
+    assert out[0][1] == {"a": 1} and out[2][1] == [1, 2] and out[3][1] == "text"
+    assert isinstance(out[1][1], BadRecord) and out[1][1].text == "{bad"
+
+
+def test_json_array_items_and_a_message_array_is_one_conversation(tmp_path):
+    rows = tmp_path / "rows.json"
+    rows.write_text(json.dumps([{"messages": []}, {"messages": [1]}], indent=2))
+    assert records(rows) == [(0, {"messages": []}), (1, {"messages": [1]})]
+    conversation = tmp_path / "conv.json"
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    conversation.write_text(json.dumps(messages, indent=4))
+    assert records(conversation) == [(0, messages)]
+
+
+def test_single_object_multi_object_and_jsonl_named_json(tmp_path):
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"messages": [{"role": "user", "content": "x"}]}, indent=4))
+    assert records(one) == [(0, {"messages": [{"role": "user", "content": "x"}]})]
+    many = tmp_path / "many.json"
+    many.write_text('{\n "a": 1\n}\n{\n "a": 2\n}\n')
+    assert records(many) == [(0, {"a": 1}), (1, {"a": 2})]
+    lines = tmp_path / "lines.json"
+    lines.write_text('{"a": 1}\n{oops\n{"a": 3}\n')
+    out = records(lines)
+    assert out[0] == (0, {"a": 1}) and isinstance(out[1][1], BadRecord) and out[2] == (2, {"a": 3})
+    empty = tmp_path / "empty.json"
+    empty.write_text("  \n")
+    assert records(empty) == []
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 64])
+def test_array_items_across_read_boundaries(tmp_path, monkeypatch, chunk):
+    monkeypatch.setattr(sources, "CHUNK", chunk)
+    values = [{"t": "x" * 50, "n": [1, 2.5, None]}, 12345678, "s", True, None, -0.5e-3, [], {}]
+    path = tmp_path / "a.json"
+    path.write_text(" [ " + " ,\n ".join(json.dumps(v) for v in values) + " ] \n")
+    assert [v for _, v in records(path)] == values
+
+
+def test_broken_arrays(tmp_path):
+    bad_item = tmp_path / "bad.json"
+    bad_item.write_text('[{"a": 1}, {"a": oops}, {"a": 3}]')
+    out = records(bad_item)
+    assert out[0] == (0, {"a": 1}) and len(out) == 2
+    assert isinstance(out[1][1], BadRecord) and '{"a": 3}' in out[1][1].text  # the rest is kept, not lost
+    unclosed = tmp_path / "unclosed.json"
+    unclosed.write_text('[{"a": 1}, {"a": 2}')
+    out = records(unclosed)
+    assert [v for _, v in out[:2]] == [{"a": 1}, {"a": 2}] and isinstance(out[2][1], BadRecord)
+    missing_comma = tmp_path / "comma.json"
+    missing_comma.write_text('[{"a": 1} {"a": 2}]')
+    assert isinstance(records(missing_comma)[1][1], BadRecord)
+
+
+def test_parquet_rows_lose_arrow_null_fills(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    rows = [
+        {"messages": [{"role": "user", "content": "q", "tool_calls": None}], "tools": None},
+        {
+            "messages": [{"role": "assistant", "content": None, "tool_calls": [{"id": "c", "name": "f"}]}],
+            "tools": None,
+        },
+    ]
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    out = records(path)
+    assert out[0] == (0, {"messages": [{"role": "user", "content": "q"}]})
+    assert out[1] == (1, {"messages": [{"role": "assistant", "tool_calls": [{"id": "c", "name": "f"}]}]})
+
+
+def test_datasets_directory_and_plain_directories(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    saved = tmp_path / "saved"
+    datasets.Dataset.from_list([{"text": "a"}, {"text": "b"}]).save_to_disk(str(saved))
+    assert records(saved) == [(0, {"text": "a"}), (1, {"text": "b"})]
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "b.jsonl").write_text('{"x": 2}\n')
+    (folder / "a.jsonl").write_text('{"x": 1}\n{"x": 1.5}\n')
+    (folder / "notes.txt").write_text("ignored")
+    assert records(folder) == [(0, {"x": 1}), (1, {"x": 1.5}), (2, {"x": 2})]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BeamError, match="no data files"):
+        records(empty)
+
+
+json_items = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    items=st.lists(json_items.filter(lambda v: not (isinstance(v, dict) and "role" in v)), max_size=6),
+    chunk=st.integers(1, 12),
+    indent=st.sampled_from([None, 1]),
+)
+def test_streamed_array_equals_json_loads(tmp_path_factory, items, chunk, indent):
+    path = tmp_path_factory.mktemp("arr") / "a.json"
+    path.write_text(json.dumps(items, indent=indent))
+    original = sources.CHUNK
+    sources.CHUNK = chunk
+    try:
+        assert [v for _, v in records(path)] == json.loads(path.read_text())
+    finally:
+        sources.CHUNK = original

@@ -1,0 +1,21 @@
+"""Training: recipe -> TRL SFTTrainer on a prepared dataset, with a pre-flight before step 1.
+
+Modules: ``recipe`` (typed recipe), ``data`` (prepared dataset), ``trainer`` (construction and
+``train``), ``preflight`` and ``packing`` (checks before step 1), ``callbacks``, ``save``,
+``merge`` (LoRA), ``cli`` (``beam-sft train``, ``beam-sft merge``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from beam_sft.train.recipe import Recipe, load_recipe
+
+__all__ = ["Recipe", "load_recipe", "train"]
+
+
+def train(recipe: Recipe, **kwargs) -> Path:
+    """Train per ``recipe``; returns the directory of the saved model or adapter."""
+    from beam_sft.train.trainer import train as _train
+
+    return _train(recipe, **kwargs)

@@ -1,0 +1,81 @@
+"""Trainer callbacks: the packing pre-flight on the wrapped model, and a machine-readable loss log."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from transformers import TrainerCallback
+
+LOSS_LOG = "losses.jsonl"
+
+
+class PackingIsolationCallback(TrainerCallback):
+    """Before step 1, compare packed and unpacked logits on the trainer's first packed batch.
+
+    Runs in ``on_train_begin``: by then the model is wrapped for DDP/ZeRO/FSDP (a forward under
+    ZeRO-3 or FSDP gathers its shards) and no optimizer step has run. Every process runs the same
+    two forwards, then the verdicts are gathered so that all processes stop together.
+    """
+
+    def __init__(self, batch: dict, *, pad_token_id: int, attn_implementation: str,
+                 tolerance: float | None, accelerator, report):
+        self.batch = batch
+        self.pad_token_id = pad_token_id
+        self.attn_implementation = attn_implementation
+        self.tolerance = tolerance
+        self.accelerator = accelerator
+        self.report = report
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        from beam_sft.errors import PreflightError
+        from beam_sft.train.packing import check_isolation
+        from beam_sft.train.preflight import agree, raise_if
+
+        if self.batch is None:
+            return
+        batch = {k: v.to(self.accelerator.device) if hasattr(v, "to") else v for k, v in self.batch.items()}
+        problems = []
+        try:
+            result = check_isolation(model, batch, pad_token_id=self.pad_token_id,
+                                     attn_implementation=self.attn_implementation, tolerance=self.tolerance)
+            self.report.packing_max_logit_diff = result.max_abs_diff
+        except PreflightError as exc:
+            problems.append(str(exc))
+        self.batch = None
+        raise_if(agree(problems, self.accelerator), "packed sequences attend to each other")
+
+
+class LossLogCallback(TrainerCallback):
+    """Append every logged training loss to ``output_dir/losses.jsonl`` (main process only)."""
+
+    def __init__(self, output_dir: str | Path):
+        self.path = Path(output_dir) / LOSS_LOG
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # A fresh run starts a fresh log; a resumed one drops what the interrupted run logged past
+        # its checkpoint, so every step appears once.
+        if not state.is_world_process_zero or not self.path.is_file():
+            return
+        kept = [r for r in read_losses(self.path.parent) if r["step"] <= state.global_step]
+        self.path.write_text("".join(json.dumps(r) + "\n" for r in kept), encoding="utf-8")
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "loss" not in logs:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        record = {"step": state.global_step, "loss": float(logs["loss"])}
+        for key in ("grad_norm", "learning_rate", "num_tokens", "mean_token_accuracy"):
+            if key in logs and isinstance(logs[key], (int, float)) and math.isfinite(float(logs[key])):
+                record[key] = float(logs[key])
+        with self.path.open("a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+
+
+def read_losses(output_dir: str | Path) -> list[dict]:
+    """The records ``LossLogCallback`` wrote, in order."""
+    path = Path(output_dir) / LOSS_LOG
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

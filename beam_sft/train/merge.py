@@ -1,0 +1,38 @@
+"""Merge a LoRA adapter into its base model and save a standalone checkpoint.
+
+The result is loadable with ``AutoModelForCausalLM.from_pretrained`` and carries the adapter
+directory's tokenizer (chat template, response template) and the generation config.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from beam_sft.errors import BeamError
+
+
+def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | None = None,
+                  dtype: str = "auto") -> Path:
+    """Load ``base`` (default: the adapter's ``base_model_name_or_path``), apply the adapter, merge, save."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
+    adapter_dir, out = Path(adapter_dir), Path(out_dir)
+    config_path = adapter_dir / "adapter_config.json"
+    if not config_path.is_file():
+        raise BeamError(f"{adapter_dir}: no adapter_config.json (not a LoRA adapter directory)")
+    base = base or json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    if not base:
+        raise BeamError(f"{config_path}: no base_model_name_or_path; pass --base")
+    torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
+    model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    if (adapter_dir / "generation_config.json").is_file():
+        model.generation_config = GenerationConfig.from_pretrained(str(adapter_dir))
+    model.config.use_cache = True
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out))
+    AutoTokenizer.from_pretrained(str(adapter_dir)).save_pretrained(str(out))
+    return out

@@ -1,0 +1,217 @@
+"""The training recipe: one typed source of truth, from YAML plus ``--section.key value`` overrides.
+
+A recipe has five sections::
+
+    model:     path, dtype, attn_implementation           (ModelSection)
+    data:      prepared: DIR  |  prepare: {PrepareConfig}  (DataSection)
+    sft:       SFTConfig keys, checked against TRL's SFTConfig (unknown keys fail with their path)
+    lora:      optional PEFT LoRA options                   (LoraSection; absent or null = full fine-tune)
+    preflight: checks before step 1                         (PreflightSection)
+
+``sft.assistant_only_loss`` keeps TRL's name but is ours: true (the default) trains exactly the
+tokens whose ``assistant_masks`` bit is 1; false trains every token. The prepared dataset reaches
+TRL as tokens, so TRL never renders a row again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from beam_sft.config_utils import _coerce, deep_merge, from_dict, load_yaml, parse_overrides
+from beam_sft.errors import ConfigError
+
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+AttnImplementation = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3"]
+
+# SFTConfig keys a recipe may not set: each would undo the prepared-dataset contract.
+FORBIDDEN_SFT_KEYS: dict[str, str] = {
+    "dataset_text_field": "the prepared dataset is already tokenized",
+    "dataset_kwargs": "skip_prepare_dataset would drop the labels built from assistant_masks",
+    "chat_template_path": "the chat template is the prepared tokenizer's; re-prepare to change it",
+    "eos_token": "the eos token is the prepared tokenizer's (<|return|>)",
+    "pad_token": "the pad token is the prepared tokenizer's",
+    "completion_only_loss": "the loss follows assistant_masks; use sft.assistant_only_loss",
+    "model_init_kwargs": "use the model section (dtype, attn_implementation)",
+    "formatting_func": "the prepared dataset is already tokenized",
+}
+# Our defaults where they differ from TRL's.
+SFT_DEFAULTS: dict[str, Any] = {
+    "output_dir": "out/train",
+    "assistant_only_loss": True,
+    "report_to": "none",
+}
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    path: str = ""  # hub id or local checkpoint; the CLI falls back to $BEAM_MODEL_ID
+    dtype: Dtype = "auto"
+    attn_implementation: AttnImplementation = "sdpa"
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class DataSection:
+    prepared: Path | None = None  # a `beam-sft prepare` directory
+    prepare: dict[str, Any] | None = None  # a PrepareConfig, run on the main process first (cached)
+
+
+@dataclass(frozen=True)
+class LoraSection:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: list[str] | str = "all-linear"
+    modules_to_save: list[str] | None = None
+    bias: Literal["none", "all", "lora_only"] = "none"
+    use_rslora: bool = False
+
+
+@dataclass(frozen=True)
+class PreflightSection:
+    enabled: bool = True
+    batches: int = 2  # first batches of the trainer's own dataloader whose labels are checked
+    max_rows: int = 64  # rows behind those batches that are re-encoded from their BeamRow
+    packing_tolerance: float | None = None  # max logit difference; None: by dtype and logit scale (packing.py)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    sft: dict[str, Any] = field(default_factory=dict)
+    lora: LoraSection | None = None
+    preflight: PreflightSection = field(default_factory=PreflightSection)
+
+    @property
+    def assistant_only_loss(self) -> bool:
+        return bool(self.sft.get("assistant_only_loss", True))
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.sft["output_dir"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def load_recipe(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> Recipe:
+    """Read a recipe YAML, apply overrides (``["--sft.learning_rate", "1e-4"]`` or a nested dict), validate."""
+    data = load_yaml(path) if path is not None else {}
+    if overrides:
+        extra = parse_overrides(list(overrides)) if isinstance(overrides, list) else overrides
+        data = deep_merge(data, extra)
+    return recipe_from_dict(data)
+
+
+def recipe_from_dict(data: dict[str, Any]) -> Recipe:
+    """Build and validate a Recipe; every problem is a ConfigError naming its key path."""
+    recipe = from_dict(Recipe, data)
+    sft = {**SFT_DEFAULTS, **validate_sft(recipe.sft)}
+    recipe = dataclasses.replace(recipe, sft=sft)
+    _check_data(recipe.data)
+    _check_preflight(recipe.preflight)
+    from beam_sft.train.packing import check_packing_options
+
+    check_packing_options(recipe.sft, recipe.model.attn_implementation)
+    return recipe
+
+
+def _check_data(data: DataSection) -> None:
+    if (data.prepared is None) == (data.prepare is None):
+        raise ConfigError("data", "set exactly one of data.prepared (a prepared directory) or data.prepare (a spec)")
+    if data.prepare is not None:
+        config_cls = _prepare_config_class()
+        if config_cls is not None:
+            from_dict(config_cls, data.prepare, "data.prepare")
+
+
+def _check_preflight(preflight: PreflightSection) -> None:
+    if preflight.batches < 1:
+        raise ConfigError("preflight.batches", "must be at least 1")
+    if preflight.max_rows < 1:
+        raise ConfigError("preflight.max_rows", "must be at least 1")
+
+
+def _prepare_config_class():
+    """beam_sft.encode's PrepareConfig, or None while that module is absent."""
+    try:
+        from beam_sft.encode.config import PrepareConfig
+    except ImportError:
+        return None
+    return PrepareConfig
+
+
+def sft_fields() -> dict[str, Any]:
+    """SFTConfig's init fields and their type hints (imports TRL)."""
+    from trl import SFTConfig
+
+    try:
+        hints = typing.get_type_hints(SFTConfig)
+    except Exception:  # an unresolvable forward reference: check names only
+        hints = {}
+    return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(SFTConfig) if f.init}
+
+
+def validate_sft(sft: dict[str, Any]) -> dict[str, Any]:
+    """Check ``sft`` keys against TRL's SFTConfig and coerce simple values to the field's type.
+
+    Unknown keys fail with their path and the closest known key; keys that would undo the
+    prepared-dataset contract are refused with the reason.
+    """
+    known = sft_fields()
+    out: dict[str, Any] = {}
+    for key, value in sft.items():
+        path = f"sft.{key}"
+        if key in FORBIDDEN_SFT_KEYS:
+            raise ConfigError(path, f"not allowed here: {FORBIDDEN_SFT_KEYS[key]}")
+        if key == "resume_from_checkpoint":  # ours: a path, or true for the last checkpoint in output_dir
+            if value is not None and not isinstance(value, (bool, str)):
+                raise ConfigError(path, f"expected a path or true/false, got {value!r}")
+            out[key] = value
+            continue
+        if key not in known:
+            close = difflib.get_close_matches(key, list(known), n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError(path, f"unknown SFTConfig key{hint}")
+        out[key] = _coerce(known[key], _number(value, known[key]), path)
+    return out
+
+
+def _number(value: Any, tp: Any) -> Any:
+    """YAML 1.1 reads ``1e-4`` as a string; read it as the number the field expects."""
+    if not isinstance(value, str):
+        return value
+    args = typing.get_args(tp) or (tp,)
+    if str in args:
+        return value
+    for kind in (int, float):
+        if kind in args:
+            try:
+                return kind(value)
+            except ValueError:
+                continue
+    return value
+
+
+def sft_kwargs(recipe: Recipe) -> dict[str, Any]:
+    """The SFTConfig keyword arguments: the recipe's sft section minus the keys we handle ourselves."""
+    kwargs = {k: v for k, v in recipe.sft.items() if k not in ("assistant_only_loss", "resume_from_checkpoint")}
+    # The masks become labels in our dataset; TRL's own flag would demand a conversational dataset.
+    kwargs["assistant_only_loss"] = False
+    return kwargs

@@ -1,0 +1,57 @@
+"""``beam-sft train`` / ``beam-sft merge`` argument handling (through this package's ``register``)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import yaml
+
+from beam_sft.errors import ConfigError
+from beam_sft.train import cli
+
+from .conftest import recipe_dict
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="beam-sft")
+    cli.register(parser.add_subparsers(dest="command", required=True))
+    return parser
+
+
+def test_overrides_are_kept_in_order():
+    args = _parser().parse_args(["train", "--config", "r.yaml", "--sft.max_steps", "3", "--lora.r=8"])
+    assert args.config == "r.yaml"
+    assert args.overrides == ["--sft.max_steps", "3", "--lora.r=8"]
+    with pytest.raises(SystemExit):  # other subcommands still reject unknown flags
+        _parser().parse_args(["merge", "a", "-o", "b", "--nope"])
+
+
+def test_train_command_runs_and_rejects_unknown_keys(fixture_dir, prepared_dir, tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(recipe_dict(fixture_dir, prepared_dir, tmp_path / "unused")))
+    out = tmp_path / "out"
+    args = _parser().parse_args(["train", "--config", str(recipe), "--sft.max_steps", "2",
+                                 "--sft.output_dir", str(out)])
+    assert args.func(args) == 0
+    assert (out / "model.safetensors").is_file()
+    assert f"saved to {out}" in capsys.readouterr().out
+
+    args = _parser().parse_args(["train", "--config", str(recipe), "--sft.max_stepz", "2"])
+    with pytest.raises(ConfigError) as info:
+        args.func(args)
+    assert info.value.path == "sft.max_stepz"
+
+
+def test_model_path_falls_back_to_beam_model_id(fixture_dir, prepared_dir, tmp_path, monkeypatch):
+    data = recipe_dict(fixture_dir, prepared_dir, tmp_path / "out", sft={"max_steps": 1})
+    data["model"]["path"] = ""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    monkeypatch.setenv("BEAM_MODEL_ID", str(fixture_dir))
+    args = _parser().parse_args(["train", "--config", str(recipe)])
+    assert args.func(args) == 0
+    monkeypatch.delenv("BEAM_MODEL_ID")
+    with pytest.raises(ConfigError) as info:
+        args.func(args)
+    assert info.value.path == "model.path"

@@ -1,0 +1,114 @@
+"""The typed recipe: defaults, overrides, and unknown or forbidden keys failing with their path."""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_sft.errors import ConfigError
+from beam_sft.train.recipe import load_recipe, recipe_from_dict, sft_kwargs
+
+BASE = {"model": {"path": "m"}, "data": {"prepared": "p"}}
+
+
+def _recipe(**sections):
+    return recipe_from_dict({**BASE, **sections})
+
+
+def test_defaults():
+    recipe = _recipe()
+    assert recipe.assistant_only_loss is True
+    assert recipe.lora is None
+    assert recipe.model.attn_implementation == "sdpa"
+    assert recipe.sft["output_dir"] == "out/train"
+    # TRL's own flag stays off: the masks reach it as labels, and its flag wants a conversational dataset.
+    assert sft_kwargs(recipe)["assistant_only_loss"] is False
+
+
+@pytest.mark.parametrize(
+    ("sections", "path"),
+    [
+        ({"sft": {"learning_rat": 1e-4}}, "sft.learning_rat"),
+        ({"model": {"path": "m", "pth": "x"}}, "model.pth"),
+        ({"lora": {"rank": 8}}, "lora.rank"),
+        ({"preflight": {"batchez": 2}}, "preflight.batchez"),
+        ({"trainer": {}}, "trainer"),
+    ],
+)
+def test_unknown_key_fails_with_its_path(sections, path):
+    with pytest.raises(ConfigError) as info:
+        recipe_from_dict({**BASE, **sections})
+    assert info.value.path == path
+    assert str(info.value).startswith(f"{path}: unknown")
+
+
+def test_unknown_sft_key_suggests_the_closest():
+    with pytest.raises(ConfigError, match="did you mean learning_rate"):
+        _recipe(sft={"learning_rat": 1e-4})
+
+
+@pytest.mark.parametrize("key", ["dataset_text_field", "chat_template_path", "dataset_kwargs", "completion_only_loss"])
+def test_keys_that_would_undo_the_contract_are_refused(key):
+    with pytest.raises(ConfigError) as info:
+        _recipe(sft={key: "x"})
+    assert info.value.path == f"sft.{key}"
+
+
+def test_sft_values_are_typed():
+    with pytest.raises(ConfigError) as info:
+        _recipe(sft={"max_steps": "many"})
+    assert info.value.path == "sft.max_steps"
+    # YAML 1.1 reads 1e-4 as a string; the field's type decides.
+    assert _recipe(sft={"learning_rate": "1e-4"}).sft["learning_rate"] == pytest.approx(1e-4)
+
+
+def test_overrides_on_top_of_yaml(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model: {path: m}\ndata: {prepared: p}\nsft: {learning_rate: 1.0e-3, max_steps: 5}\n")
+    recipe = load_recipe(path, ["--sft.learning_rate", "1e-4", "--lora.r=8", "--sft.packing", "true"])
+    assert recipe.sft["learning_rate"] == pytest.approx(1e-4)
+    assert recipe.sft["max_steps"] == 5
+    assert recipe.lora is not None and recipe.lora.r == 8 and recipe.lora.alpha == 32
+    assert recipe.sft["packing"] is True
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path, ["--sft.learnig_rate", "1"])
+    assert info.value.path == "sft.learnig_rate"
+
+
+def test_data_needs_exactly_one_source():
+    with pytest.raises(ConfigError, match="exactly one"):
+        recipe_from_dict({"model": {"path": "m"}, "data": {}})
+    with pytest.raises(ConfigError, match="exactly one"):
+        recipe_from_dict({"model": {"path": "m"}, "data": {"prepared": "p", "prepare": {"sources": []}}})
+
+
+def test_prepare_spec_is_checked_as_a_prepare_config():
+    pytest.importorskip("beam_sft.encode.config")
+    with pytest.raises(ConfigError) as info:
+        recipe_from_dict({"model": {"path": "m"}, "data": {"prepare": {"sources": [], "max_lenght": 8}}})
+    assert info.value.path == "data.prepare.max_lenght"
+
+
+@pytest.mark.parametrize("strategy", ["wrapped", "bfd_split"])
+def test_packing_strategies_that_break_sequences_are_refused(strategy):
+    with pytest.raises(ConfigError) as info:
+        _recipe(sft={"packing": True, "packing_strategy": strategy})
+    assert info.value.path == "sft.packing_strategy"
+    assert _recipe(sft={"packing": True, "packing_strategy": "bfd"}).sft["packing"] is True
+
+
+def test_attention_implementation_is_one_we_know():
+    with pytest.raises(ConfigError) as info:
+        _recipe(model={"path": "m", "attn_implementation": "paged"})
+    assert info.value.path == "model.attn_implementation"
+
+
+def test_resume_accepts_true_or_a_path():
+    assert _recipe(sft={"resume_from_checkpoint": True}).sft["resume_from_checkpoint"] is True
+    assert "resume_from_checkpoint" not in sft_kwargs(_recipe(sft={"resume_from_checkpoint": "ckpt"}))
+    with pytest.raises(ConfigError):
+        _recipe(sft={"resume_from_checkpoint": 3})
+
+
+def test_to_dict_round_trips():
+    recipe = _recipe(lora={"r": 4}, sft={"max_steps": 3})
+    assert recipe_from_dict(recipe.to_dict()) == recipe

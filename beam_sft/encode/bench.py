@@ -1,0 +1,218 @@
+"""``scripts/bench_prepare.py``: beam-sft prepare against TRL's own preparation and against the floor.
+
+On the same synthetic rows (multi-turn, reasoning, tool calls), on the same cores, in one run:
+
+- **trl**: ``SFTTrainer`` building its training dataset from the raw messages, through its public
+  API (a conversational dataset, ``SFTConfig(assistant_only_loss=True, dataset_num_proc=cores)``):
+  the constructor is timed, minus the same constructor on a one-row dataset.
+- **beam**: ``prepare`` end to end: tokenizer loading, fingerprint, reading the JSONL file,
+  conversion and validation, the start-up probe, encoding, writing the dataset and its report.
+- **floor**: the tokenizer's batch call alone on the already rendered texts (its own thread pool
+  over the same cores): the cost of the tokens themselves, with nothing else.
+
+All three must agree: the benchmark checks that beam's ids equal the floor's, and that its masks
+give TRL's labels. Rows per second of each; the last line is
+``ratio_vs_trl=<beam/trl> ratio_vs_floor=<beam/floor>`` for the last tokenizer benchmarked (the
+realistic gpt-oss one when it is installed: ``scripts/get_realistic_tokenizer.sh``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from beam_sft.encode.gptoss_tokenizer import DEFAULT_DIR as REALISTIC_DIR
+
+
+def _cores(requested: int | None) -> int:
+    available = sorted(os.sched_getaffinity(0))
+    n = min(requested or len(available), len(available))
+    if n < len(available):  # children (map workers) and the tokenizer's thread pool inherit this
+        os.sched_setaffinity(0, available[:n])
+    os.environ["RAYON_NUM_THREADS"] = str(n)
+    return n
+
+
+def _tokenizers(args, scratch: Path) -> list[tuple[str, Path]]:
+    out = []
+    if not args.skip_fixture:
+        from beam_sft.harmony.fixture import build_tokenizer
+
+        path = scratch / "fixture-tokenizer"
+        build_tokenizer().save_pretrained(path)
+        out.append(("fixture", path))
+    realistic = Path(args.realistic or os.environ.get("BEAM_REALISTIC_TOKENIZER") or REALISTIC_DIR)
+    if realistic.is_dir():
+        out.append(("gpt-oss", realistic))
+    elif args.realistic:
+        raise SystemExit(f"--realistic {realistic}: not a directory")
+    else:
+        print(f"(realistic tokenizer not installed at {realistic}: scripts/get_realistic_tokenizer.sh)")
+    return out
+
+
+def _rows(n: int, seed: int) -> list[dict]:
+    from beam_sft.data.synthetic import synthetic_rows
+
+    rows = []
+    for row in synthetic_rows(n, seed=seed):
+        row.pop("meta", None)
+        rows.append(row)
+    return rows
+
+
+def time_floor(tokenizer, texts: list[str]) -> tuple[float, list[list[int]]]:
+    start = time.perf_counter()
+    ids = tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return time.perf_counter() - start, ids
+
+
+def _tiny_model(tokenizer):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                         num_attention_heads=1, num_key_value_heads=1, pad_token_id=tokenizer.pad_token_id)
+    return LlamaForCausalLM(config)
+
+
+def _trl_args(out: Path, cores: int):
+    from trl import SFTConfig
+
+    return SFTConfig(output_dir=str(out), assistant_only_loss=True, dataset_num_proc=cores, max_length=None,
+                     report_to="none", bf16=False, fp16=False, use_cpu=True, per_device_train_batch_size=1,
+                     save_strategy="no", logging_strategy="no")
+
+
+def time_trl(tokenizer, rows: list[dict], cores: int, scratch: Path):
+    """(seconds preparing, constructor overhead subtracted, TRL's prepared dataset)."""
+    import datasets
+    from datasets import Dataset, Features, Json, List
+    from trl import SFTTrainer
+
+    datasets.disable_progress_bars()
+    # Json columns keep free-form values (tool schemas, arguments) exactly; plain Arrow structs would
+    # fill every row with the union of all keys, set to None, and change what the template renders.
+    features = Features({"messages": List(Json()), "tools": Json(), "chat_template_kwargs": Json()})
+    dataset = Dataset.from_list(
+        [{"messages": r["messages"], "tools": r.get("tools"), "chat_template_kwargs": r.get("chat_template_kwargs") or {}}
+         for r in rows], features=features)
+    model = _tiny_model(tokenizer)
+    args = _trl_args(scratch / "trl", cores)
+    start = time.perf_counter()  # the constructor's own cost: the same call on one row
+    SFTTrainer(model=model, args=args, train_dataset=dataset.select([0]), processing_class=tokenizer)
+    overhead = time.perf_counter() - start
+    start = time.perf_counter()
+    trainer = SFTTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer)
+    seconds = time.perf_counter() - start
+    return seconds, overhead, trainer.train_dataset
+
+
+def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
+    from beam_sft.encode.config import PrepareConfig, SourceSpec
+    from beam_sft.encode.pipeline import prepare
+
+    config = PrepareConfig(sources=[SourceSpec(path=str(data), format="openai")], tokenizer=str(tokenizer_dir),
+                           output=str(scratch / "beam"), num_proc=cores, verify=False, cache=False)
+    start = time.perf_counter()
+    out = prepare(config)
+    seconds = time.perf_counter() - start
+    from datasets import load_from_disk
+
+    dataset = load_from_disk(str(out))
+    report = json.loads((out / "report.json").read_text())
+    return seconds, dataset, report
+
+
+def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scratch: Path, skip_trl: bool) -> dict:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    data = scratch / f"{name}-rows.jsonl"
+    with open(data, "w", encoding="utf-8") as fh:
+        for row in rows:
+            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    texts = [tokenizer.apply_chat_template(r["messages"], tools=r.get("tools"), tokenize=False,
+                                           **(r.get("chat_template_kwargs") or {})) for r in rows]
+    n = len(rows)
+    result = {"tokenizer": name, "rows": n, "cores": cores,
+              "tokens": None, "floor_s": None, "trl_s": None, "beam_s": None}
+
+    floor_s, floor_ids = time_floor(tokenizer, texts)
+    result["floor_s"] = floor_s
+    result["tokens"] = sum(map(len, floor_ids))
+
+    beam_s, dataset, report = time_beam(tokenizer_dir, data, cores, scratch)
+    result["beam_s"] = beam_s
+    result["beam_phases"] = report["timing"]["phases"]
+    result["beam_encoder"] = report["encoder"]["name"]
+    result["ids_equal_floor"] = all(
+        batch["input_ids"] == floor_ids[start:start + 1000] for start, batch in _batches(dataset))
+    del floor_ids, texts
+
+    if not skip_trl:
+        trl_s, overhead, trl_dataset = time_trl(tokenizer, rows, cores, scratch)
+        result["trl_s"] = trl_s - overhead
+        result["trl_constructor_overhead_s"] = overhead
+        result["labels_equal_trl"] = len(trl_dataset) == len(dataset) and all(
+            _labels(batch) == trl_dataset[start:start + 1000]["labels"] for start, batch in _batches(dataset))
+    for key in ("floor", "trl", "beam"):
+        seconds = result[f"{key}_s"]
+        result[f"{key}_rows_per_s"] = round(n / seconds, 1) if seconds else None
+    result["ratio_vs_floor"] = round(result["beam_rows_per_s"] / result["floor_rows_per_s"], 2)
+    if result["trl_rows_per_s"]:
+        result["ratio_vs_trl"] = round(result["beam_rows_per_s"] / result["trl_rows_per_s"], 2)
+    return result
+
+
+def _batches(dataset, size: int = 1000):
+    """Compare a thousand rows at a time: 20,000 rows of ids as Python lists would take gigabytes."""
+    for start in range(0, len(dataset), size):
+        yield start, dataset[start:start + size]
+
+
+def _labels(batch) -> list[list[int]]:
+    return [[t if m else -100 for t, m in zip(ids, mask, strict=True)]
+            for ids, mask in zip(batch["input_ids"], batch["assistant_masks"], strict=True)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Benchmark beam-sft prepare against TRL and the tokenization floor.")
+    parser.add_argument("--rows", type=int, default=2000)
+    parser.add_argument("--cores", type=int, default=None, help="cores for all three (default: all available)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--realistic", default=None, help="the gpt-oss Beam tokenizer (default: .cache/gptoss-tokenizer/beam)")
+    parser.add_argument("--skip-fixture", action="store_true", help="only the realistic tokenizer")
+    parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+
+    cores = _cores(args.cores)
+    scratch = Path(tempfile.mkdtemp(prefix="beam-bench-"))
+    results = []
+    try:
+        rows = _rows(args.rows, args.seed)
+        for name, path in _tokenizers(args, scratch):
+            result = bench_one(name, path, rows, cores, scratch, args.skip_trl)
+            results.append(result)
+            print(json.dumps(result))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
+    if not results:
+        return 1
+    for r in results:
+        print(f"{r['tokenizer']:>8}: {r['rows']} rows, {r['tokens']} tokens, {r['cores']} cores | "
+              f"trl {r['trl_rows_per_s']} rows/s | beam {r['beam_rows_per_s']} rows/s | floor {r['floor_rows_per_s']} rows/s"
+              f" | identical: ids={r['ids_equal_floor']} labels={r.get('labels_equal_trl')}")
+    last = results[-1]
+    print(f"ratio_vs_trl={last.get('ratio_vs_trl')} ratio_vs_floor={last['ratio_vs_floor']}")
+    ok = all(r["ids_equal_floor"] and r.get("labels_equal_trl", True) for r in results)
+    return 0 if ok else 1

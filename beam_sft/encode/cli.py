@@ -1,0 +1,151 @@
+"""``beam-sft prepare`` and ``beam-sft merge-shards``.
+
+    beam-sft prepare --config recipes/<name>.yaml [--output DIR] [--num-proc N] ...
+    beam-sft prepare --data PATH [--data PATH ...] [--weight W ...] --format auto --tokenizer DIR \\
+                     --output DIR [--max-length N] [--length-policy drop|trim_turns]
+    beam-sft prepare ... --num-shards N --shard-index I      (one shard; then:)
+    beam-sft merge-shards SHARD_DIR... --output DIR
+
+Flags override the recipe's ``data.prepare`` section; the tokenizer falls back to the recipe's
+``model.path``, then to ``$BEAM_MODEL_ID``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+FORMAT_CHOICES = ("auto", "openai", "sharegpt", "hermes", "harmony")
+
+
+def register(subparsers: Any) -> None:
+    prepare = subparsers.add_parser(
+        "prepare",
+        help="convert, encode and verify data sources into a prepared (tokenized, masked) dataset",
+        description="Sources -> input_ids + assistant_masks identical to the tokenizer's chat template, "
+        "saved with report.json and rejects.jsonl. A rerun with nothing changed reuses the result.",
+    )
+    prepare.add_argument("--config", type=Path, help="a recipe (its data.prepare section) or a PrepareConfig YAML")
+    prepare.add_argument("--data", action="append", metavar="PATH", help="a source file or folder (repeatable)")
+    prepare.add_argument("--weight", action="append", type=float, metavar="W",
+                         help="weight of the --data at the same position (default 1)")
+    prepare.add_argument("--format", choices=FORMAT_CHOICES, help="source format of every --data (default auto)")
+    prepare.add_argument("--tokenizer", help="tokenizer folder or hub id (default: recipe model.path, $BEAM_MODEL_ID)")
+    prepare.add_argument("--output", "-o", help="output folder (default: out/prepared/<fingerprint>)")
+    prepare.add_argument("--max-length", type=int, metavar="N")
+    prepare.add_argument("--length-policy", choices=("drop", "trim_turns"))
+    prepare.add_argument("--missing-reasoning", choices=("drop", "truncate", "unmask"))
+    prepare.add_argument("--num-proc", type=int, metavar="N", help="worker processes (default: every core)")
+    prepare.add_argument("--seed", type=int)
+    prepare.add_argument("--num-shards", type=int, metavar="N")
+    prepare.add_argument("--shard-index", type=int, metavar="I")
+    prepare.add_argument("--encoder", choices=("auto", "fast", "template"))
+    prepare.add_argument("--no-cache", action="store_true", help="encode again even if the output is up to date")
+    prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
+    prepare.set_defaults(func=run_prepare)
+
+    merge = subparsers.add_parser(
+        "merge-shards",
+        help="join the directories of a sharded prepare into one prepared dataset",
+        description="Check that the shards come from one run and are all there, then concatenate their "
+        "datasets, rejects and report counts.",
+    )
+    merge.add_argument("shards", nargs="+", type=Path, metavar="SHARD_DIR")
+    merge.add_argument("--output", "-o", required=True, type=Path)
+    merge.add_argument("--num-proc", type=int, default=1, metavar="N", help="processes for verification")
+    merge.add_argument("--no-verify", action="store_true")
+    merge.set_defaults(func=run_merge)
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, Any]:
+    from beam_sft.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    if args.data:
+        weights = args.weight or []
+        if weights and len(weights) != len(args.data):
+            raise ConfigError("weight", f"{len(weights)} --weight for {len(args.data)} --data")
+        out["sources"] = [
+            {"path": path, "format": args.format or "auto", **({"weight": weights[i]} if weights else {})}
+            for i, path in enumerate(args.data)
+        ]
+    elif args.weight or args.format:
+        raise ConfigError("data", "--weight and --format go with --data")
+    for flag, key in (("tokenizer", "tokenizer"), ("output", "output"), ("max_length", "max_length"),
+                      ("length_policy", "length_policy"), ("missing_reasoning", "missing_reasoning"),
+                      ("num_proc", "num_proc"), ("seed", "seed"), ("num_shards", "num_shards"),
+                      ("shard_index", "shard_index"), ("encoder", "encoder")):
+        value = getattr(args, flag)
+        if value is not None:
+            out[key] = value
+    if args.no_cache:
+        out["cache"] = False
+    if args.no_verify:
+        out["verify"] = False
+    return out
+
+
+def build_config(args: argparse.Namespace):
+    """The PrepareConfig: the file's section, the flags on top, then the tokenizer fallbacks."""
+    from beam_sft.config_utils import from_dict, load_yaml
+    from beam_sft.encode.config import PrepareConfig, prepare_section
+    from beam_sft.errors import ConfigError
+
+    raw: dict[str, Any] = {}
+    key_path = ""
+    model_path = None
+    if args.config is not None:
+        data = load_yaml(args.config)
+        raw, key_path = prepare_section(data)
+        model = data.get("model")
+        model_path = model.get("path") if isinstance(model, dict) else None
+    elif not args.data:
+        raise ConfigError("", "give --config or at least one --data")
+    merged = {**raw, **_overrides(args)}
+    if not merged.get("tokenizer"):
+        merged["tokenizer"] = model_path or os.environ.get("BEAM_MODEL_ID") or None
+    return from_dict(PrepareConfig, merged, key_path)
+
+
+def _summary(directory: Path) -> str:
+    report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    lines = [f"{'source':<40} {'read':>8} {'kept':>8} {'out':>8}  rejected"]
+    for name, entry in report["sources"].items():
+        shown = name if len(name) <= 40 else "…" + name[-39:]
+        codes = " ".join(f"{code}={n}" for code, n in entry["rejected"].items()) or "-"
+        lines.append(f"{shown:<40} {entry['read']:>8} {entry['kept']:>8} {entry['rows_out']:>8}  {codes}")
+    tokens = report["tokens"]
+    lines.append(f"rows {tokens['rows']}  tokens {tokens['total']}  trained {tokens['trained']} "
+                 f"({100 * tokens['trained_fraction']:.1f}%)  length p50 {tokens['length']['p50']} "
+                 f"max {tokens['length']['max']}  encoder {report['encoder']['name']}")
+    policy = report["length_policy"]
+    if policy["max_length"]:
+        lines.append(f"max_length {policy['max_length']} ({policy['policy']}): dropped {policy['dropped_too_long']}, "
+                     f"trimmed {policy['trimmed_rows']} rows ({policy['trimmed_messages']} messages)")
+    return "\n".join(lines)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    import logging
+
+    from beam_sft.encode.pipeline import prepare
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    config = build_config(args)
+    out = prepare(config)
+    print(_summary(out))
+    print(f"prepared dataset: {out}")
+    return 0
+
+
+def run_merge(args: argparse.Namespace) -> int:
+    from beam_sft.encode.shards import merge_shards
+
+    out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
+    print(_summary(out))
+    print(f"merged dataset: {out}")
+    return 0

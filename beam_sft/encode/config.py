@@ -1,0 +1,122 @@
+"""``PrepareConfig``: everything ``beam-sft prepare`` needs, as one typed, frozen dataclass.
+
+It is a recipe's ``data.prepare`` section, or a YAML file of its own, or built from command-line
+flags. Unknown keys fail with their full path:
+
+>>> from beam_sft.config_utils import from_dict
+>>> cfg = from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl", "weight": 2}], "max_length": 4096})
+>>> cfg.sources[0].weight, cfg.length_policy
+(2.0, 'drop')
+>>> from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl", "wieght": 2}]}, "data.prepare")
+Traceback (most recent call last):
+...
+beam_sft.errors.ConfigError: data.prepare.sources[0].wieght: unknown key (known: column_map, convert, format, name, path, weight)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from beam_sft.config_utils import from_dict, load_yaml
+from beam_sft.errors import ConfigError
+
+LengthPolicy = Literal["drop", "trim_turns"]
+EncoderChoice = Literal["auto", "fast", "template"]
+MissingReasoning = Literal["drop", "truncate", "unmask"]
+
+
+@dataclass(frozen=True)
+class SourceSpec:
+    """One input: a file or folder (JSONL/JSON/Parquet) and how to read and weigh it.
+
+    ``weight`` repeats the source's rows: 1 keeps each once, 0.5 a seeded half, 2.5 each twice plus
+    a seeded half. ``column_map`` renames columns (the converter's ``columns`` options, e.g.
+    ``{"messages": "dialog"}``); ``convert`` holds any other converter option for this source.
+    """
+
+    path: str
+    format: str = "auto"
+    weight: float = 1.0
+    column_map: dict[str, str] = field(default_factory=dict)
+    convert: dict[str, Any] = field(default_factory=dict)
+    name: str | None = None  # the source's label in the report and the `source` column (default: path)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.path
+
+
+@dataclass(frozen=True)
+class PrepareConfig:
+    """What ``prepare`` reads, how it encodes, and where it writes."""
+
+    sources: list[SourceSpec] = field(default_factory=list)
+    tokenizer: str | None = None  # a local dir or hub id; the CLI falls back to $BEAM_MODEL_ID
+    output: str | None = None  # default: out/prepared/<fingerprint>
+    max_length: int | None = None
+    length_policy: LengthPolicy = "drop"
+    missing_reasoning: MissingReasoning = "drop"
+    num_proc: int | None = None  # default: every core this process may use
+    batch_size: int = 128  # rows per datasets.map batch
+    seed: int = 0
+    num_shards: int = 1
+    shard_index: int = 0
+    verify: bool = True
+    cache: bool = True
+    encoder: EncoderChoice = "auto"  # auto: the fast encoder when its start-up probe passes
+
+    def __post_init__(self) -> None:
+        if self.max_length is not None and self.max_length < 1:
+            raise ConfigError("max_length", f"must be at least 1, got {self.max_length}")
+        if self.num_shards < 1:
+            raise ConfigError("num_shards", f"must be at least 1, got {self.num_shards}")
+        if not 0 <= self.shard_index < self.num_shards:
+            raise ConfigError("shard_index", f"must be in [0, {self.num_shards}), got {self.shard_index}")
+        if self.num_proc is not None and self.num_proc < 1:
+            raise ConfigError("num_proc", f"must be at least 1, got {self.num_proc}")
+        if self.batch_size < 1:
+            raise ConfigError("batch_size", f"must be at least 1, got {self.batch_size}")
+        for i, source in enumerate(self.sources):
+            if source.weight < 0:
+                raise ConfigError(f"sources[{i}].weight", f"must be >= 0, got {source.weight}")
+        labels = [s.label for s in self.sources]
+        if len(set(labels)) != len(labels):
+            raise ConfigError("sources", "two sources share a label; give them distinct `name`s")
+
+    def resolved_num_proc(self) -> int:
+        if self.num_proc is not None:
+            return self.num_proc
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except AttributeError:  # not Linux
+            return max(1, os.cpu_count() or 1)
+
+
+def prepare_section(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """The PrepareConfig mapping inside a loaded YAML file, and its key path.
+
+    A recipe keeps it under ``data.prepare``; a file of its own may hold it at the top level.
+
+    >>> prepare_section({"data": {"prepare": {"max_length": 8}}, "sft": {}})
+    ({'max_length': 8}, 'data.prepare')
+    >>> prepare_section({"sources": []})
+    ({'sources': []}, '')
+    """
+    section = data.get("data")
+    if isinstance(section, dict):
+        if isinstance(section.get("prepare"), dict):
+            return section["prepare"], "data.prepare"
+        if section.get("prepared") is not None:
+            raise ConfigError("data", "this recipe names an already prepared directory (data.prepared): nothing to prepare")
+        return section, "data"
+    return data, ""
+
+
+def load_prepare_config(path: str | Path, overrides: dict[str, Any] | None = None) -> PrepareConfig:
+    """Read a PrepareConfig from a recipe or a standalone YAML, with ``overrides`` on top."""
+    raw, key_path = prepare_section(load_yaml(path))
+    merged = {**raw, **(overrides or {})}
+    return from_dict(PrepareConfig, merged, key_path)

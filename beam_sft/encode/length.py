@@ -1,0 +1,76 @@
+"""The length policy: what happens to a row longer than ``max_length`` tokens.
+
+``drop`` (the default) rejects it with code ``too_long``. ``trim_turns`` drops whole trailing turns
+until it fits, and never cuts inside a turn.
+
+A *turn* starts at a user message and runs to the next one: the user's message, the assistant
+messages that answer it, and the tool calls and tool results in between. So a row can only be cut
+right before a user message, and only where the message before the cut is an assistant message that
+is trained (weight 1): the trimmed row still ends on a trained assistant message, and no tool call
+is separated from its result. If no such cut fits, the row is dropped (``too_long``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from beam_sft.errors import RowError
+
+
+def turn_cuts(messages: list[dict]) -> list[int]:
+    """Message counts a row may be cut to, ascending (the last is ``len(messages)`` when allowed).
+
+    >>> msgs = [{"role": "system"}, {"role": "user"}, {"role": "assistant"},
+    ...         {"role": "user"}, {"role": "assistant", "weight": 0},
+    ...         {"role": "user"}, {"role": "assistant", "tool_calls": [{}]}, {"role": "tool"},
+    ...         {"role": "assistant"}]
+    >>> turn_cuts(msgs)
+    [3, 9]
+    """
+    cuts = []
+    for count in range(1, len(messages) + 1):
+        last = messages[count - 1]
+        if last.get("role") != "assistant" or last.get("weight", 1) == 0:
+            continue
+        if count == len(messages) or messages[count].get("role") == "user":
+            cuts.append(count)
+    return cuts
+
+
+def trim_row(row: dict, count: int) -> dict:
+    """The row cut to its first ``count`` messages, noting the cut in ``meta``.
+
+    >>> trim_row({"messages": [1, 2, 3], "meta": {"row": 4}}, 2)
+    {'messages': [1, 2], 'meta': {'row': 4, 'trimmed_messages': 1}}
+    """
+    dropped = len(row["messages"]) - count
+    meta = {**(row.get("meta") or {}), "trimmed_messages": dropped}
+    return {**row, "messages": row["messages"][:count], "meta": meta}
+
+
+def too_long(length: int, max_length: int) -> RowError:
+    return RowError("too_long", f"{length} tokens, more than max_length={max_length}")
+
+
+def fit_by_trimming(row: dict, length: int, max_length: int, encode: Callable[[dict], object]):
+    """The longest prefix of whole turns that fits: ``(trimmed_row, encoded)``; RowError when none does.
+
+    ``encode(row)`` returns an object with ``input_ids``; ``length`` is the full row's token count.
+    Rows only grow as turns are added, so a binary search over the cut points finds it in a few
+    encodes (the result is checked, so a template that breaks that rule only costs more encodes).
+    """
+    cuts = [c for c in turn_cuts(row["messages"]) if c < len(row["messages"])]
+    best = None
+    low, high = 0, len(cuts) - 1
+    while low <= high:
+        middle = (low + high) // 2
+        candidate = trim_row(row, cuts[middle])
+        encoded = encode(candidate)
+        if len(encoded.input_ids) <= max_length:
+            best = (candidate, encoded)
+            low = middle + 1
+        else:
+            high = middle - 1
+    if best is None:
+        raise too_long(length, max_length)
+    return best

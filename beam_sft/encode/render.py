@@ -1,0 +1,225 @@
+"""A faster way to run the tokenizer's own chat template: same template, same sandbox, less repeated work.
+
+Rendering goes through transformers' compiled template (the ``ImmutableSandboxedEnvironment``, its
+globals and the ``{% generation %}`` tracker), on a private copy whose environment is a subclass that
+remembers two things:
+
+- the sandbox's verdict on an attribute, which depends only on the object's type and the attribute
+  name (jinja2's ``is_safe_attribute`` looks at nothing else);
+- the output of a *macro call*, keyed by the macro, its arguments (plain data, by ``repr``, which
+  tells ``1``, ``1.0`` and ``True`` apart) and every context variable the call read (recorded while
+  it ran). A macro whose closure holds anything but other macros, pure filters and tests, and the
+  sandbox's pure globals is never remembered, nor is a call that ran a ``{% generation %}`` block or
+  an impure global (``strftime_now``, ``lipsum``), nor any call around it.
+
+Same inputs, same path through the macro, same output: the text and the generation spans are what
+``apply_chat_template`` renders. The tool declarations (a recursive TypeScript rendering of each JSON
+schema, by far the dearest part of a Beam row) are then rendered once per distinct tool. The start-up
+probe (``probe.py``) checks the result against ``apply_chat_template`` before a run relies on it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from beam_sft.encode.template_encode import template_args, template_error
+
+_SCALARS = (str, int, float, bool, type(None))
+_FRAME_CELLS = frozenset({"concat", "context", "environment", "missing", "resolve", "undefined",
+                          "cond_expr_undefined", "escape", "markup_join", "str_join", "Markup", "Namespace",
+                          "LoopContext", "Macro", "TemplateReference", "Undefined"})
+_TEST_OR_FILTER = re.compile(r"t_\d+$")
+_IMPURE_FILTERS = ("random",)
+_IMPURE_GLOBALS = ("strftime_now", "lipsum", "cycler", "joiner")
+_MAX_MEMO = 10_000
+
+
+def is_plain(value: Any) -> bool:
+    """JSON-like data (dicts, lists, tuples, scalars) all the way down.
+
+    >>> is_plain({"a": [1, 2.0, None, ("x", True)]}), is_plain({"a": object()})
+    (True, False)
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return True
+    if kind is dict:
+        return all(type(k) in _SCALARS and is_plain(v) for k, v in value.items())
+    if kind is list or kind is tuple:
+        return all(is_plain(v) for v in value)
+    return False
+
+
+def _value_key(value: Any, missing: Any) -> str | None:
+    if value is missing:
+        return "<missing>"
+    return repr(value) if is_plain(value) else None
+
+
+def _memo_environment_class(base: type):
+    """A subclass of transformers' sandbox class that memoises attribute checks and pure macro calls."""
+    from jinja2.runtime import Context, Macro, missing
+
+    class MemoContext(Context):
+        def resolve_or_missing(self, key):
+            value = super().resolve_or_missing(key)
+            frames = self.environment._memo_frames
+            if frames:
+                value_key = _value_key(value, missing)
+                for frame in frames:
+                    if value_key is None:
+                        frame["poisoned"] = True
+                    else:
+                        frame["reads"][key] = value_key
+            return value
+
+    class MemoSandbox(base):
+        context_class = MemoContext
+
+        def _memo_setup(self) -> None:
+            self._memo_frames: list[dict] = []
+            self._memo: dict[tuple, list[tuple[tuple, Any]]] = {}
+            self._safe_attrs: dict[tuple, bool] = {}
+            self._impure = {id(self.filters[name]) for name in _IMPURE_FILTERS if name in self.filters}
+            self._impure |= {id(self.globals[name]) for name in _IMPURE_GLOBALS if name in self.globals}
+            self._pure_globals = {id(v) for k, v in self.globals.items() if k not in _IMPURE_GLOBALS}
+            self.memo_stats = {"hits": 0, "misses": 0}
+            self._per_code: dict[Any, list[int]] = {}  # code -> [hits, misses]; rarely-hit macros stop memoising
+
+        def is_safe_attribute(self, obj, attr, value):
+            key = (type(obj), attr)
+            verdict = self._safe_attrs.get(key)
+            if verdict is None:
+                verdict = self._safe_attrs[key] = super().is_safe_attribute(obj, attr, value)
+            return verdict
+
+        def _memoizable(self, macro) -> bool:
+            func = macro._func
+            for name, cell in zip(func.__code__.co_freevars, func.__closure__ or (), strict=True):
+                if name in _FRAME_CELLS:
+                    continue
+                value = cell.cell_contents
+                if _TEST_OR_FILTER.match(name):
+                    if id(value) in self._impure:
+                        return False
+                elif name.startswith("l_0_"):
+                    if not (type(value) is Macro or id(value) in self._pure_globals):
+                        return False
+                else:
+                    return False
+            return True
+
+        def _poison(self) -> None:
+            for frame in self._memo_frames:
+                frame["poisoned"] = True
+
+        def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (jinja's signature)
+            if type(__obj) is not Macro:
+                if "caller" in kwargs or id(__obj) in __self._impure or not __self._is_tracked_pure(__obj):
+                    __self._poison()
+                return super().call(__context, __obj, *args, **kwargs)
+            plain_kwargs = {k: v for k, v in kwargs.items() if k not in ("_loop_vars", "_block_vars")}
+            if "caller" in plain_kwargs or not __self._memoizable(__obj) or not (is_plain(args) and is_plain(plain_kwargs)):
+                __self._poison()
+                return super().call(__context, __obj, *args, **kwargs)
+            code = __obj._func.__code__
+            counts = __self._per_code.setdefault(code, [0, 0])
+            if counts[1] > 256 and counts[0] * 16 < counts[1]:  # unique arguments every time: not worth it
+                return super().call(__context, __obj, *args, **kwargs)
+            key = (code, repr(args), repr(sorted(plain_kwargs.items())))
+            for reads, output in __self._memo.get(key, ()):
+                if all(_value_key(__context.resolve_or_missing(name), missing) == value for name, value in reads):
+                    __self.memo_stats["hits"] += 1
+                    counts[0] += 1
+                    return output
+            frame = {"reads": {}, "poisoned": False}
+            __self._memo_frames.append(frame)
+            try:
+                output = super().call(__context, __obj, *args, **kwargs)
+            finally:
+                __self._memo_frames.pop()
+            if frame["poisoned"]:
+                __self._poison()
+            elif isinstance(output, str):
+                __self.memo_stats["misses"] += 1
+                counts[1] += 1
+                if len(__self._memo) < _MAX_MEMO:  # full: keep what came first (tool declarations)
+                    __self._memo.setdefault(key, []).append((tuple(frame["reads"].items()), output))
+            return output
+
+        def _is_tracked_pure(self, obj) -> bool:
+            # Bound methods of plain data (dict.get, str.split, ...) and the sandbox's pure globals.
+            owner = getattr(obj, "__self__", None)
+            if owner is not None and type(owner) in (str, dict, list, tuple):
+                return True
+            return id(obj) in self._pure_globals
+
+    return MemoSandbox
+
+
+class FastRenderer:
+    """Render BeamRows exactly like ``render_jinja_template`` (text and generation spans), faster."""
+
+    def __init__(self, tokenizer):
+        from transformers.utils.chat_template_utils import _cached_compile_jinja_template
+
+        self.tokenizer = tokenizer
+        self.special_tokens_map = dict(tokenizer.special_tokens_map)
+        self._compiled: dict[str, Any] = {}
+        self._compile = _cached_compile_jinja_template
+
+    def _template(self, source: str):
+        compiled = self._compiled.get(source)
+        if compiled is None:
+            # A fresh compile, so the shared (lru-cached) template apply_chat_template uses is untouched.
+            compiled = self._compile(source)
+            environment = compiled.environment
+            environment.__class__ = _memo_environment_class(type(environment))
+            environment._memo_setup()
+            self._compiled[source] = compiled
+        return compiled
+
+    @property
+    def memo_stats(self) -> dict[str, int]:
+        totals = {"hits": 0, "misses": 0}
+        for compiled in self._compiled.values():
+            for key, value in compiled.environment.memo_stats.items():
+                totals[key] += value
+        return totals
+
+    def render(self, row: dict, *, plain: bool = False) -> tuple[str, list[tuple[int, int]]]:
+        """Text and generation spans. ``plain=True`` promises JSON-decoded data (skips a defensive copy)."""
+        from transformers.utils.chat_template_utils import (
+            _alias_reasoning_fields,
+            _normalize_chat_messages,
+            _plain_template_data,
+            _render_with_assistant_indices,
+        )
+
+        messages, tools, kwargs = template_args(row)
+        compiled = self._template(self.tokenizer.get_chat_template(None, tools))
+        try:
+            # The steps of apply_chat_template -> render_jinja_template, in order.
+            if plain:  # what _normalize_chat_messages does to JSON data: copy, dropping None values
+                chat = [{k: v for k, v in m.items() if v is not None} if type(m) is dict else m for m in messages]
+                if any(type(m) is not dict for m in chat):
+                    chat = _normalize_chat_messages(messages)
+            else:
+                chat = _normalize_chat_messages(messages)
+            template_kwargs = {**self.special_tokens_map, **kwargs}
+            for tool in tools or ():
+                if not isinstance(tool, dict):
+                    raise ValueError("Tools should either be a JSON schema, or a callable function with type hints")
+            if not plain:
+                tools = _plain_template_data(tools)
+                template_kwargs = _plain_template_data(template_kwargs)
+                chat = _plain_template_data(chat)
+            chat = _alias_reasoning_fields(chat)
+            text, spans = _render_with_assistant_indices(
+                compiled_template=compiled, messages=chat, tools=tools, documents=None,
+                add_generation_prompt=False, **template_kwargs,
+            )
+        except Exception as exc:  # a template error is a property of the row: route it to rejects
+            raise template_error(exc) from exc
+        return text, list(spans)

@@ -1,0 +1,106 @@
+"""The reference encoder: one ``apply_chat_template`` call per row.
+
+This is the definition of correct output. The fast encoder (``fast.py``) must reproduce it token for
+token, and falls back to it when its start-up probe finds any difference.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from beam_sft.encode.weights import apply_weights, assistant_weights, mask_runs
+from beam_sft.errors import RowError
+
+# Keys the template call itself uses: a per-row kwarg by one of these names would collide with them.
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {"messages", "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
+     "continue_final_message", "tokenize", "return_dict", "return_assistant_tokens_mask", "padding",
+     "truncation", "max_length", "return_tensors", "tokenizer_kwargs", "sanitize_control_tokens"}
+)
+
+
+def template_args(row: dict) -> tuple[list[dict], list[dict] | None, dict[str, Any]]:
+    """Split a BeamRow into the ``messages``, ``tools`` and template kwargs of the template call.
+
+    >>> template_args({"messages": [{"role": "user", "content": "hi"}],
+    ...                "chat_template_kwargs": {"reasoning_effort": "low"}})
+    ([{'role': 'user', 'content': 'hi'}], None, {'reasoning_effort': 'low'})
+    """
+    messages = row.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise RowError("no_messages", "row has no messages")
+    tools = row.get("tools") or None
+    kwargs = row.get("chat_template_kwargs") or {}
+    if not isinstance(kwargs, dict):
+        raise RowError("bad_template_kwargs", f"chat_template_kwargs must be a mapping, got {type(kwargs).__name__}")
+    clash = sorted(RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
+    if clash:
+        raise RowError("bad_template_kwargs", f"chat_template_kwargs uses reserved names: {clash}")
+    return messages, tools, dict(kwargs)
+
+
+def template_error(exc: Exception) -> RowError:
+    """Turn an exception from rendering into a RowError with a stable code."""
+    import jinja2
+
+    if isinstance(exc, RowError):
+        return exc
+    if isinstance(exc, jinja2.exceptions.TemplateError):
+        return RowError("template_error", str(exc) or type(exc).__name__)
+    return RowError("template_error", f"{type(exc).__name__}: {exc}")
+
+
+def template_encode_raw(row: dict, tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """``input_ids`` and ``assistant_masks`` straight from ``apply_chat_template`` (weights not applied)."""
+    messages, tools, kwargs = template_args(row)
+    try:
+        out = tokenizer.apply_chat_template(
+            messages, tools=tools, return_dict=True, return_assistant_tokens_mask=True, **kwargs
+        )
+    except Exception as exc:  # a template error is a property of the row: route it to rejects
+        raise template_error(exc) from exc
+    return np.asarray(out["input_ids"], dtype=np.int64), np.asarray(out["assistant_masks"], dtype=np.int8)
+
+
+def encode_row(row: dict, tokenizer) -> dict[str, list[int]]:
+    """Encode one BeamRow exactly as ``apply_chat_template`` does, then zero weight-0 turns.
+
+    Returns ``{"input_ids": [...], "assistant_masks": [...]}``; raises RowError for a row the
+    template rejects.
+    """
+    ids, mask = template_encode_raw(row, tokenizer)
+    mask = apply_weights(mask, mask_runs(mask), assistant_weights(row["messages"]))
+    return {"input_ids": ids.tolist(), "assistant_masks": mask.astype(np.int64).tolist()}
+
+
+class TemplateEncoder:
+    """The reference encoder behind the same interface as ``FastEncoder`` (one template call a row)."""
+
+    name = "template"
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.stats = {"rows": 0, "fallback_rows": 0}
+
+    def encode_batch(self, rows, *, plain: bool = False):
+        from beam_sft.encode.fast import ID_DTYPE, MASK_DTYPE, Encoded
+
+        out = []
+        for row in rows:
+            try:
+                ids, mask = template_encode_raw(row, self.tokenizer)
+                mask = apply_weights(mask, mask_runs(mask), assistant_weights(row["messages"]))
+            except RowError as exc:
+                out.append(exc)
+                continue
+            self.stats["rows"] += 1
+            out.append(Encoded(ids.astype(ID_DTYPE), mask.astype(MASK_DTYPE)))
+        return out
+
+    def encode(self, row: dict):
+        result = self.encode_batch([row])[0]
+        if isinstance(result, RowError):
+            raise result
+        return result

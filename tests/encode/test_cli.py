@@ -1,0 +1,69 @@
+"""``beam-sft prepare`` / ``merge-shards``: flags, recipes, and the command end to end."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import yaml
+
+from beam_sft.cli import main
+from beam_sft.encode import cli
+from beam_sft.errors import ConfigError
+from tests.encode.conftest import simple_row, write_jsonl
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["prepare", *argv])
+
+
+def test_flags_only(monkeypatch):
+    monkeypatch.delenv("BEAM_MODEL_ID", raising=False)
+    config = cli.build_config(parse("--data", "a.jsonl", "--data", "b.json", "--weight", "1", "--weight", "0.5",
+                                    "--format", "sharegpt", "--tokenizer", "tok", "--max-length", "128",
+                                    "--length-policy", "trim_turns", "--num-shards", "4", "--shard-index", "3"))
+    assert [(s.path, s.format, s.weight) for s in config.sources] == [("a.jsonl", "sharegpt", 1.0),
+                                                                      ("b.json", "sharegpt", 0.5)]
+    assert (config.tokenizer, config.max_length, config.length_policy) == ("tok", 128, "trim_turns")
+    assert (config.num_shards, config.shard_index) == (4, 3)
+
+
+def test_recipe_section_with_overrides_and_model_fallback(tmp_path, monkeypatch):
+    monkeypatch.setenv("BEAM_MODEL_ID", "from-env")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump({
+        "model": {"path": "model-dir"},
+        "data": {"prepare": {"sources": [{"path": "x.jsonl", "weight": 2}], "max_length": 64}},
+        "sft": {"learning_rate": 1e-4},
+    }))
+    config = cli.build_config(parse("--config", str(recipe), "--max-length", "32", "--no-verify"))
+    assert config.tokenizer == "model-dir" and config.max_length == 32 and config.verify is False
+    assert config.sources[0].weight == 2.0
+
+
+def test_errors_name_the_key(tmp_path):
+    with pytest.raises(ConfigError, match="weight"):
+        cli.build_config(parse("--data", "a", "--weight", "1", "--weight", "2"))
+    with pytest.raises(ConfigError, match="--config or at least one --data"):
+        cli.build_config(parse())
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"data": {"prepare": {"sources": [], "max_lenght": 3}}}))
+    with pytest.raises(ConfigError, match=r"data\.prepare\.max_lenght: unknown key"):
+        cli.build_config(parse("--config", str(bad)))
+
+
+def test_prepare_command_end_to_end(tmp_path, tokenizer_dir, capsys):
+    data = write_jsonl(tmp_path / "rows.jsonl", [simple_row(i) for i in range(5)])
+    argv = ["prepare", "--data", str(data), "--tokenizer", str(tokenizer_dir), "--output", str(tmp_path / "out"),
+            "--num-proc", "1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "rows 5" in printed and f"prepared dataset: {tmp_path / 'out'}" in printed
+    assert main(argv) == 0  # cached
+
+
+def test_merge_command_reports_a_bad_set(tmp_path, capsys):
+    assert main(["merge-shards", str(tmp_path), "--output", str(tmp_path / "merged")]) == 2
+    assert "not a prepared dataset" in capsys.readouterr().err

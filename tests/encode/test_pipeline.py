@@ -1,0 +1,157 @@
+"""``prepare`` end to end on small data: the prepared-dataset contract, rejects, report, policies, mix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from beam_sft.data.synthetic import synthetic_rows
+from beam_sft.encode import PrepareConfig, SourceSpec, encode_row, prepare
+from tests.encode.conftest import simple_row, write_jsonl
+
+COLUMNS = {"input_ids", "assistant_masks", "row", "source", "row_index", "num_tokens", "num_trained"}
+
+
+def small_rows(n: int, seed: int = 0) -> list[dict]:
+    rows = []
+    for row in synthetic_rows(n, seed=seed, scale=0.05, vocab=500):
+        row.pop("meta")
+        rows.append(row)
+    return rows
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "chat.jsonl"
+    rows = small_rows(24)
+    rows.insert(3, {"messages": [{"role": "user", "content": "no reasoning"}, {"role": "assistant", "content": "x"}]})
+    write_jsonl(path, rows)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("{not json\n")
+    return path
+
+
+def run(tmp_path, tokenizer_dir, sources, **options) -> Path:
+    config = PrepareConfig(sources=sources, tokenizer=str(tokenizer_dir), output=str(tmp_path / "out"),
+                           num_proc=options.pop("num_proc", 1), **options)
+    return prepare(config)
+
+
+def load(directory: Path):
+    from datasets import load_from_disk
+
+    return load_from_disk(str(directory))
+
+
+def test_contract(tmp_path, tokenizer_dir, tokenizer, data):
+    out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(data), name="chat")], verify=True)
+    dataset = load(out)
+    assert set(dataset.column_names) == COLUMNS
+    assert len(dataset) == 24
+    for record in dataset:
+        row = json.loads(record["row"])
+        assert row["meta"] == {"source": "chat", "row": record["row_index"]}
+        assert encode_row(row, tokenizer) == {"input_ids": record["input_ids"], "assistant_masks": record["assistant_masks"]}
+        assert record["num_tokens"] == len(record["input_ids"])
+        assert record["num_trained"] == sum(record["assistant_masks"]) > 0
+        assert record["source"] == "chat"
+
+    report = json.loads((out / "report.json").read_text())
+    assert report["sources"]["chat"]["read"] == 26
+    assert report["sources"]["chat"]["kept"] == 24
+    assert report["sources"]["chat"]["rejected"] == {"invalid_json": 1, "missing_reasoning": 1}
+    assert report["encoder"]["name"] == "fast" and report["encoder"]["probe"]["ok"]
+    assert report["tokens"]["rows"] == 24 and report["tokens"]["total"] == sum(dataset["num_tokens"])
+    assert report["verify"]["ok"] is True
+
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert [(r["row"], r["code"]) for r in rejects] == [(3, "missing_reasoning"), (25, "invalid_json")]
+    assert all(set(r) == {"source", "row", "code", "message", "raw"} for r in rejects)
+    assert rejects[1]["raw"] == "{not json"
+
+    from transformers import AutoTokenizer
+
+    assert AutoTokenizer.from_pretrained(out / "tokenizer").chat_template == tokenizer.chat_template
+
+
+def test_num_proc_and_encoder_do_not_change_the_output(tmp_path, tokenizer_dir, data):
+    one = load(run(tmp_path / "a", tokenizer_dir, [SourceSpec(path=str(data))], verify=False))
+    two = load(run(tmp_path / "b", tokenizer_dir, [SourceSpec(path=str(data))], verify=False, num_proc=2,
+                   batch_size=4))
+    template = load(run(tmp_path / "c", tokenizer_dir, [SourceSpec(path=str(data))], verify=False,
+                        encoder="template"))
+    assert one.to_dict() == two.to_dict() == template.to_dict()
+    rejects = [(tmp_path / d / "out" / "rejects.jsonl").read_text() for d in "abc"]
+    assert rejects[0] == rejects[1] == rejects[2]
+
+
+def test_length_policy_drop_and_trim(tmp_path, tokenizer_dir, tokenizer):
+    long_turns = [{"role": "user", "content": "q " * 40},
+                  {"role": "assistant", "reasoning_content": "r " * 40, "content": "a " * 40}]
+    rows = [simple_row(0), {"messages": long_turns * 3}, {"messages": [long_turns[0], {
+        **long_turns[1], "content": "a " * 2000}]}]
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    one_turn = len(encode_row({"messages": long_turns}, tokenizer)["input_ids"])
+
+    out = run(tmp_path / "drop", tokenizer_dir, [SourceSpec(path=str(path))], max_length=one_turn + 5, verify=False)
+    report = json.loads((out / "report.json").read_text())
+    assert report["length_policy"]["dropped_too_long"] == 2 and len(load(out)) == 1
+
+    out = run(tmp_path / "trim", tokenizer_dir, [SourceSpec(path=str(path))], max_length=one_turn + 5,
+              length_policy="trim_turns", verify=True)
+    report = json.loads((out / "report.json").read_text())
+    assert report["length_policy"] == {"max_length": one_turn + 5, "policy": "trim_turns", "dropped_too_long": 1,
+                                       "trimmed_rows": 1, "trimmed_messages": 4}
+    dataset = load(out)
+    trimmed = json.loads(dataset[1]["row"])
+    assert len(trimmed["messages"]) == 2 and trimmed["meta"]["trimmed_messages"] == 4
+    assert max(dataset["num_tokens"]) <= one_turn + 5
+
+
+def test_mix_weights_and_report(tmp_path, tokenizer_dir):
+    a = write_jsonl(tmp_path / "a.jsonl", [simple_row(i) for i in range(40)])
+    b = write_jsonl(tmp_path / "b.jsonl", [simple_row(i, reasoning="") for i in range(10)]
+                    + [simple_row(i) for i in range(30)])
+    out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(a), weight=2, name="a"),
+                                        SourceSpec(path=str(b), weight=0.5, name="b")], verify=False)
+    report = json.loads((out / "report.json").read_text())
+    assert report["sources"]["a"]["rows_out"] == 80
+    assert 5 <= report["sources"]["b"]["rows_out"] <= 25
+    assert report["mix"]["planned"]["a"] == {"weight": 2.0, "rows": 80.0, "share": 0.8}
+    assert report["mix"]["planned"]["b"]["rows"] == 20.0
+    real = report["mix"]["real"]
+    assert real["a"]["rows"] + real["b"]["rows"] == len(load(out))
+    assert report["sources"]["b"]["rejected"] == {"missing_reasoning": 10}
+
+
+def test_fallback_when_the_probe_disagrees(tmp_path, tokenizer_dir, data, monkeypatch):
+    from beam_sft.encode import probe as probe_module
+
+    monkeypatch.setattr(probe_module, "probe", lambda *a, **k: probe_module.ProbeResult(False, 1, "forced"))
+    out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(data))], verify=False)
+    report = json.loads((out / "report.json").read_text())
+    assert report["encoder"]["name"] == "template" and "forced" in report["encoder"]["fallback_reason"]
+    with pytest.raises(Exception, match="fast encoder cannot be used"):
+        run(tmp_path / "strict", tokenizer_dir, [SourceSpec(path=str(data))], verify=False, encoder="fast")
+
+
+def test_column_map_and_missing_reasoning_reach_the_converter(tmp_path, tokenizer_dir):
+    two_turns = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "no reasoning here"},
+                 {"role": "user", "content": "b"}, {"role": "assistant", "reasoning_content": "r", "content": "ok"}]
+    path = write_jsonl(tmp_path / "dialogs.jsonl", [{"dialog": two_turns}])
+    source = SourceSpec(path=str(path), format="openai", column_map={"messages": "dialog"})
+    out = run(tmp_path / "drop", tokenizer_dir, [source], verify=False)
+    assert json.loads((out / "report.json").read_text())["sources"][str(path)]["rejected"] == {"missing_reasoning": 1}
+    out = run(tmp_path / "unmask", tokenizer_dir, [source], verify=False, missing_reasoning="unmask")
+    (record,) = load(out)
+    row = json.loads(record["row"])
+    assert row["messages"][1].get("weight") == 0
+    assert record["num_trained"] == sum(encode_row(row, pipeline_tokenizer(tokenizer_dir))["assistant_masks"])
+
+
+def pipeline_tokenizer(directory):
+    from beam_sft.encode.pipeline import load_tokenizer
+
+    return load_tokenizer(str(directory))

@@ -1,0 +1,62 @@
+"""Scale: peak memory does not grow with the number of rows; the benchmark runs and agrees with TRL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+PEAK = """
+import json, sys, threading, time
+from beam_sft.data.synthetic import synthetic_rows
+from beam_sft.encode import PrepareConfig, SourceSpec, prepare
+n, tok, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+with open(out + ".jsonl", "w") as fh:
+    for row in synthetic_rows(n, scale=0.2):
+        row.pop("meta")
+        fh.write(json.dumps(row) + "\\n")
+# Anonymous memory only: the datasets are memory-mapped files, whose pages the kernel counts in
+# RSS while they are read but can drop at any time.
+peak = [0]
+def sample():
+    while True:
+        status = open("/proc/self/status").read()
+        peak[0] = max(peak[0], int(status.split("RssAnon:")[1].split()[0]))
+        time.sleep(0.02)
+threading.Thread(target=sample, daemon=True).start()
+prepare(PrepareConfig(sources=[SourceSpec(path=out + ".jsonl")], tokenizer=tok, output=out, num_proc=1,
+                      verify=False, batch_size=64))
+time.sleep(0.05)
+print(peak[0])
+"""
+
+
+def peak_kib(rows: int, tokenizer_dir: Path, out: Path) -> int:
+    done = subprocess.run([sys.executable, "-c", PEAK, str(rows), str(tokenizer_dir), str(out)], cwd=REPO,
+                          capture_output=True, text=True, check=True)
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_peak_memory_is_flat_in_rows(tmp_path, tokenizer_dir):
+    small = peak_kib(2_000, tokenizer_dir, tmp_path / "small")
+    large = peak_kib(10_000, tokenizer_dir, tmp_path / "large")
+    # Five times the rows; the caches are bounded (a few tens of MB when full), nothing else grows.
+    assert large < small + 80_000, (small, large)
+
+
+@pytest.mark.slow
+def test_benchmark_smoke(tmp_path):
+    results = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, "scripts/bench_prepare.py", "--rows", "40", "--json", str(results)],
+                          cwd=REPO, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("ratio_vs_trl=") and " ratio_vs_floor=" in last
+    for result in json.loads(results.read_text()):
+        assert result["ids_equal_floor"] and result["labels_equal_trl"]

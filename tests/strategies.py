@@ -51,6 +51,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from beam_sft.harmony import markers
+from tests.doc_examples import SEARCH as SEARCH_TOOL  # the trained search definition
 
 # ----------------------------------------------------------------------------- text
 
@@ -501,21 +502,6 @@ def _json_schema(draw, depth: int, root_object: bool) -> dict:
         schema["additionalProperties"] = draw(st.booleans())
     # Key order only matters for `properties`, but shuffle anyway so no code can depend on it.
     return dict(draw(st.permutations(list(schema.items()))))
-
-
-SEARCH_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "search",
-        "description": "Search for content on the internet using a search engine. The search results include the "
-        "website title, address (URL), and description.",
-        "parameters": {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "The search query."}},
-            "required": ["query"],
-        },
-    },
-}
 
 
 @st.composite

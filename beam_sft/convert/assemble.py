@@ -23,14 +23,27 @@ calls in order, by position, as Beam reads them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
-from beam_sft.convert.options import ConvertOptions
+from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.reasoning import merge_reasoning, split_inline_reasoning, strip_answer_tags
-from beam_sft.convert.rows import BeamRow, Reject
+from beam_sft.convert.rows import BeamRow, Reject, Rejection
 from beam_sft.convert.tools import extract_system_tools, merge_tools
 
 _ENVELOPE_KEYS = frozenset({"tool_call_id", "name", "content"})
+
+# A converter's reader: one raw row -> (draft messages, tools, template kwargs), or it raises Reject.
+RowReader = Callable[[Any, ColumnMap], tuple[list[dict], list[dict], dict | None]]
+
+
+def convert_with(read_row: RowReader, raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
+    """``read_row`` then ``finish_row``: a BeamRow (without ``meta``) or, on a Reject, its Rejection."""
+    try:
+        drafts, tools, kwargs = read_row(raw, options.columns)
+        return finish_row(drafts, tools=tools, kwargs=kwargs, options=options)
+    except Reject as exc:
+        return exc.rejection
 
 
 def finish_row(

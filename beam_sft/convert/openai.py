@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_sft.convert.assemble import finish_row
+from beam_sft.convert.assemble import convert_with
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import read_content, read_reasoning_fields, read_template_kwargs, read_weight
 from beam_sft.convert.rows import BeamRow, Reject, Rejection
@@ -54,11 +54,7 @@ ROLES = {
 
 def convert_openai(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
     """One OpenAI-style row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
-    try:
-        drafts, tools, kwargs = read_openai_row(raw, options.columns)
-        return finish_row(drafts, tools=tools, kwargs=kwargs, options=options)
-    except Reject as exc:
-        return exc.rejection
+    return convert_with(read_openai_row, raw, options=options)
 
 
 def read_openai_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from beam_sft.convert.assemble import finish_row, parse_envelope
+from beam_sft.convert.assemble import convert_with, parse_envelope
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import read_reasoning_fields, read_template_kwargs, read_weight
 from beam_sft.convert.rows import BeamRow, Reject, Rejection
@@ -50,11 +50,7 @@ SPEAKERS = {
 
 def convert_sharegpt(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
     """One ShareGPT row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
-    try:
-        drafts, tools, kwargs = read_sharegpt_row(raw, options.columns)
-        return finish_row(drafts, tools=tools, kwargs=kwargs, options=options)
-    except Reject as exc:
-        return exc.rejection
+    return convert_with(read_sharegpt_row, raw, options=options)
 
 
 def read_sharegpt_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:

@@ -14,23 +14,8 @@ from beam_sft.harmony.response import (
     response_template,
     split_harmony_messages,
 )
+from tests.doc_examples import GET_WEATHER, HELLO, TOOL_LOOP, render
 
-GET_WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer", "description": "Forecast length in days"},
-            },
-            "required": ["city"],
-        },
-    },
-}
-HELLO = [{"role": "user", "content": "Hello!"}]
 ANSWER = (
     "<|channel|>analysis<|message|>The user is greeting me.<|end|>"
     "<|start|>assistant<|channel|>final<|message|>Hi! How can I help?<|return|>"
@@ -48,10 +33,6 @@ TWO_CALLS = (
     "<|start|>assistant to=get_weather<|channel|>analysis <|constrain|>xml<|message|>"
     '<rfl:parameter name="city">\nParis\n</rfl:parameter><|call|>'
 )
-
-
-def render(tokenizer, messages, **kwargs):
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **kwargs)
 
 
 # --- the documented examples ------------------------------------------------------------------------
@@ -130,22 +111,7 @@ def test_parse_a_stream(tokenizer):
 
 def test_parse_a_tool_loop_continuation(tokenizer):
     """After a tool result the prompt's last header is the new turn's: earlier calls are not re-read."""
-    history = [
-        {"role": "user", "content": "What's the weather in London?"},
-        {
-            "role": "assistant",
-            "reasoning_content": "I should check the weather tool.",
-            "tool_calls": [
-                {
-                    "id": "call_1",
-                    "type": "function",
-                    "function": {"name": "get_weather", "arguments": {"city": "London"}},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_1", "content": "14 C, cloudy"},
-    ]
-    prompt = render(tokenizer, history, tools=[GET_WEATHER])
+    prompt = render(tokenizer, TOOL_LOOP, tools=[GET_WEATHER])
     generated = (
         "<|channel|>analysis<|message|>Report it.<|end|>"
         "<|start|>assistant<|channel|>final<|message|>14 C and cloudy.<|return|>"

@@ -24,193 +24,22 @@ from pathlib import Path
 import jinja2
 import pytest
 
+from tests.doc_examples import (
+    BROWSE,
+    GET_WEATHER,
+    HELLO,
+    HISTORY,
+    PARALLEL,
+    SEARCH,
+    SEARCH_FLIGHTS,
+    TOOL_LOOP,
+    TWO_PLUS_TWO,
+    bash_tool,
+)
+
 GOLDEN = Path(__file__).parent / "golden"
 
-# ---------------------------------------------------------------- the documentation's inputs
-
-HELLO = [{"role": "user", "content": "Hello!"}]
-
-GET_WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "city": {"type": "string"},
-                "days": {"type": "integer", "description": "Forecast length in days"},
-            },
-            "required": ["city"],
-        },
-    },
-}
-
-SEARCH_FLIGHTS = {
-    "type": "function",
-    "function": {
-        "name": "search_flights",
-        "description": "Search for flights between two airports.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "origin": {"type": "string", "description": "IATA airport code", "examples": ["JFK", "LHR"]},
-                "destination": {"type": "string", "description": "IATA airport code"},
-                "depart": {"type": "string", "description": "Departure date, YYYY-MM-DD"},
-                "return_date": {"type": ["string", "null"]},
-                "passengers": {"type": "integer", "default": 1},
-                "cabin": {"type": "string", "enum": ["economy", "business", "first"], "default": "economy"},
-                "airlines": {"type": "array", "items": {"type": "string"}},
-                "budget": {
-                    "type": "object",
-                    "properties": {"max_price": {"type": "number"}, "currency": {"type": "string"}},
-                    "required": ["max_price"],
-                },
-            },
-            "required": ["origin", "destination", "depart"],
-        },
-    },
-}
-
-SEARCH = {
-    "type": "function",
-    "function": {
-        "name": "search",
-        "description": "Search for content on the internet using a search engine. The search results include the "
-        "website title, address (URL), and description.",
-        "parameters": {
-            "type": "object",
-            "properties": {"query": {"type": "string", "description": "The search query."}},
-            "required": ["query"],
-        },
-    },
-}
-
-BROWSE = {
-    "type": "function",
-    "function": {
-        "name": "browse",
-        "description": "Visit a webpage and inspect its content. Pass only a URL to fetch/cache the page and return an "
-        "approximately 8000-token preview; include a regex pattern to search the full cached page content without "
-        "a sandbox. Search results are also capped around 8000 tokens.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "url": {
-                    "type": "string",
-                    "description": "The website address (URL) of the content to be obtained, "
-                    "which can usually be obtained from search results. The page is cached by URL for later "
-                    "searches on this tool instance.",
-                },
-                "pattern": {
-                    "type": "string",
-                    "description": "Optional regular expression pattern. If omitted, the "
-                    "tool fetches and caches the page while returning a capped preview; if provided, it "
-                    "searches the full cached page text.",
-                },
-                "output_mode": {
-                    "type": "string",
-                    "enum": ["content", "count"],
-                    "default": "content",
-                    "description": "Search output mode: content returns matching lines; count returns "
-                    "only the number of matching lines.",
-                },
-                "ignore_case": {
-                    "type": "boolean",
-                    "default": False,
-                    "description": "Search without matching letter case.",
-                },
-                "context_lines": {
-                    "type": "integer",
-                    "default": 0,
-                    "description": "Number of lines before and after each matching line.",
-                },
-                "multiline": {
-                    "type": "boolean",
-                    "default": False,
-                    "description": "Allow the regular expression to match across line breaks.",
-                },
-                "max_lines": {
-                    "type": "integer",
-                    "default": 250,
-                    "description": "Maximum search output lines to return after offset. Pass 0 for "
-                    "unlimited lines up to output caps.",
-                },
-                "offset": {
-                    "type": "integer",
-                    "default": 0,
-                    "description": "Skip first N search output lines before applying max_lines.",
-                },
-            },
-            "required": ["url"],
-        },
-    },
-}
-
-
-def bash_tool(**extra_params):
-    return {
-        "type": "function",
-        "function": {
-            "name": "bash",
-            "description": "Run a shell command in the sandbox.",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string", "description": "Shell command"}, **extra_params},
-                "required": ["command"],
-            },
-        },
-    }
-
-
-HISTORY = [
-    {"role": "user", "content": "Hi"},
-    {"role": "assistant", "content": "Hello!"},
-    {"role": "user", "content": "How are you?"},
-]
-
-TOOL_LOOP = [
-    {"role": "user", "content": "What's the weather in London?"},
-    {
-        "role": "assistant",
-        "reasoning_content": "I should check the weather tool.",
-        "tool_calls": [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "get_weather", "arguments": {"city": "London"}},
-            }
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "14 C, cloudy"},
-]
-
-PARALLEL = [
-    {"role": "user", "content": "Compare the weather in London and Paris."},
-    {
-        "role": "assistant",
-        "reasoning_content": "I need both cities.",
-        "tool_calls": [
-            {
-                "id": "call_1",
-                "type": "function",
-                "function": {"name": "get_weather", "arguments": {"city": "London"}},
-            },
-            {
-                "id": "call_2",
-                "type": "function",
-                "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}},
-            },
-        ],
-    },
-    {"role": "tool", "tool_call_id": "call_1", "content": "14 C, cloudy"},
-    {"role": "tool", "tool_call_id": "call_2", "content": "18 C, sunny"},
-]
-
-TWO_PLUS_TWO = [
-    {"role": "user", "content": "What is 2 + 2?"},
-    {"role": "assistant", "reasoning_content": "Simple arithmetic.", "content": "4"},
-]
+# The documentation's inputs themselves are defined in tests/doc_examples.py.
 
 # name -> (messages, apply_chat_template keyword arguments). `render` in the documentation means
 # add_generation_prompt=True; the training examples render complete conversations without it.

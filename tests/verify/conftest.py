@@ -14,18 +14,8 @@ from pathlib import Path
 
 import pytest
 
-GET_WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Get the current weather for a city.",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-            "required": ["city"],
-        },
-    },
-}
+from tests.doc_examples import GET_WEATHER_TERSE
+
 BOOK = {
     "type": "function",
     "function": {
@@ -65,7 +55,7 @@ def beam_rows() -> list[dict]:
              "tool_calls": [_call("call_0", "get_weather", {"city": "Paris"})]},
             {"role": "tool", "tool_call_id": "call_0", "name": "get_weather", "content": "18 C"},
             {"role": "assistant", "reasoning_content": "Report it.", "content": "18 C and sunny."}],
-         "tools": [GET_WEATHER],
+         "tools": [GET_WEATHER_TERSE],
          "meta": {"source": "alpha.jsonl", "row": 1}},
         {"messages": [
             {"role": "user", "content": "Compare the weather in London and Paris."},
@@ -75,7 +65,7 @@ def beam_rows() -> list[dict]:
             {"role": "tool", "tool_call_id": "c1", "content": "14 C, cloudy"},
             {"role": "tool", "tool_call_id": "c2", "content": "18 C, sunny"},
             {"role": "assistant", "reasoning_content": "London is colder.", "content": "Paris is warmer."}],
-         "tools": [GET_WEATHER], "chat_template_kwargs": {"reasoning_effort": 100},
+         "tools": [GET_WEATHER_TERSE], "chat_template_kwargs": {"reasoning_effort": 100},
          "meta": {"source": "alpha.jsonl", "row": 2}},
         {"messages": [
             {"role": "user", "content": "Hi <b>&amp;</b> \"quotes\" <script>x</script>"},

@@ -68,21 +68,22 @@ def untrain_final_return(records, tokenizer):
     return {0: "span_end"}
 
 
+def train_text(record, tokenizer, text: str) -> None:
+    """Mark the tokens of ``text`` (its first occurrence in ``record``) as trained."""
+    sub = encode(tokenizer, text)
+    at = find_sub(record["input_ids"], sub)
+    record["assistant_masks"][at:at + len(sub)] = [1] * len(sub)
+    record["num_trained"] = sum(record["assistant_masks"])
+
+
 def train_tool_result(records, tokenizer):
-    r = records[1]
-    sub = encode(tokenizer, "<|start|>get_weather to=assistant<|channel|>analysis<|message|>18 C<|end|>")
-    at = find_sub(r["input_ids"], sub)
-    r["assistant_masks"][at:at + len(sub)] = [1] * len(sub)
-    r["num_trained"] = sum(r["assistant_masks"])
+    result = "<|start|>get_weather to=assistant<|channel|>analysis<|message|>18 C<|end|>"
+    train_text(records[1], tokenizer, result)
     return {1: "trained_context"}
 
 
 def train_user_turn(records, tokenizer):
-    r = records[0]
-    sub = encode(tokenizer, "<|start|>user<|message|>What is 2 + 2?<|end|>")
-    at = find_sub(r["input_ids"], sub)
-    r["assistant_masks"][at:at + len(sub)] = [1] * len(sub)
-    r["num_trained"] = sum(r["assistant_masks"])
+    train_text(records[0], tokenizer, "<|start|>user<|message|>What is 2 + 2?<|end|>")
     return {0: "trained_context"}
 
 

@@ -41,3 +41,12 @@ class VerificationError(BeamError):
 
 class PreflightError(BeamError):
     """Training refused to start: the pre-flight found a problem."""
+
+
+class OutputRefused(BeamError):
+    """The output target is not ours to replace: a file, a link, or a folder holding the user's files."""
+
+    def __init__(self, target, reason: str):
+        self.target = target
+        super().__init__(f"refusing to write to {target}: {reason}. Give an empty or new folder, "
+                         f"or a folder an earlier prepare wrote (with nothing else in it)")

@@ -12,8 +12,16 @@ import os
 import shutil
 from pathlib import Path
 
+from beam_sft.errors import OutputRefused
+
 REPORT_FILE = "report.json"
 DEFAULT_ROOT = Path("out") / "prepared"
+# What a prepared folder of ours may hold; anything else in a target means the folder is the user's.
+OWN_ENTRIES = ("tokenizer", REPORT_FILE, "rejects.jsonl", "verify_violations.jsonl", "report_lengths.png",
+               "dataset_info.json", "state.json")
+OWN_PATTERNS = ("data-*.arrow", "cache-*.arrow")
+
+
 
 
 def default_output(fingerprint: str, root: Path = DEFAULT_ROOT) -> Path:
@@ -42,6 +50,31 @@ def is_cached(directory: str | Path, fingerprint: str) -> bool:
     )
 
 
+def check_output_target(final: Path) -> None:
+    """Raise OutputRefused unless ``final`` is absent, an empty folder, or a prepared folder of ours.
+
+    Ours means: a parseable report.json with a fingerprint, and no entry beyond what prepare writes,
+    so that replacing it can only ever remove what an earlier run of ours wrote.
+    """
+    final = Path(final)
+    if final.is_symlink():
+        raise OutputRefused(final, "it is a symbolic link")
+    if not final.exists():
+        return
+    if not final.is_dir():
+        raise OutputRefused(final, "it is a file, not a folder")
+    entries = sorted(p.name for p in final.iterdir())
+    if not entries:
+        return
+    report = read_report(final)
+    if report is None or "fingerprint" not in report:
+        shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+        raise OutputRefused(final, f"it holds files that no prepare wrote ({shown})")
+    foreign = [n for n in entries if n not in OWN_ENTRIES and not any(Path(n).match(g) for g in OWN_PATTERNS)]
+    if foreign:
+        raise OutputRefused(final, f"it is a prepared folder but also holds {', '.join(foreign[:5])}")
+
+
 def staging_dir(final: Path) -> Path:
     """A fresh directory beside ``final`` to write into (same filesystem, so the rename is atomic)."""
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -53,7 +86,8 @@ def staging_dir(final: Path) -> Path:
 
 
 def publish(staging: Path, final: Path) -> Path:
-    """Move ``staging`` to ``final``, replacing an older result there."""
+    """Move ``staging`` to ``final``, replacing an older result there (checked again: it may have changed)."""
+    check_output_target(final)
     if final.exists():
         old = final.parent / f".{final.name}.old-{os.getpid()}"
         os.replace(final, old)

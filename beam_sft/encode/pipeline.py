@@ -198,6 +198,8 @@ def prepare(config: PrepareConfig) -> Path:
 
     if not config.sources:
         raise ConfigError("sources", "no data sources given")
+    if config.output:
+        cache_dir.check_output_target(Path(config.output))  # before any work: never the user's folder
     tokenizer = load_tokenizer(config.tokenizer)
     phase("load_tokenizer")
     fingerprint, base_fingerprint, parts = fingerprints(config, tokenizer)
@@ -206,6 +208,7 @@ def prepare(config: PrepareConfig) -> Path:
     if config.cache and cache_dir.is_cached(final, fingerprint):
         return _cache_hit(final, config)
 
+    cache_dir.check_output_target(final)
     staging = cache_dir.staging_dir(final)
     work = staging / ".work"
     try:

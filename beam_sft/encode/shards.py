@@ -75,6 +75,9 @@ def merge_shards(shards: list[str | Path], output: str | Path, *, verify: bool =
     order = sorted(range(len(shards)), key=lambda i: reports[i]["shard"]["index"])
     shards, reports = [shards[i] for i in order], [reports[i] for i in order]
     final = Path(output)
+    if any(final.resolve() == s.resolve() for s in shards):
+        raise ConfigError("output", f"{final} is one of the shards being merged")
+    cache_dir.check_output_target(final)
     staging = cache_dir.staging_dir(final)
     try:
         dataset = concatenate_datasets([load_from_disk(str(s)) for s in shards])

@@ -38,7 +38,7 @@ demo: install  ## the main job end to end on the bundled sample data, CPU
 	$(PY) scripts/demo.py --out out/demo
 
 bench: install  ## prepare throughput vs TRL and vs the tokenization floor
-	$(PY) scripts/bench_prepare.py --rows 2000
+	$(PY) benchmarks/bench_prepare.py --rows 2000
 
 fixture: install
 	$(VENV)/bin/beam-sft fixture --out out/fixture

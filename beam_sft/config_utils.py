@@ -7,6 +7,7 @@ overrides them, and ``--section.key value`` pairs on the command line override t
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, TypeVar
 from beam_sft.errors import ConfigError
 
 T = TypeVar("T")
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 def from_dict(cls: type[T], data: Any, path: str = "") -> T:
@@ -29,6 +31,9 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
     Traceback (most recent call last):
     ...
     beam_sft.errors.ConfigError: sft.lt: unknown key (known: lr)
+
+    A value check in the dataclass's ``__post_init__`` raises ConfigError with its key; the key path
+    of where the dataclass sits is put in front of it.
     """
     if data is None:
         data = {}
@@ -44,6 +49,11 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
         return cls(**kwargs)
     except TypeError as exc:  # a required field is missing
         raise ConfigError(path, str(exc)) from exc
+    except ConfigError as exc:  # a value check in __post_init__ names its key relative to cls
+        if not path:
+            raise
+        message = str(exc)[len(exc.path) + 2:] if exc.path else str(exc)
+        raise ConfigError(_join(path, exc.path) if exc.path else path, message) from exc
 
 
 def _join(path: str, key: str) -> str:
@@ -88,10 +98,12 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
             return value
         raise ConfigError(path, f"expected true/false, got {value!r}")
     if tp is float:
+        value = yaml_number(value, float)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
         raise ConfigError(path, f"expected a number, got {value!r}")
     if tp is int:
+        value = yaml_number(value, int)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         raise ConfigError(path, f"expected an integer, got {value!r}")
@@ -103,6 +115,29 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         if isinstance(value, (str, Path)):
             return Path(value)
         raise ConfigError(path, f"expected a path, got {value!r}")
+    return value
+
+
+def yaml_number(value: Any, tp: Any = None) -> Any:
+    """YAML 1.1 (PyYAML) reads ``1e-4`` as a string: read such a string as the number type ``tp``
+    expects (``tp`` None: whichever number it spells). Anything else comes back as it was.
+
+    >>> yaml_number("1e-4", float), yaml_number("8", int), yaml_number("8", None), yaml_number("nan", None)
+    (0.0001, 8, 8, 'nan')
+    >>> yaml_number("2024.10", str | None), yaml_number("1.5", int | float)
+    ('2024.10', 1.5)
+    """
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value.strip()):
+        return value
+    kinds = typing.get_args(tp) or ((tp,) if tp is not None else (int, float))
+    if str in kinds:
+        return value
+    for kind in (int, float):
+        if kind in kinds:
+            try:
+                return kind(value.strip())
+            except ValueError:
+                continue
     return value
 
 
@@ -128,13 +163,7 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
                 raise ConfigError(token[2:], "missing value")
             key, raw = token[2:], pairs[i + 1]
             i += 2
-        value = yaml.safe_load(raw)
-        # yaml reads "1e-4" as a string (YAML 1.1); numbers are what people mean here.
-        if isinstance(value, str):
-            try:
-                value = float(value) if any(c in value for c in ".eE") else int(value)
-            except ValueError:
-                pass
+        value = yaml_number(yaml.safe_load(raw))  # "1e-4": a number is what people mean here
         node = out
         parts = key.split(".")
         for part in parts[:-1]:

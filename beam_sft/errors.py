@@ -50,3 +50,16 @@ class OutputRefused(BeamError):
         self.target = target
         super().__init__(f"refusing to write to {target}: {reason}. Give an empty or new folder, "
                          f"or a folder an earlier prepare wrote (with nothing else in it)")
+
+
+class PreparedError(BeamError):
+    """A prepared folder breaks its contract (``beam_sft.prepared``): missing, incomplete, changed
+    since it was written, or not verified. ``path`` is the folder or file at fault."""
+
+    def __init__(self, path, message: str):
+        self.path = path
+        super().__init__(f"{path}: {message}")
+
+
+class OutputLocked(BeamError):
+    """Another live process holds the output folder's lock."""

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"   rejected rows with their reason codes -> {convert_rejects}")
 
     from beam_sft.config_utils import from_dict
-    from beam_sft.encode import PrepareConfig, prepare
+    from beam_sft.prepare import PrepareConfig, prepare
 
     t = stage("3. prepare (encode with the chat template, assistant masks, length policy)")
     config = from_dict(PrepareConfig, {"sources": [{"path": str(rows), "format": "openai", "name": "samples"}],

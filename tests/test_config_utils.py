@@ -62,3 +62,54 @@ def test_override_without_value_fails():
         parse_overrides(["--lr"])
     with pytest.raises(ConfigError, match="expected --section.key"):
         parse_overrides(["lr", "1"])
+
+
+@dataclass(frozen=True)
+class Checked:
+    size: int = 1
+
+    def __post_init__(self):
+        if self.size < 1:
+            raise ConfigError("size", f"must be at least 1, got {self.size}")
+
+
+@dataclass(frozen=True)
+class Holder:
+    inner: list[Checked] = field(default_factory=list)
+
+
+def test_value_errors_carry_the_full_key_path():
+    with pytest.raises(ConfigError, match=r"^data\.prepare\.size: must be at least 1, got 0$") as info:
+        from_dict(Checked, {"size": 0}, "data.prepare")
+    assert info.value.path == "data.prepare.size"
+    with pytest.raises(ConfigError, match=r"^top\.inner\[1\]\.size: must be at least 1") as info:
+        from_dict(Holder, {"inner": [{"size": 2}, {"size": -1}]}, "top")
+    with pytest.raises(ConfigError, match=r"^size: "):  # no prefix: the key alone
+        from_dict(Checked, {"size": 0})
+
+
+def test_prepare_config_value_errors_carry_the_full_key_path():
+    from beam_sft.prepare.config import PrepareConfig
+
+    with pytest.raises(ConfigError, match=r"^data\.prepare\.max_length: must be at least 1, got 0$"):
+        from_dict(PrepareConfig, {"max_length": 0}, "data.prepare")
+    with pytest.raises(ConfigError, match=r"^data\.prepare\.sources\[0\]\.weight: must be >= 0"):
+        from_dict(PrepareConfig, {"sources": [{"path": "a", "weight": -1}]}, "data.prepare")
+    with pytest.raises(ConfigError, match=r"^data\.prepare\.sources\[0\]\.format: 'jsonl' is not one of auto, "):
+        from_dict(PrepareConfig, {"sources": [{"path": "a", "format": "jsonl"}]}, "data.prepare")
+
+
+def test_yaml_numbers_have_one_home():
+    """YAML 1.1 reads 1e-4 as a string; typed fields read it as their number, string fields keep it."""
+    from beam_sft.config_utils import yaml_number
+    from beam_sft.train import recipe
+
+    assert from_dict(Outer, {"lr": "1e-4"}).lr == 1e-4
+    assert from_dict(Inner, {"r": "8"}).r == 8
+    assert from_dict(Outer, {"name": "1e-4"}).name == "1e-4"
+    assert yaml_number("2024.10", str | None) == "2024.10"
+    assert yaml_number("nan") == "nan"  # only numerals are numbers
+    assert recipe._number("1e-4", float | None) == 1e-4  # the recipe uses this same function
+    import inspect
+
+    assert "yaml_number" in inspect.getsource(recipe._number)

@@ -69,7 +69,7 @@ def package_digest(package: str) -> str:
 
     module = importlib.import_module(package)
     root = Path(module.__file__).parent
-    return code_digest(root.glob("*.py"))
+    return code_digest(sorted(root.rglob("*.py")))  # subpackages too (encode/fast)
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",

@@ -1,23 +1,14 @@
-"""Rows -> ``input_ids`` + ``assistant_masks``, identical to the tokenizer's chat template.
+"""Rows -> ``input_ids`` + ``assistant_masks``, identical to the tokenizer's chat template. Nothing else:
+reading, mixing, saving and verifying are ``beam_sft.prepare``'s job.
 
 - ``encode_row(row, tokenizer)``: one BeamRow, exactly as ``apply_chat_template`` encodes it, with
-  weight-0 turns zeroed (the reference for everything else).
-- ``prepare(config)``: sources -> a prepared dataset directory (``beam-sft prepare``).
-- ``PrepareConfig`` / ``SourceSpec``: its typed configuration.
-- ``FastEncoder``: the batched encoder ``prepare`` uses once its start-up probe passes.
+  weight-0 turns zeroed (the reference for everything else); ``TemplateEncoder`` the same in batches.
+- ``beam_sft.encode.fast``: the batched encoder ``prepare`` uses once its start-up probe passes.
+- ``choose_encoder``: which of the two a run uses, and why.
+- ``length`` (the length policy), ``weights`` (per-turn weights), ``encoded`` (the ``Encoded`` value).
 """
 
-from beam_sft.encode.config import PrepareConfig, SourceSpec, load_prepare_config
-from beam_sft.encode.pipeline import prepare
-from beam_sft.encode.template_encode import encode_row
+from beam_sft.encode.encoded import Encoded
+from beam_sft.encode.template_encode import TemplateEncoder, encode_row
 
-
-def __getattr__(name: str):
-    if name == "FastEncoder":  # imports numpy-heavy code only when asked for
-        from beam_sft.encode.fast import FastEncoder
-
-        return FastEncoder
-    raise AttributeError(name)
-
-
-__all__ = ["FastEncoder", "PrepareConfig", "SourceSpec", "encode_row", "load_prepare_config", "prepare"]
+__all__ = ["Encoded", "TemplateEncoder", "encode_row"]

@@ -1,6 +1,6 @@
 """The reference encoder: one ``apply_chat_template`` call per row.
 
-This is the definition of correct output. The fast encoder (``fast.py``) must reproduce it token for
+This is the definition of correct output. The fast encoder (``fast/``) must reproduce it token for
 token, and falls back to it when its start-up probe finds any difference.
 """
 
@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
 from beam_sft.encode.weights import apply_weights, assistant_weights, mask_runs
 from beam_sft.errors import RowError
 
@@ -85,8 +86,6 @@ class TemplateEncoder:
         self.stats = {"rows": 0, "fallback_rows": 0}
 
     def encode_batch(self, rows, *, plain: bool = False):
-        from beam_sft.encode.fast import ID_DTYPE, MASK_DTYPE, Encoded
-
         out = []
         for row in rows:
             try:

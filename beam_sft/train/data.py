@@ -1,30 +1,33 @@
-"""The prepared dataset as training reads it (see the prepared-dataset contract in DESIGN.md)."""
+"""The prepared dataset as training reads it: only through ``beam_sft.prepared`` (the contract)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-from beam_sft.errors import ConfigError, PreflightError
+from beam_sft.errors import ConfigError, PreflightError, PreparedError
 
-REQUIRED_COLUMNS = ("input_ids", "assistant_masks")
+logger = logging.getLogger("beam_sft.train")
 
 
 def resolve_prepared(recipe, state=None) -> Path:
-    """The prepared directory: ``data.prepared``, or ``data.prepare`` run on the main process first.
+    """The prepared directory, checked fit to train on (``check_trainable``): ``data.prepared``, or
+    ``data.prepare`` run on the main process first.
 
     The other processes wait, then call ``prepare`` with the same spec, which finds the cache the
     main process wrote (same fingerprint) instead of preparing again.
     """
+    allow = getattr(recipe.data, "allow_unverified", False)
     if recipe.data.prepared is not None:
         path = Path(recipe.data.prepared)
         if not path.is_dir():
             raise ConfigError("data.prepared", f"{path} is not a directory (run `beam-sft prepare` first)")
+        check_trainable(path, allow_unverified=allow)
         return path
     from accelerate import PartialState
 
     from beam_sft.config_utils import from_dict
-    from beam_sft.encode import prepare
-    from beam_sft.encode.config import PrepareConfig
+    from beam_sft.prepare import PrepareConfig, prepare
 
     spec = dict(recipe.data.prepare)
     if not spec.get("tokenizer"):  # the model's own tokenizer, as training will use it
@@ -32,7 +35,24 @@ def resolve_prepared(recipe, state=None) -> Path:
     config = from_dict(PrepareConfig, spec, "data.prepare")
     state = state or PartialState()
     with state.main_process_first():
-        return Path(prepare(config))
+        path = Path(prepare(config))
+    check_trainable(path, allow_unverified=allow)
+    return path
+
+
+def check_trainable(directory: Path, *, allow_unverified: bool = False) -> None:
+    """Refuse a folder that never verified cleanly, or whose files are no longer what its report
+    recorded; ``data.allow_unverified: true`` trains on it anyway, with a warning that says why."""
+    from beam_sft.prepared import check_integrity, check_verified, require_report
+
+    try:
+        report = require_report(directory)
+        check_integrity(directory, report)
+        check_verified(directory, report)
+    except PreparedError as exc:
+        if not allow_unverified:
+            raise PreflightError(f"refusing to train: {exc} (data.allow_unverified: true trains on it anyway)") from exc
+        logger.warning("TRAINING ON DATA THAT IS NOT PROVEN (data.allow_unverified is set): %s", exc)
 
 
 def dataset_view(prepared_dir: Path, run_dir: Path, state=None) -> Path:
@@ -64,29 +84,27 @@ def dataset_view(prepared_dir: Path, run_dir: Path, state=None) -> Path:
 
 
 def load_prepared(directory: Path):
-    """``datasets.load_from_disk`` plus a check that the contract's columns are there."""
-    from datasets import load_from_disk
+    """The dataset's rows, with the contract's columns and types checked (``beam_sft.prepared``).
+
+    Called on the prepared folder and on its view (which holds the dataset files alone); whether the
+    folder may be trained on at all is ``check_trainable``'s call, made in ``resolve_prepared``.
+    """
+    from beam_sft.prepared import load_prepared as load
 
     try:
-        dataset = load_from_disk(str(directory))
-    except FileNotFoundError as exc:
-        raise ConfigError("data.prepared", f"{directory}: not a saved dataset ({exc})") from exc
-    missing = [c for c in REQUIRED_COLUMNS if c not in dataset.column_names]
-    if missing:
-        raise PreflightError(f"{directory}: prepared dataset lacks column(s) {missing}")
-    if len(dataset) == 0:
-        raise PreflightError(f"{directory}: prepared dataset is empty")
-    return dataset
+        return load(directory, integrity=False, require_report=False)
+    except PreparedError as exc:
+        raise PreflightError(str(exc)) from exc
 
 
 def load_tokenizer(directory: Path):
     """The tokenizer the dataset was prepared with (DIR/tokenizer), so ids and template agree."""
-    from transformers import AutoTokenizer
+    from beam_sft.prepared import prepared_tokenizer
 
-    path = Path(directory) / "tokenizer"
-    if not path.is_dir():
-        raise PreflightError(f"{directory}: no tokenizer/ beside the dataset; re-run `beam-sft prepare`")
-    return AutoTokenizer.from_pretrained(str(path))
+    try:
+        return prepared_tokenizer(directory)
+    except PreparedError as exc:
+        raise PreflightError(str(exc)) from exc
 
 
 def trainer_dataset(dataset, *, assistant_only_loss: bool):

@@ -59,6 +59,8 @@ class ModelSection:
 class DataSection:
     prepared: Path | None = None  # a `beam-sft prepare` directory
     prepare: dict[str, Any] | None = None  # a PrepareConfig, run on the main process first (cached)
+    # Train on a folder that did not verify cleanly or whose files changed since (logged loudly).
+    allow_unverified: bool = False
 
 
 @dataclass(frozen=True)
@@ -149,11 +151,9 @@ def _check_preflight(preflight: PreflightSection) -> None:
 
 
 def _prepare_config_class():
-    """beam_sft.encode's PrepareConfig, or None while that module is absent."""
-    try:
-        from beam_sft.encode.config import PrepareConfig
-    except ImportError:
-        return None
+    """beam_sft.prepare's PrepareConfig (data.prepare is checked with it before any heavy work)."""
+    from beam_sft.prepare.config import PrepareConfig
+
     return PrepareConfig
 
 
@@ -195,18 +195,9 @@ def validate_sft(sft: dict[str, Any]) -> dict[str, Any]:
 
 def _number(value: Any, tp: Any) -> Any:
     """YAML 1.1 reads ``1e-4`` as a string; read it as the number the field expects."""
-    if not isinstance(value, str):
-        return value
-    args = typing.get_args(tp) or (tp,)
-    if str in args:
-        return value
-    for kind in (int, float):
-        if kind in args:
-            try:
-                return kind(value)
-            except ValueError:
-                continue
-    return value
+    from beam_sft.config_utils import yaml_number
+
+    return yaml_number(value, tp)
 
 
 def sft_kwargs(recipe: Recipe) -> dict[str, Any]:

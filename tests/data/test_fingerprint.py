@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from beam_sft.data import cache, fingerprint
+from beam_sft.data import fingerprint
+from beam_sft.prepare import cache
+from beam_sft.prepared import output
 
 
 def test_json_digest_ignores_key_order_but_not_values():
@@ -52,16 +54,16 @@ def test_package_digest_changes_with_code(tmp_path, monkeypatch):
 
 def test_cache_needs_matching_fingerprint_and_complete_dir(tmp_path):
     out = tmp_path / "out"
-    staging = cache.staging_dir(out)
+    staging = output.staging_dir(out)
     (staging / "tokenizer").mkdir()
     (staging / "dataset_info.json").write_text("{}")
     (staging / "report.json").write_text('{"fingerprint": "abc"}')
     assert not cache.is_cached(out, "abc")
-    cache.publish(staging, out)
+    output.publish(staging, out)
     assert cache.is_cached(out, "abc") and not cache.is_cached(out, "abd")
-    newer = cache.staging_dir(out)
+    newer = output.staging_dir(out)
     (newer / "report.json").write_text('{"fingerprint": "new"}')
-    cache.publish(newer, out)
-    assert cache.read_report(out) == {"fingerprint": "new"}
+    output.publish(newer, out)
+    assert output.read_report(out) == {"fingerprint": "new"}
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert cache.default_output("0123456789abcdef0123").name == "0123456789abcdef"

@@ -1,4 +1,4 @@
-"""The docstring examples in beam_sft/encode and in the data modules it owns run and hold."""
+"""The docstring examples in beam_sft/encode, prepare, prepared and the data modules they own run and hold."""
 
 from __future__ import annotations
 
@@ -8,9 +8,13 @@ import importlib
 import pytest
 
 MODULES = [f"beam_sft.encode.{name}" for name in (
-    "config", "template_encode", "weights", "fast", "render", "words", "probe", "length", "batch", "read",
-    "report", "pipeline", "shards", "cli", "gptoss_tokenizer", "bench")] + [
-    "beam_sft.data.mix", "beam_sft.data.fingerprint", "beam_sft.data.cache", "beam_sft.data.synthetic"]
+    "encoded", "template_encode", "weights", "length", "select", "fast.encoder", "fast.render", "fast.words",
+    "fast.probe", "fast.transformers_api")] + [
+    f"beam_sft.prepare.{name}" for name in ("config", "batch", "records", "pipeline", "cache", "shards", "cli")] + [
+    f"beam_sft.prepared.{name}" for name in ("layout", "tokenizer", "report", "integrity", "output", "rejects",
+                                             "load")] + [
+    "beam_sft.harmony.gptoss_tokenizer", "beam_sft.data.mix", "beam_sft.data.fingerprint", "beam_sft.data.synthetic",
+    "beam_sft.config_utils"]
 
 
 @pytest.mark.parametrize("name", MODULES)

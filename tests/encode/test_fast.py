@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from beam_sft.encode.fast import FastEncoder, piece_mask, unsupported_reasons
-from beam_sft.encode.probe import probe, probe_rows
+from beam_sft.encode.fast.probe import probe, probe_rows
 from beam_sft.encode.template_encode import TemplateEncoder
 from beam_sft.errors import RowError
 

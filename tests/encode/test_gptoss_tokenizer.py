@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from beam_sft.encode.gptoss_tokenizer import build_beam_tokenizer
 from beam_sft.harmony import markers
+from beam_sft.harmony.gptoss_tokenizer import build_beam_tokenizer
 
 
 def _as_gpt_oss(fixture_dir, out):

@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.encode.fast import render_with_transformers
-from beam_sft.encode.render import FastRenderer
+from beam_sft.encode.fast.encoder import render_with_transformers
+from beam_sft.encode.fast.render import FastRenderer
 from beam_sft.errors import RowError
 from tests.encode.test_differential import broad_row
 from tests.strategies import any_conversations, beam_rows

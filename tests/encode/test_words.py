@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.encode.words import GPT2_PATTERN, O200K_PATTERN, WordTokenizer, tokenizer_pattern
+from beam_sft.encode.fast.words import GPT2_PATTERN, O200K_PATTERN, WordTokenizer, tokenizer_pattern
 from beam_sft.harmony import markers
 
 TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=60) | st.text(

@@ -1,4 +1,6 @@
-"""Prepared datasets for the training tests, built here (not by ``beam-sft prepare``).
+"""Prepared datasets for the training tests, built here (not by ``beam-sft prepare``), in the form
+``prepare`` writes (``beam_sft.prepared``: int32 ids, int8 masks, a report with the files' digests
+and a verify section); ``tests/test_prepare_to_train.py`` trains on real ``prepare`` output.
 
 Rows are short (about 80-250 fixture tokens) and their answers follow from their questions, so a
 tiny model's loss falls within a few steps. Each row is encoded with
@@ -96,8 +98,14 @@ def encode(row: dict, tokenizer) -> tuple[list[int], list[int]]:
 
 
 def write_prepared(out_dir: Path, rows: list[dict], tokenizer, *, mutate=None) -> Path:
-    """A prepared directory per the contract; ``mutate(record)`` may corrupt a record first."""
+    """A prepared directory per the contract; ``mutate(record)`` may corrupt a record first.
+
+    Its report says it verified cleanly (as if verify had missed a corruption), so that the
+    pre-flight, not ``check_trainable``, is what the mutated datasets test.
+    """
     from datasets import Dataset
+
+    from beam_sft.prepared import features, file_digests, write_report
 
     records = []
     for i, row in enumerate(rows):
@@ -108,10 +116,11 @@ def write_prepared(out_dir: Path, rows: list[dict], tokenizer, *, mutate=None) -
             record = mutate(record) or record
         records.append(record)
     out_dir.mkdir(parents=True, exist_ok=True)
-    Dataset.from_list(records).save_to_disk(str(out_dir))
+    Dataset.from_list(records, features=features()).save_to_disk(str(out_dir))
     tokenizer.save_pretrained(str(out_dir / "tokenizer"))
-    (out_dir / "report.json").write_text(json.dumps({"version": "test", "fingerprint": "test"}), encoding="utf-8")
     (out_dir / "rejects.jsonl").write_text("", encoding="utf-8")
+    write_report(out_dir, {"version": "test", "fingerprint": "test", "files": file_digests(out_dir),
+                           "verify": {"ok": True, "note": "written by tests/train/conftest.py"}})
     return out_dir
 
 

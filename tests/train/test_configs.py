@@ -56,8 +56,7 @@ def test_recipe_loads_and_opens_with_its_purpose_hardware_and_launch_line(path):
 @pytest.mark.parametrize("path", RECIPES, ids=_ids(RECIPES))
 def test_recipe_data_spec_is_a_valid_prepare_config(path):
     from beam_sft.config_utils import from_dict
-
-    encode_config = pytest.importorskip("beam_sft.encode.config")
+    from beam_sft.prepare import config as encode_config
     spec = load_recipe(path, ["--model.path", "m"]).data.prepare
     if spec is not None:
         from_dict(encode_config.PrepareConfig, spec, "data.prepare")

@@ -82,7 +82,7 @@ def test_data_needs_exactly_one_source():
 
 
 def test_prepare_spec_is_checked_as_a_prepare_config():
-    pytest.importorskip("beam_sft.encode.config")
+    import beam_sft.prepare.config  # noqa: F401 (a broken import must fail, not skip)
     with pytest.raises(ConfigError) as info:
         recipe_from_dict({"model": {"path": "m"}, "data": {"prepare": {"sources": [], "max_lenght": 8}}})
     assert info.value.path == "data.prepare.max_lenght"

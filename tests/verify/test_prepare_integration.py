@@ -12,8 +12,8 @@ from tests.verify.conftest import beam_rows
 
 def _prepare():
     try:
-        from beam_sft.encode import prepare
-        from beam_sft.encode.config import PrepareConfig, SourceSpec
+        from beam_sft.prepare import prepare
+        from beam_sft.prepare.config import PrepareConfig, SourceSpec
     except ImportError as exc:
         pytest.skip(f"beam_sft.encode.prepare is not available yet: {exc}")
     return prepare, PrepareConfig, SourceSpec

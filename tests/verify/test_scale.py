@@ -53,7 +53,7 @@ def test_realistic_tokenizer_synthetic_rows_are_clean():
 
     from transformers import AutoTokenizer
 
-    from beam_sft.encode.gptoss_tokenizer import DEFAULT_DIR
+    from beam_sft.harmony.gptoss_tokenizer import DEFAULT_DIR
 
     path = Path(__file__).resolve().parents[2] / DEFAULT_DIR
     if not path.is_dir():

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from beam_sft.encode.fast import transformers_api
 from beam_sft.encode.template_encode import template_args, template_error
 
 _SCALARS = (str, int, float, bool, type(None))
@@ -162,20 +163,16 @@ class FastRenderer:
     """Render BeamRows exactly like ``render_jinja_template`` (text and generation spans), faster."""
 
     def __init__(self, tokenizer):
-        from transformers.utils.chat_template_utils import _cached_compile_jinja_template
-
         self.tokenizer = tokenizer
         self.special_tokens_map = dict(tokenizer.special_tokens_map)
         self._compiled: dict[str, Any] = {}
-        self._compile = _cached_compile_jinja_template
 
     def _template(self, source: str):
         compiled = self._compiled.get(source)
         if compiled is None:
             # A fresh compile, so the shared (lru-cached) template apply_chat_template uses is untouched.
-            compiled = self._compile(source)
-            environment = compiled.environment
-            environment.__class__ = _memo_environment_class(type(environment))
+            compiled = transformers_api.compile_private_template(source)
+            environment = transformers_api.swap_environment_class(compiled, _memo_environment_class)
             environment._memo_setup()
             self._compiled[source] = compiled
         return compiled
@@ -190,13 +187,6 @@ class FastRenderer:
 
     def render(self, row: dict, *, plain: bool = False) -> tuple[str, list[tuple[int, int]]]:
         """Text and generation spans. ``plain=True`` promises JSON-decoded data (skips a defensive copy)."""
-        from transformers.utils.chat_template_utils import (
-            _alias_reasoning_fields,
-            _normalize_chat_messages,
-            _plain_template_data,
-            _render_with_assistant_indices,
-        )
-
         messages, tools, kwargs = template_args(row)
         compiled = self._template(self.tokenizer.get_chat_template(None, tools))
         try:
@@ -204,22 +194,19 @@ class FastRenderer:
             if plain:  # what _normalize_chat_messages does to JSON data: copy, dropping None values
                 chat = [{k: v for k, v in m.items() if v is not None} if type(m) is dict else m for m in messages]
                 if any(type(m) is not dict for m in chat):
-                    chat = _normalize_chat_messages(messages)
+                    chat = transformers_api.normalize_chat_messages(messages)
             else:
-                chat = _normalize_chat_messages(messages)
+                chat = transformers_api.normalize_chat_messages(messages)
             template_kwargs = {**self.special_tokens_map, **kwargs}
             for tool in tools or ():
                 if not isinstance(tool, dict):
                     raise ValueError("Tools should either be a JSON schema, or a callable function with type hints")
             if not plain:
-                tools = _plain_template_data(tools)
-                template_kwargs = _plain_template_data(template_kwargs)
-                chat = _plain_template_data(chat)
-            chat = _alias_reasoning_fields(chat)
-            text, spans = _render_with_assistant_indices(
-                compiled_template=compiled, messages=chat, tools=tools, documents=None,
-                add_generation_prompt=False, **template_kwargs,
-            )
+                tools = transformers_api.plain_template_data(tools)
+                template_kwargs = transformers_api.plain_template_data(template_kwargs)
+                chat = transformers_api.plain_template_data(chat)
+            chat = transformers_api.alias_reasoning_fields(chat)
+            text, spans = transformers_api.render_with_assistant_indices(compiled, chat, tools, template_kwargs)
         except Exception as exc:  # a template error is a property of the row: route it to rejects
             raise template_error(exc) from exc
         return text, list(spans)

@@ -8,8 +8,9 @@ import shutil
 
 import pytest
 
-from beam_sft.encode import PrepareConfig, SourceSpec, pipeline, prepare
-from beam_sft.encode import read as read_module
+from beam_sft.prepare import PrepareConfig, SourceSpec, cache, prepare
+from beam_sft.prepare import records as read_module
+from beam_sft.prepared import load_tokenizer
 from tests.encode.conftest import simple_row, write_jsonl
 
 
@@ -27,7 +28,7 @@ def setup(tmp_path, tokenizer_dir):
 
 
 def fingerprint(config) -> str:
-    return pipeline.fingerprints(config, pipeline.load_tokenizer(config.tokenizer))[0]
+    return cache.fingerprints(config, load_tokenizer(config.tokenizer))[0]
 
 
 def test_rerun_is_a_hit_and_a_change_is_a_miss(setup, monkeypatch):
@@ -91,5 +92,5 @@ def test_what_the_fingerprint_sees(setup):
 def test_code_version_is_in_the_fingerprint(setup, monkeypatch):
     config, _, _ = setup
     base = fingerprint(config)
-    monkeypatch.setattr(pipeline, "ENCODER_VERSION", pipeline.ENCODER_VERSION + 1)
+    monkeypatch.setattr(cache, "ENCODER_VERSION", cache.ENCODER_VERSION + 1)
     assert fingerprint(config) != base

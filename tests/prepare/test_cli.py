@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from beam_sft.cli import main
-from beam_sft.encode import cli
 from beam_sft.errors import ConfigError
+from beam_sft.prepare import cli
 from tests.encode.conftest import simple_row, write_jsonl
 
 
@@ -54,14 +54,24 @@ def test_errors_name_the_key(tmp_path):
         cli.build_config(parse("--config", str(bad)))
 
 
-def test_prepare_command_end_to_end(tmp_path, tokenizer_dir, capsys):
+def test_prepare_command_end_to_end(tmp_path, tokenizer_dir, capsys, caplog):
     data = write_jsonl(tmp_path / "rows.jsonl", [simple_row(i) for i in range(5)])
-    argv = ["prepare", "--data", str(data), "--tokenizer", str(tokenizer_dir), "--output", str(tmp_path / "out"),
+    out = tmp_path / "out"
+    argv = ["prepare", "--data", str(data), "--tokenizer", str(tokenizer_dir), "--output", str(out),
             "--num-proc", "1"]
     assert main(argv) == 0
     printed = capsys.readouterr().out
-    assert "rows 5" in printed and f"prepared dataset: {tmp_path / 'out'}" in printed
-    assert main(argv) == 0  # cached
+    assert "rows 5" in printed and f"prepared dataset: {out}" in printed
+    before = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("data-*.arrow")}
+    report = (out / "report.json").read_text()
+    caplog.clear()
+    with caplog.at_level("INFO", logger="beam_sft.prepare"):
+        assert main(argv) == 0  # cached: reused as it is, not written again
+    assert any(r.getMessage() == f"cache hit: {out}" for r in caplog.records)
+    assert {p.name: (p.stat().st_ino, p.stat().st_mtime_ns) for p in out.glob("data-*.arrow")} == before
+    assert (out / "report.json").read_text() == report
+    printed = capsys.readouterr().out
+    assert "rows 5" in printed and f"prepared dataset: {out}" in printed
 
 
 def test_merge_command_reports_a_bad_set(tmp_path, capsys):

@@ -28,31 +28,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from beam_sft.encode.render import FastRenderer
+from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
+from beam_sft.encode.fast import transformers_api
+from beam_sft.encode.fast.render import FastRenderer
+from beam_sft.encode.fast.words import WordTokenizer
 from beam_sft.encode.template_encode import template_args, template_encode_raw, template_error
 from beam_sft.encode.weights import apply_weights, assistant_weights, mask_runs
-from beam_sft.encode.words import WordTokenizer
 from beam_sft.errors import RowError
 
-ID_DTYPE = np.int32
-MASK_DTYPE = np.int8
 _SHORT_PIECE = 32  # pieces up to this many characters are cached at once (names, headers)
 _ABSENT = object()
-
-
-@dataclass
-class Encoded:
-    """One encoded row: ``input_ids`` and ``assistant_masks`` (weights applied) as numpy arrays."""
-
-    input_ids: np.ndarray
-    assistant_masks: np.ndarray
-
-    def as_lists(self) -> dict[str, list[int]]:
-        return {"input_ids": self.input_ids.tolist(), "assistant_masks": self.assistant_masks.tolist()}
 
 
 def unsupported_reasons(tokenizer) -> list[str]:
@@ -281,7 +269,8 @@ class FastEncoder:
             self.stats["rows"] += 1
             try:
                 assembled = self._assemble(*item, found)
-                if assembled is None:
+                fallback = assembled is None
+                if fallback:
                     self.stats["fallback_rows"] += 1
                     ids, mask = template_encode_raw(row, self.tokenizer)
                     assembled = ids.astype(ID_DTYPE), mask.astype(MASK_DTYPE)
@@ -290,7 +279,7 @@ class FastEncoder:
             except RowError as exc:
                 out.append(exc)
                 continue
-            out.append(Encoded(ids, mask))
+            out.append(Encoded(ids, mask, fallback))
         return out
 
     def encode(self, row: dict) -> Encoded:
@@ -303,17 +292,8 @@ class FastEncoder:
 
 def render_with_transformers(tokenizer, row: dict) -> tuple[str, list[tuple[int, int]]]:
     """Text and generation spans through transformers' own ``render_jinja_template``, as is."""
-    from transformers.utils.chat_template_utils import _normalize_chat_messages, render_jinja_template
-
     messages, tools, kwargs = template_args(row)
     try:
-        rendered, indices = render_jinja_template(
-            conversations=[_normalize_chat_messages(messages)],
-            tools=tools,
-            chat_template=tokenizer.get_chat_template(None, tools),
-            return_assistant_tokens_mask=True,
-            **{**tokenizer.special_tokens_map, **kwargs},
-        )
+        return transformers_api.render_jinja_template(tokenizer, messages, tools, kwargs)
     except Exception as exc:  # a template error is a property of the row: route it to rejects
         raise template_error(exc) from exc
-    return rendered[0], list(indices[0])

@@ -1,4 +1,5 @@
-"""``scripts/bench_prepare.py``: beam-sft prepare against TRL's own preparation and against the floor.
+#!/usr/bin/env python
+"""``benchmarks/bench_prepare.py`` (``make bench``): beam-sft prepare against TRL's own preparation and against the floor.
 
 On the same synthetic rows (multi-turn, reasoning, tool calls), on the same cores, in one run:
 
@@ -22,11 +23,14 @@ import argparse
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from beam_sft.encode.gptoss_tokenizer import DEFAULT_DIR as REALISTIC_DIR
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from beam_sft.harmony.gptoss_tokenizer import DEFAULT_DIR as REALISTIC_DIR  # noqa: E402
 
 
 def _cores(requested: int | None) -> int:
@@ -115,8 +119,8 @@ def time_trl(tokenizer, rows: list[dict], cores: int, scratch: Path):
 
 
 def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
-    from beam_sft.encode.config import PrepareConfig, SourceSpec
-    from beam_sft.encode.pipeline import prepare
+    from beam_sft.prepare.config import PrepareConfig, SourceSpec
+    from beam_sft.prepare.pipeline import prepare
 
     config = PrepareConfig(sources=[SourceSpec(path=str(data), format="openai")], tokenizer=str(tokenizer_dir),
                            output=str(scratch / "beam"), num_proc=cores, verify=False, cache=False)
@@ -216,3 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratio_vs_trl={last.get('ratio_vs_trl')} ratio_vs_floor={last['ratio_vs_floor']}")
     ok = all(r["ids_equal_floor"] and r.get("labels_equal_trl", True) for r in results)
     return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

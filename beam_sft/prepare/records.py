@@ -10,26 +10,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from beam_sft.config_utils import from_dict
-from beam_sft.encode.batch import SourceJob
-from beam_sft.encode.config import PrepareConfig, SourceSpec
+from beam_sft.prepare.batch import SourceJob
+from beam_sft.prepare.config import PrepareConfig, SourceSpec
+from beam_sft.prepared.report import SourceInfo
 
 LINE_SUFFIXES = (".jsonl", ".ndjson")
 _BATCH = 1024
-
-
-@dataclass(frozen=True)
-class SourceInfo:
-    """What reading decided about a source, for the report."""
-
-    label: str
-    path: str
-    format: str
-    detection: str
-    weight: float
 
 
 def convert_options(spec: SourceSpec, config: PrepareConfig, index: int):

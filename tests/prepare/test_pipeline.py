@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from beam_sft.data.synthetic import synthetic_rows
-from beam_sft.encode import PrepareConfig, SourceSpec, encode_row, prepare
+from beam_sft.encode import encode_row
+from beam_sft.errors import ConfigError
+from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from tests.encode.conftest import simple_row, write_jsonl
 
 COLUMNS = {"input_ids", "assistant_masks", "row", "source", "row_index", "num_tokens", "num_trained"}
@@ -127,14 +129,16 @@ def test_mix_weights_and_report(tmp_path, tokenizer_dir):
 
 
 def test_fallback_when_the_probe_disagrees(tmp_path, tokenizer_dir, data, monkeypatch):
-    from beam_sft.encode import probe as probe_module
+    from beam_sft.encode.fast import probe as probe_module
 
     monkeypatch.setattr(probe_module, "probe", lambda *a, **k: probe_module.ProbeResult(False, 1, "forced"))
     out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(data))], verify=False)
     report = json.loads((out / "report.json").read_text())
     assert report["encoder"]["name"] == "template" and "forced" in report["encoder"]["fallback_reason"]
-    with pytest.raises(Exception, match="fast encoder cannot be used"):
+    with pytest.raises(ConfigError, match="^encoder: the fast encoder cannot be used here: start-up probe mismatch: forced") as info:
         run(tmp_path / "strict", tokenizer_dir, [SourceSpec(path=str(data))], verify=False, encoder="fast")
+    assert info.value.path == "encoder"
+    assert list((tmp_path / "strict").iterdir()) == []  # nothing published, no staging left
 
 
 def test_column_map_and_missing_reasoning_reach_the_converter(tmp_path, tokenizer_dir):
@@ -152,6 +156,6 @@ def test_column_map_and_missing_reasoning_reach_the_converter(tmp_path, tokenize
 
 
 def pipeline_tokenizer(directory):
-    from beam_sft.encode.pipeline import load_tokenizer
+    from beam_sft.prepared.tokenizer import load_tokenizer
 
     return load_tokenizer(str(directory))

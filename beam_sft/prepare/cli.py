@@ -13,13 +13,19 @@ Flags override the recipe's ``data.prepare`` section; the tokenizer falls back t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
-FORMAT_CHOICES = ("auto", "openai", "sharegpt", "hermes", "harmony")
+from beam_sft.prepare.config import FORMAT_CHOICES, PrepareConfig
+
+
+def _choices(field: str) -> tuple[str, ...]:
+    """The values PrepareConfig's Literal-typed ``field`` accepts (one source of truth for the CLI)."""
+    hint = typing.get_type_hints(PrepareConfig)[field]
+    return typing.get_args(hint)
 
 
 def register(subparsers: Any) -> None:
@@ -37,13 +43,13 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--tokenizer", help="tokenizer folder or hub id (default: recipe model.path, $BEAM_MODEL_ID)")
     prepare.add_argument("--output", "-o", help="output folder (default: out/prepared/<fingerprint>)")
     prepare.add_argument("--max-length", type=int, metavar="N")
-    prepare.add_argument("--length-policy", choices=("drop", "trim_turns"))
-    prepare.add_argument("--missing-reasoning", choices=("drop", "truncate", "unmask"))
+    prepare.add_argument("--length-policy", choices=_choices("length_policy"))
+    prepare.add_argument("--missing-reasoning", choices=_choices("missing_reasoning"))
     prepare.add_argument("--num-proc", type=int, metavar="N", help="worker processes (default: every core)")
     prepare.add_argument("--seed", type=int)
     prepare.add_argument("--num-shards", type=int, metavar="N")
     prepare.add_argument("--shard-index", type=int, metavar="I")
-    prepare.add_argument("--encoder", choices=("auto", "fast", "template"))
+    prepare.add_argument("--encoder", choices=_choices("encoder"))
     prepare.add_argument("--no-cache", action="store_true", help="encode again even if the output is up to date")
     prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
     prepare.set_defaults(func=run_prepare)
@@ -92,8 +98,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 def build_config(args: argparse.Namespace):
     """The PrepareConfig: the file's section, the flags on top, then the tokenizer fallbacks."""
     from beam_sft.config_utils import from_dict, load_yaml
-    from beam_sft.encode.config import PrepareConfig, prepare_section
     from beam_sft.errors import ConfigError
+    from beam_sft.prepare.config import prepare_section
 
     raw: dict[str, Any] = {}
     key_path = ""
@@ -112,7 +118,9 @@ def build_config(args: argparse.Namespace):
 
 
 def _summary(directory: Path) -> str:
-    report = json.loads((directory / "report.json").read_text(encoding="utf-8"))
+    from beam_sft.prepared.report import require_report
+
+    report = require_report(directory)
     lines = [f"{'source':<40} {'read':>8} {'kept':>8} {'out':>8}  rejected"]
     for name, entry in report["sources"].items():
         shown = name if len(name) <= 40 else "…" + name[-39:]
@@ -132,7 +140,7 @@ def _summary(directory: Path) -> str:
 def run_prepare(args: argparse.Namespace) -> int:
     import logging
 
-    from beam_sft.encode.pipeline import prepare
+    from beam_sft.prepare.pipeline import prepare
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     config = build_config(args)
@@ -143,7 +151,7 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 
 def run_merge(args: argparse.Namespace) -> int:
-    from beam_sft.encode.shards import merge_shards
+    from beam_sft.prepare.shards import merge_shards
 
     out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
     print(_summary(out))

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parents[2]
 PEAK = """
 import json, sys, threading, time
 from beam_sft.data.synthetic import synthetic_rows
-from beam_sft.encode import PrepareConfig, SourceSpec, prepare
+from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 n, tok, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 with open(out + ".jsonl", "w") as fh:
     for row in synthetic_rows(n, scale=0.2):

@@ -21,11 +21,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from beam_sft.config_utils import from_dict, load_yaml
+from beam_sft.convert.options import FORMATS, MissingReasoning
 from beam_sft.errors import ConfigError
 
 LengthPolicy = Literal["drop", "trim_turns"]
 EncoderChoice = Literal["auto", "fast", "template"]
-MissingReasoning = Literal["drop", "truncate", "unmask"]
+FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,10 @@ class SourceSpec:
     column_map: dict[str, str] = field(default_factory=dict)
     convert: dict[str, Any] = field(default_factory=dict)
     name: str | None = None  # the source's label in the report and the `source` column (default: path)
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMAT_CHOICES:
+            raise ConfigError("format", f"{self.format!r} is not one of {', '.join(FORMAT_CHOICES)}")
 
     @property
     def label(self) -> str:
@@ -69,6 +74,7 @@ class PrepareConfig:
     encoder: EncoderChoice = "auto"  # auto: the fast encoder when its start-up probe passes
 
     def __post_init__(self) -> None:
+        # A ConfigError's path is relative to this config; from_dict prefixes where it sits (data.prepare).
         if self.max_length is not None and self.max_length < 1:
             raise ConfigError("max_length", f"must be at least 1, got {self.max_length}")
         if self.num_shards < 1:

@@ -1,53 +1,20 @@
-"""The prepared-dataset cache: a directory is reused when its report carries the same fingerprint.
+"""Writing a prepared folder safely: never into the user's files, never half a result.
 
 A run writes into a staging directory beside the target and renames it into place only when
 everything (dataset, tokenizer, report, rejects) is written, so a directory that exists is complete,
-and a reader (another training process, a rerun) never sees half a result.
+and a reader (another training process, a rerun) never sees half a result. A target is replaced
+only when it is absent, empty, or a prepared folder of ours (identified by its report).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
 
 from beam_sft.errors import OutputRefused
-
-REPORT_FILE = "report.json"
-DEFAULT_ROOT = Path("out") / "prepared"
-# What a prepared folder of ours may hold; anything else in a target means the folder is the user's.
-OWN_ENTRIES = ("tokenizer", REPORT_FILE, "rejects.jsonl", "verify_violations.jsonl", "report_lengths.png",
-               "dataset_info.json", "state.json")
-OWN_PATTERNS = ("data-*.arrow", "cache-*.arrow")
-
-
-
-
-def default_output(fingerprint: str, root: Path = DEFAULT_ROOT) -> Path:
-    """Where a run without an explicit output goes: one directory per fingerprint."""
-    return root / fingerprint[:16]
-
-
-def read_report(directory: str | Path) -> dict | None:
-    path = Path(directory) / REPORT_FILE
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return report if isinstance(report, dict) else None
-
-
-def is_cached(directory: str | Path, fingerprint: str) -> bool:
-    """True when ``directory`` holds a complete prepared dataset with this fingerprint."""
-    directory = Path(directory)
-    report = read_report(directory)
-    return (
-        report is not None
-        and report.get("fingerprint") == fingerprint
-        and (directory / "dataset_info.json").is_file()
-        and (directory / "tokenizer").is_dir()
-    )
+from beam_sft.prepared.layout import OWN_ENTRIES, OWN_PATTERNS
+from beam_sft.prepared.report import read_report
 
 
 def check_output_target(final: Path) -> None:

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from beam_sft.encode import PrepareConfig, SourceSpec, prepare
-from beam_sft.encode.shards import merge_shards
 from beam_sft.errors import ConfigError
+from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
+from beam_sft.prepare.shards import merge_shards
 from tests.encode.conftest import simple_row, write_jsonl
 
 
@@ -44,6 +44,12 @@ def test_merge_equals_unsharded(sharded):
     assert report["tokens"] == expected["tokens"]
     assert report["mix"] == expected["mix"]
     assert report["verify"]["ok"]
+    # one report builder: the same sections, the same shapes, the same counts
+    assert set(report) - {"verify"} == set(expected)  # (the whole run was not verified)
+    assert report["length_policy"] == expected["length_policy"] and report["rejects"] == expected["rejects"]
+    assert report["encoder"]["name"] == expected["encoder"]["name"] == "fast"
+    assert report["encoder"]["fallback_rows"] == expected["encoder"]["fallback_rows"]
+    assert set(report["files"]["files"]) == set(expected["files"]["files"])
     assert sorted((merged / "rejects.jsonl").read_text().splitlines()) == sorted(
         (whole / "rejects.jsonl").read_text().splitlines())
 

@@ -1,0 +1,305 @@
+"""The ``datasets.map`` step: raw records in, one output row per record (or per copy) out.
+
+Each record is decoded once, converted (``beam_sft.convert``), mixed (``beam_sft.data.mix``),
+encoded (``beam_sft.encode``) and cut to the length policy, in one pass; labels need no second pass
+because the masks are the labels. A row that fails any step is never raised (one bad row must not
+stop a long run): it comes back as an output row whose ``status`` is its reason code and whose
+``reject`` holds its rejects.jsonl line. The pipeline then counts the status column and keeps only
+the rows whose status is ``kept`` (``STATUS_COLUMNS`` go): nothing leaves a worker but its return value.
+
+Per-process state (tokenizer, encoder and its piece cache) lives in ``_STATE``, filled by the parent
+before it forks the workers, so the workers inherit it instead of loading the tokenizer again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from beam_sft.errors import RowError
+from beam_sft.prepared.rejects import reject_line
+
+KEPT = "kept"
+MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
+STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject")
+
+# job key -> WorkerState, per process (see the module docstring)
+_STATE: dict[str, WorkerState] = {}
+
+
+@dataclass(frozen=True)
+class SourceJob:
+    label: str
+    format: str
+    weight: float
+    options: Any  # beam_sft.convert.options.ConvertOptions
+
+
+@dataclass(frozen=True)
+class EncodeJob:
+    """Everything a worker needs; small and picklable (the tokenizer travels by directory)."""
+
+    key: str
+    tokenizer_dir: str
+    encoder: str  # "fast" or "template"
+    sources: tuple[SourceJob, ...]
+    seed: int
+    max_length: int | None
+    length_policy: str
+
+
+@dataclass
+class WorkerState:
+    tokenizer: Any
+    encoder: Any
+
+
+@dataclass(frozen=True)
+class Pending:
+    """A converted row waiting to be encoded."""
+
+    row: dict
+    source: str
+    row_index: int
+    copies: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """A record that needs no encoding: rejected by conversion, or mixed out."""
+
+    source: str
+    row_index: int
+    status: str
+    reject: str | None = None
+
+
+def install_state(job: EncodeJob, tokenizer, encoder) -> WorkerState:
+    """Put the tokenizer and a warmed encoder where forked workers will find them."""
+    state = WorkerState(tokenizer, encoder)
+    _STATE[job.key] = state
+    return state
+
+
+def _state(job: EncodeJob) -> WorkerState:
+    state = _STATE.get(job.key)
+    if state is None:  # a spawned (not forked) worker: load from disk
+        from beam_sft.encode.select import make_encoder
+        from beam_sft.prepared.tokenizer import load_tokenizer
+
+        tokenizer = load_tokenizer(job.tokenizer_dir)
+        state = install_state(job, tokenizer, make_encoder(job.encoder, tokenizer))
+    return state
+
+
+def decode(text: str, error: str):
+    """The record as read: decoded JSON, or a BadRecord the converter rejects with its reason."""
+    from beam_sft.data.sources import BadRecord
+
+    if error:
+        return BadRecord(text, error)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError) as exc:  # the message beam_sft.data.sources gives
+        return BadRecord(text, f"not valid JSON: {exc}")
+
+
+def convert_records(columns: tuple[list, list, list, list], job: EncodeJob) -> list[Pending | Done]:
+    """Decode, convert and mix records given as (raw, error, source_id, row_index) columns."""
+    from beam_sft.convert.pipeline import convert_row
+    from beam_sft.convert.rows import Rejection
+    from beam_sft.data.mix import copies
+
+    out: list[Pending | Done] = []
+    for text, error, source_id, row_index in zip(*columns, strict=True):
+        source = job.sources[source_id]
+        result = convert_row(decode(text, error), format=source.format, options=source.options,
+                             source=source.label, row=row_index)
+        if isinstance(result, Rejection):
+            out.append(Done(source.label, row_index, result.code,
+                            json.dumps(result.to_json(), ensure_ascii=False, default=repr)))
+            continue
+        n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
+        out.append(Pending(result, source.label, row_index, n) if n else Done(source.label, row_index, MIXED_OUT))
+    return out
+
+
+def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
+    """``(row, encoded, trimmed_messages)`` within max_length, or RowError."""
+    from beam_sft.encode.length import fit_by_trimming, too_long
+
+    length = len(encoded.input_ids)
+    if job.max_length is None or length <= job.max_length:
+        return row, encoded, 0
+    if job.length_policy == "drop":
+        raise too_long(length, job.max_length)
+    trimmed, encoded = fit_by_trimming(row, length, job.max_length, encoder.encode)
+    return trimmed, encoded, len(row["messages"]) - len(trimmed["messages"])
+
+
+def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
+    """The output table of converted items: encoded, length-checked, one row per copy or per reject."""
+    out = _Columns()
+    pending = [item for item in items if isinstance(item, Pending)]
+    encoded_rows = iter(encoder.encode_batch([p.row for p in pending], plain=True))
+    for item in items:
+        if isinstance(item, Done):
+            out.done(item)
+            continue
+        encoded = next(encoded_rows)
+        fallback = bool(getattr(encoded, "fallback", False))
+        try:
+            if isinstance(encoded, RowError):
+                raise encoded
+            row, encoded, dropped = _apply_length_policy(job, encoder, item.row, encoded)
+            trained = int(np.count_nonzero(encoded.assistant_masks))
+            if not trained:
+                raise RowError("no_trained_tokens", "no token is left in the loss after weights")
+        except RowError as exc:
+            out.done(Done(item.source, item.row_index, exc.code,
+                          reject_line(item.source, item.row_index, exc.code, exc.detail, item.row)), fallback)
+            continue
+        out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback)
+    return out.table()
+
+
+def process_batch(batch, *, job: EncodeJob):
+    """Convert, mix, encode and length-check one batch of raw records (the ``datasets.map`` function).
+
+    Takes and returns Arrow tables (the dataset is in ``arrow`` format): the token columns are built
+    as one flat array each, with no Python object per token.
+    """
+    state = _state(job)
+    columns = tuple(batch.column(name).to_pylist() for name in ("raw", "error", "source_id", "row_index"))
+    return encode_items(convert_records(columns, job), job, state.encoder)
+
+
+class _Columns:
+    """The output batch, built column by column; token lists become one flat Arrow array each."""
+
+    def __init__(self):
+        self.ids: list[np.ndarray] = []
+        self.masks: list[np.ndarray] = []
+        self.rows: list[str] = []
+        self.sources: list[str] = []
+        self.indices: list[int] = []
+        self.trained: list[int] = []
+        self.status: list[str] = []
+        self.copy: list[int] = []
+        self.trimmed: list[int] = []
+        self.fallback: list[int] = []
+        self.reject: list[str | None] = []
+
+    def _append(self, ids, masks, row: str, source: str, row_index: int, trained: int, status: str, copy: int,
+                trimmed: int, fallback: bool, reject: str | None) -> None:
+        self.ids.append(ids)
+        self.masks.append(masks)
+        self.rows.append(row)
+        self.sources.append(source)
+        self.indices.append(row_index)
+        self.trained.append(trained)
+        self.status.append(status)
+        self.copy.append(copy)
+        self.trimmed.append(trimmed)
+        self.fallback.append(int(fallback))
+        self.reject.append(reject)
+
+    def kept(self, encoded, row_json: str, item: Pending, trained: int, trimmed: int, fallback: bool) -> None:
+        for copy in range(item.copies):
+            self._append(encoded.input_ids, encoded.assistant_masks, row_json, item.source, item.row_index, trained,
+                         KEPT, copy, trimmed, fallback and copy == 0, None)
+
+    def done(self, item: Done, fallback: bool = False) -> None:
+        self._append(_NO_IDS, _NO_MASK, "", item.source, item.row_index, 0, item.status, 0, 0, fallback, item.reject)
+
+    def table(self):
+        import pyarrow as pa
+
+        lengths = np.fromiter((len(a) for a in self.ids), dtype=np.int64, count=len(self.ids))
+        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+        flat_ids = np.concatenate(self.ids) if self.ids else np.zeros(0, np.int32)
+        flat_masks = np.concatenate(self.masks) if self.masks else np.zeros(0, np.int8)
+        return pa.table({
+            "input_ids": pa.ListArray.from_arrays(offsets, pa.array(flat_ids.astype(np.int32, copy=False))),
+            "assistant_masks": pa.ListArray.from_arrays(offsets, pa.array(flat_masks.astype(np.int8, copy=False))),
+            "row": pa.array(self.rows, pa.string()),
+            "source": pa.array(self.sources, pa.string()),
+            "row_index": pa.array(self.indices, pa.int64()),
+            "num_tokens": pa.array(lengths.astype(np.int32)),
+            "num_trained": pa.array(self.trained, pa.int32()),
+            "status": pa.array(self.status, pa.string()),
+            "copy": pa.array(self.copy, pa.int32()),
+            "trimmed_messages": pa.array(self.trimmed, pa.int32()),
+            "fallback": pa.array(self.fallback, pa.int8()),
+            "reject": pa.array(self.reject, pa.large_string()),
+        })
+
+
+_NO_IDS = np.zeros(0, np.int32)
+_NO_MASK = np.zeros(0, np.int8)
+
+
+def output_features():
+    """The map's output: the prepared columns plus ``STATUS_COLUMNS`` (dropped before saving)."""
+    from datasets import Features, Value
+
+    from beam_sft.prepared.layout import features
+
+    return Features({**features(), "status": Value("string"), "copy": Value("int32"),
+                     "trimmed_messages": Value("int32"), "fallback": Value("int8"),
+                     "reject": Value("large_string")})
+
+
+def count_statuses(dataset, counts, tokens, chunk: int = 65_536) -> None:
+    """Add the map output's rows to ``counts`` (``beam_sft.prepared.report.Counts``) and the kept
+    rows' lengths to ``tokens`` (``TokenStats``), streaming over the small columns."""
+    import pyarrow.compute as pc
+
+    table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
+    table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "num_tokens", "num_trained"])
+    for batch in table.to_batches(max_chunksize=chunk):
+        kept = batch.filter(pc.equal(batch.column(1), KEPT))
+        tokens.add(np.asarray(kept.column(0).to_numpy(zero_copy_only=False)),
+                   kept.column(5).to_numpy().astype(np.int64), kept.column(6).to_numpy().astype(np.int64))
+        sources, status, copy, trimmed, fallback = (c.to_pylist() for c in batch.columns[:5])
+        for source, state, n, cut, fell in zip(sources, status, copy, trimmed, fallback, strict=True):
+            entry = counts.sources[source]
+            if state == KEPT:
+                entry["rows_out"] += 1
+            if n:
+                continue
+            entry["read"] += 1
+            counts.totals["fallback_rows"] += fell
+            if state == KEPT:
+                entry["kept"] += 1
+                entry["selected"] += 1
+                if cut:
+                    counts.totals["trimmed_rows"] += 1
+                    counts.totals["trimmed_messages"] += cut
+            elif state == MIXED_OUT:
+                entry["kept"] += 1
+            else:
+                counts.rejected[source][state] += 1
+
+
+def reject_lines(dataset, chunk: int = 4096):
+    """The rejects.jsonl lines of the map output, in row order."""
+    table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
+    for batch in table.select(["reject"]).to_batches(max_chunksize=chunk):
+        yield from (line for line in batch.column(0).to_pylist() if line is not None)
+
+
+def kept_positions(dataset, chunk: int = 65_536) -> np.ndarray:
+    """Positions of the rows whose status is ``kept``."""
+    import pyarrow.compute as pc
+
+    table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
+    out, offset = [], 0
+    for batch in table.select(["status"]).to_batches(max_chunksize=chunk):
+        mask = pc.equal(batch.column(0), KEPT).to_numpy(zero_copy_only=False)
+        out.append(np.flatnonzero(mask) + offset)
+        offset += len(mask)
+    return np.concatenate(out) if out else np.zeros(0, np.int64)

@@ -1,0 +1,201 @@
+"""``prepare(config) -> Path``: sources in, a prepared dataset directory out (see DESIGN.md).
+
+1. Fingerprint the inputs; a complete folder with the same fingerprint, whose files are still what
+   its report recorded, is reused as it is.
+2. Read this shard's raw records into one Arrow file (``records.py``, the only serial step).
+3. Convert the first records in this process; their rows feed the encoder choice (the start-up
+   probe, ``beam_sft.encode.select``), and are then encoded here, so no row is converted twice.
+4. One ``datasets.map`` pass over the rest with ``num_proc`` workers (``batch.py``): convert, mix,
+   encode, length policy; every record comes back as a row with a status.
+5. Count the statuses, write rejects.jsonl, keep the ``kept`` rows, save the dataset, the tokenizer
+   and report.json (with the files' digests) into a staging folder, move it into place, verify it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import shutil
+import time
+from pathlib import Path
+
+from beam_sft.errors import ConfigError, VerificationError
+from beam_sft.prepare import cache
+from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepared import output
+from beam_sft.prepared import report as rep
+from beam_sft.prepared.integrity import check_integrity, file_digests
+from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
+
+logger = logging.getLogger("beam_sft.prepare")
+
+PROBE_SAMPLE = 32
+HEAD_RECORDS = 4 * PROBE_SAMPLE  # converted in this process: enough for PROBE_SAMPLE rows, mostly
+
+
+class Clock:
+    """Seconds per phase, in order."""
+
+    def __init__(self) -> None:
+        self.started = self.last = time.time()
+        self.phases: dict[str, float] = {}
+
+    def phase(self, name: str) -> None:
+        now = time.time()
+        self.phases[name] = round(now - self.last, 3)
+        self.last = now
+        logger.info("%s: %.2fs", name, self.phases[name])
+
+
+def verify_folder(directory: Path, num_proc: int) -> None:
+    """Run ``beam_sft.verify`` on a prepared folder; VerificationError naming it on any violation."""
+    from beam_sft.verify import verify_prepared
+
+    result = verify_prepared(directory, num_proc=num_proc)
+    if not result.ok:
+        raise VerificationError(
+            f"{directory}: {len(result.violations)} mask violation(s); see report.json and verify_violations.jsonl"
+        )
+
+
+def _cache_hit(final: Path, config: PrepareConfig) -> Path:
+    logger.info("cache hit: %s", final)
+    report = rep.require_report(final)
+    check_integrity(final, report)
+    if config.verify:
+        if "verify" not in report:
+            verify_folder(final, config.resolved_num_proc())
+        elif not report["verify"].get("ok", False):
+            raise VerificationError(f"{final}: a cached dataset that failed verification; see its report.json")
+    return final
+
+
+def prepare(config: PrepareConfig) -> Path:
+    """Prepare (or reuse) the dataset ``config`` describes; returns its directory."""
+    clock = Clock()
+    if not config.sources:
+        raise ConfigError("sources", "no data sources given")
+    if config.output:
+        output.check_output_target(Path(config.output))  # before any work: never the user's folder
+    tokenizer = load_tokenizer(config.tokenizer)
+    clock.phase("load_tokenizer")
+    fingerprint, base_fingerprint, parts = cache.fingerprints(config, tokenizer)
+    clock.phase("fingerprint")
+    final = Path(config.output) if config.output else cache.default_output(fingerprint)
+    if config.cache and cache.is_cached(final, fingerprint):
+        return _cache_hit(final, config)
+
+    output.check_output_target(final)
+    staging = output.staging_dir(final)
+    try:
+        report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
+        output.publish(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
+    if config.verify:
+        verify_folder(final, config.resolved_num_proc())
+    return final
+
+
+def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, clock: Clock, fingerprint: str,
+                  base_fingerprint: str, parts: dict) -> dict:
+    from datasets import Dataset, concatenate_datasets
+    from datasets.table import InMemoryTable
+
+    from beam_sft.encode.select import choose_encoder
+    from beam_sft.prepare import batch as batch_mod
+    from beam_sft.prepare import records
+
+    work = staging / ".work"
+    save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
+    jobs, infos, n_records = records.write_records(config, work / "records.arrow")
+    source_records = Dataset.from_file(str(work / "records.arrow"))
+    clock.phase("read")
+    job = batch_mod.EncodeJob(
+        key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / "tokenizer"),
+        encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
+        length_policy=config.length_policy,
+    )
+    head_count = min(n_records, HEAD_RECORDS)
+    head = source_records.select(range(head_count))
+    head_items = batch_mod.convert_records(
+        tuple(head[name] for name in ("raw", "error", "source_id", "row_index")), job)
+    sample = [item.row for item in head_items if isinstance(item, batch_mod.Pending)][:PROBE_SAMPLE]
+    kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
+    job = dataclasses.replace(job, encoder=kind)
+    clock.phase("probe")
+    batch_mod.install_state(job, tokenizer, encoder)
+    parts_out = [Dataset(InMemoryTable(batch_mod.encode_items(head_items, job, encoder).cast(
+        batch_mod.output_features().arrow_schema)))]
+    rest = n_records - head_count
+    procs = _effective_procs(config, rest)
+    if rest:
+        with _forked_workers_single_threaded(procs > 1):
+            parts_out.append(_encode(source_records.select(range(head_count, n_records)), job, config, procs, work))
+    encoded = concatenate_datasets(parts_out) if len(parts_out) > 1 else parts_out[0]
+    clock.phase("encode")
+
+    counts, tokens = rep.Counts(), rep.TokenStats()
+    batch_mod.count_statuses(encoded, counts, tokens)
+    from beam_sft.prepared.rejects import write_rejects
+
+    write_rejects(staging / "rejects.jsonl", batch_mod.reject_lines(encoded))
+    kept = batch_mod.kept_positions(encoded)
+    dataset = encoded if len(kept) == len(encoded) else encoded.select(kept)
+    dataset = dataset.remove_columns(list(batch_mod.STATUS_COLUMNS))
+    dataset.save_to_disk(str(staging))
+    clock.phase("save")
+    del dataset, encoded, source_records, head
+    shutil.rmtree(work)
+    encode_seconds = time.time() - clock.started
+    report = rep.build_report(
+        fingerprint=fingerprint, fingerprint_base=base_fingerprint, fingerprint_parts=parts,
+        shard={"index": config.shard_index, "count": config.num_shards}, config=dataclasses.asdict(config),
+        encoder=encoder_section, infos=infos, counts=counts, seed=config.seed, max_length=config.max_length,
+        length_policy=config.length_policy, tokens=tokens,
+        timing={"seconds": round(encode_seconds, 2), "phases": clock.phases, "records": n_records,
+                "num_proc": procs, "records_per_second": round(n_records / encode_seconds, 1) if encode_seconds else None},
+        files=file_digests(staging),
+    )
+    clock.phase("report")
+    report["timing"]["phases"] = dict(clock.phases)
+    rep.write_report(staging, report)
+    return report
+
+
+def _effective_procs(config: PrepareConfig, rows: int) -> int:
+    return max(1, min(config.resolved_num_proc(), math.ceil(max(rows, 1) / config.batch_size)))
+
+
+def _encode(records, job, config: PrepareConfig, procs: int, work: Path):
+    from beam_sft.data import fingerprint as fp
+    from beam_sft.prepare import batch as batch_mod
+
+    return records.with_format("arrow").map(
+        batch_mod.process_batch, batched=True, batch_size=config.batch_size,
+        num_proc=procs if procs > 1 else None, fn_kwargs={"job": job},
+        remove_columns=records.column_names, features=batch_mod.output_features(),
+        load_from_cache_file=False, new_fingerprint=fp.digest_bytes(job.key.encode())[:32],
+        cache_file_name=str(work / "encoded.arrow"),
+    ).with_format(None)
+
+
+@contextlib.contextmanager
+def _forked_workers_single_threaded(forking: bool):
+    """Workers are forked after the probe used the tokenizer's thread pool: tell ``tokenizers`` (which
+    would otherwise warn and turn it off itself), then put the variable back as it was."""
+    previous = os.environ.get("TOKENIZERS_PARALLELISM")
+    if forking:
+        os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("TOKENIZERS_PARALLELISM", None)
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = previous

@@ -1,0 +1,106 @@
+"""Sharded preparation: N processes or machines each prepare rows ``i % N == I``; ``merge_shards``
+joins their directories into one prepared dataset.
+
+Each shard reads every record (reading is cheap) but converts and encodes only its own. Mixing
+decisions depend on the row alone (``beam_sft.data.mix``), so shards need not talk to each other.
+The merge checks that the shards come from the same run (same ``fingerprint_base``), that each
+index from 0 to N-1 is there exactly once, and that each shard's files are what its report recorded;
+then it concatenates the datasets (memory-mapped, so memory stays flat), the rejects, and the
+report counts, through the same report builder as ``prepare``. Rows come shard by shard.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+
+from beam_sft.data.fingerprint import combine
+from beam_sft.errors import ConfigError
+from beam_sft.prepared import output
+from beam_sft.prepared import report as rep
+from beam_sft.prepared.integrity import check_integrity, file_digests
+from beam_sft.prepared.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR
+
+
+def _reports(shards: list[Path]) -> list[dict]:
+    reports = []
+    for shard in shards:
+        report = rep.read_report(shard)
+        if report is None or not (shard / DATASET_INFO_FILE).is_file():
+            raise ConfigError("shards", f"{shard}: not a prepared dataset (no report.json or dataset)")
+        check_integrity(shard, report)
+        reports.append(report)
+    return reports
+
+
+def check_shards(shards: list[Path], reports: list[dict]) -> None:
+    """Same run, every shard index exactly once."""
+    bases = {r.get("fingerprint_base") for r in reports}
+    if len(bases) != 1:
+        raise ConfigError("shards", "the shards come from different runs (their fingerprint_base differ)")
+    counts = {r["shard"]["count"] for r in reports}
+    if len(counts) != 1:
+        raise ConfigError("shards", f"the shards disagree on the number of shards: {sorted(counts)}")
+    count = counts.pop()
+    indices = Counter(r["shard"]["index"] for r in reports)
+    missing = sorted(set(range(count)) - set(indices))
+    twice = sorted(i for i, n in indices.items() if n > 1)
+    if missing or twice:
+        raise ConfigError("shards", f"shard indices: missing {missing}, given twice {twice} (of {count})")
+
+
+def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bool = True, num_proc: int = 1) -> Path:
+    """Join the prepared shard directories into ``output_dir``; returns it."""
+    from datasets import concatenate_datasets, load_from_disk
+
+    shards = [Path(s) for s in shards]
+    if not shards:
+        raise ConfigError("shards", "no shard directories given")
+    reports = _reports(shards)
+    check_shards(shards, reports)
+    order = sorted(range(len(shards)), key=lambda i: reports[i]["shard"]["index"])
+    shards, reports = [shards[i] for i in order], [reports[i] for i in order]
+    final = Path(output_dir)
+    if any(final.resolve() == s.resolve() for s in shards):
+        raise ConfigError("output", f"{final} is one of the shards being merged")
+    output.check_output_target(final)
+    staging = output.staging_dir(final)
+    try:
+        dataset = concatenate_datasets([load_from_disk(str(s)) for s in shards])
+        dataset.save_to_disk(str(staging))
+        shutil.copytree(shards[0] / TOKENIZER_DIR, staging / TOKENIZER_DIR)
+        with open(staging / REJECTS_FILE, "wb") as sink:
+            for shard in shards:
+                if (shard / REJECTS_FILE).is_file():
+                    with open(shard / REJECTS_FILE, "rb") as source:
+                        shutil.copyfileobj(source, sink)
+        tokens = rep.TokenStats()
+        tokens.add_dataset(dataset)
+        del dataset
+        counts = rep.Counts()
+        for report in reports:
+            counts.merge(rep.Counts.from_report(report))
+        first = reports[0]
+        report = rep.build_report(
+            fingerprint=combine({"merged": first["fingerprint_base"], "shards": len(shards)}),
+            fingerprint_base=first["fingerprint_base"],
+            fingerprint_parts={k: v for k, v in first["fingerprint_parts"].items() if k != "shard_index"},
+            shard={"merged": len(shards), "count": first["shard"]["count"]},
+            config={**first["config"], "shard_index": None, "output": str(final)},
+            encoder={"name": rep.encoder_names(r["encoder"] for r in reports),
+                     "shards": [r["encoder"] for r in reports]},
+            infos=rep.infos_from_report(first), counts=counts, seed=first["mix"]["seed"],
+            max_length=first["length_policy"]["max_length"], length_policy=first["length_policy"]["policy"],
+            tokens=tokens, timing={"shards": [r.get("timing") for r in reports]}, files=file_digests(staging),
+        )
+        rep.write_report(staging, report)
+        output.publish(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if verify:
+        from beam_sft.prepare.pipeline import verify_folder
+
+        verify_folder(final, num_proc)
+    return final

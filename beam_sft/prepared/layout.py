@@ -1,0 +1,52 @@
+"""The files and columns of a prepared folder: the names every reader and writer uses.
+
+A prepared folder is a ``datasets.save_to_disk`` directory plus what ``prepare`` writes beside it::
+
+    DIR/dataset_info.json, state.json, data-*.arrow   the dataset (COLUMNS below)
+    DIR/tokenizer/                                    the tokenizer it was encoded with
+    DIR/rejects.jsonl                                 every row left out, with its reason code
+    DIR/report.json                                   counts, statistics, timings, digests, verify
+    DIR/verify_violations.jsonl, report_lengths.png   written by verify
+"""
+
+from __future__ import annotations
+
+REPORT_FILE = "report.json"
+REJECTS_FILE = "rejects.jsonl"
+TOKENIZER_DIR = "tokenizer"
+VIOLATIONS_FILE = "verify_violations.jsonl"
+HISTOGRAM_FILE = "report_lengths.png"
+DATASET_INFO_FILE = "dataset_info.json"
+
+# column -> datasets feature (as ``datasets.Value`` dtype; ``list:`` a list of that dtype)
+COLUMNS = {
+    "input_ids": "list:int32",
+    "assistant_masks": "list:int8",  # weight-0 turns already zeroed
+    "row": "string",  # the canonical BeamRow as JSON (nested free-form values survive exactly)
+    "source": "string",
+    "row_index": "int64",  # within its source file
+    "num_tokens": "int32",
+    "num_trained": "int32",
+}
+REQUIRED_COLUMNS = tuple(COLUMNS)
+
+# What a prepared folder of ours may hold; anything else in a target means the folder is the user's.
+OWN_ENTRIES = (TOKENIZER_DIR, REPORT_FILE, REJECTS_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE, DATASET_INFO_FILE,
+               "state.json")
+OWN_PATTERNS = ("data-*.arrow", "cache-*.arrow")
+# Written after the digests are taken (verify's outputs, the report itself): not digested.
+UNDIGESTED = (REPORT_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE)
+
+
+def features():
+    """The ``datasets.Features`` of the prepared columns.
+
+    >>> features()["input_ids"].feature.dtype, features()["row_index"].dtype
+    ('int32', 'int64')
+    """
+    from datasets import Features, List, Value
+
+    out = {}
+    for name, kind in COLUMNS.items():
+        out[name] = List(Value(kind[5:])) if kind.startswith("list:") else Value(kind)
+    return Features(out)

@@ -22,6 +22,7 @@ from typing import Any
 
 from beam_sft.data import cache as cache_dir
 from beam_sft.data import fingerprint as fp
+from beam_sft.data.hub import source_digest
 from beam_sft.encode.config import PrepareConfig
 from beam_sft.errors import ConfigError, VerificationError
 
@@ -86,7 +87,7 @@ def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
         "libraries": fp.library_versions(),
         "sources": [
             {"path": s.path, "label": s.label, "format": s.format, "weight": s.weight, "column_map": s.column_map,
-             "convert": s.convert, "data": fp.data_digest(s.path)}
+             "convert": s.convert, "data": source_digest(s)}
             for s in config.sources
         ],
         "options": {

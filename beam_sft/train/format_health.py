@@ -295,16 +295,16 @@ class FormatHealthCallback(TrainerCallback):
             return
         result = self.measure(model, state.global_step)
         self.results.append(result)
-        self.trainer.log(result.metrics())
+        sample = result.verdicts[0]
+        shown = sample["generated"][:300] + (f" [{sample['problem']}]" if sample["problem"] else " [valid]")
+        self.trainer.log({**result.metrics(), "format_health_sample": shown})  # TensorBoard shows it as text
         if state.is_world_process_zero:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"step": result.step, **result.metrics(), "outputs": result.verdicts},
                                     ensure_ascii=False) + "\n")
-            sample = result.verdicts[0]
-            logger.info("format health at step %d: %.2f valid; sample (%s): %r%s", result.step, result.fraction,
-                        sample["source"], sample["generated"][:300],
-                        f" [{sample['problem']}]" if sample["problem"] else "")
+            logger.info("format health at step %d: %.2f valid; sample (%s): %r", result.step, result.fraction,
+                        sample["source"], shown)
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A fresh run starts a fresh log; a resumed one keeps what was measured up to its checkpoint.

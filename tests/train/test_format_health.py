@@ -135,7 +135,9 @@ def test_callback_logs_the_fraction_and_a_sample(tmp_path):
         state.global_step = step
         callback.on_step_end(None, state, None, model=object())
     assert [r.step for r in callback.results] == [2, 4, 5]
+    sample = trainer.logged[0].pop("format_health_sample")
     assert trainer.logged[0] == {"format_health": 0.5, "format_health_tools": 0.0, "format_health_plain": 1.0}
+    assert sample.startswith("<|channel|>analysis") and "[parse:" in sample
     records = read_health(tmp_path)
     assert [r["step"] for r in records] == [2, 4, 5]
     assert records[0]["outputs"][0]["problem"].startswith("parse:")

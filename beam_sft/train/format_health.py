@@ -288,7 +288,7 @@ class FormatHealthCallback(TrainerCallback):
             result = broadcast_object_list([result], from_process=0)[0]
         return result
 
-    def _run(self, state, model) -> None:
+    def _run(self, state, control, model) -> None:
         if not self.prompts or model is None:
             return
         if self.results and self.results[-1].step == state.global_step:
@@ -297,7 +297,11 @@ class FormatHealthCallback(TrainerCallback):
         self.results.append(result)
         sample = result.verdicts[0]
         shown = sample["generated"][:300] + (f" [{sample['problem']}]" if sample["problem"] else " [valid]")
+        # Trainer.log clears control.should_log: put it back, or this step's training loss would not be logged.
+        should_log = getattr(control, "should_log", None)
         self.trainer.log({**result.metrics(), "format_health_sample": shown})  # TensorBoard shows it as text
+        if should_log is not None:
+            control.should_log = should_log
         if state.is_world_process_zero:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:
@@ -314,7 +318,8 @@ class FormatHealthCallback(TrainerCallback):
 
     def on_step_end(self, args, state, control, model=None, **kwargs):
         if state.global_step % self.every == 0 or state.global_step >= state.max_steps:
-            self._run(state, model)
+            self._run(state, control, model)
+        return control
 
 
 def read_health(output_dir: str | Path) -> list[dict]:

@@ -44,6 +44,10 @@ def test_tiny_run_logs_eval_loss_at_the_configured_steps(fixture_dir, prepared_d
     out = train(_recipe(fixture_dir, prepared_dir, tmp_path / "out", data={"eval": {"eval_fraction": 0.2}},
                         sft={"max_steps": 6, "eval_steps": 3, "per_device_eval_batch_size": 4},
                         format_health={"steps": 3, "prompts": 2, "max_new_tokens": 24}))
+    from beam_sft.train.callbacks import read_losses
+
+    # Logging format health does not swallow the training loss of the same step.
+    assert [r["step"] for r in read_losses(out)] == [1, 2, 3, 4, 5, 6]
     metrics = read_metrics(out)
     evals = [r for r in metrics if "eval_loss" in r]
     assert [r["step"] for r in evals] == [3, 6]

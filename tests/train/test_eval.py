@@ -127,3 +127,17 @@ def test_eval_strategy_defaults_to_steps_with_an_eval_set(fixture_dir, prepared_
     recipe = _recipe(fixture_dir, prepared_dir, tmp_path / "out", data={"eval": {"eval_fraction": 0.1}})
     assert recipe.sft["eval_strategy"] == "steps"
     assert "eval_strategy" not in _recipe(fixture_dir, prepared_dir, tmp_path / "out").sft
+
+
+@pytest.mark.parametrize("name", ["tiny-cpu", "tiny-cpu-lora", "beam-full-zero3", "beam-lora"])
+def test_shipped_recipes_format_health_on_when_tiny_off_when_big(name):
+    from pathlib import Path
+
+    from beam_sft.train.recipe import load_recipe
+
+    recipe = load_recipe(Path(__file__).resolve().parents[2] / "recipes" / f"{name}.yaml")
+    if name.startswith("tiny"):
+        assert recipe.format_health.steps > 0 and recipe.data.eval.eval_fraction
+        assert recipe.sft["eval_strategy"] == "steps" and recipe.sft["eval_steps"] > 0
+    else:
+        assert recipe.format_health.steps == 0

@@ -158,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   training failed (exit {code}); full log: {log}")
         return code
     from beam_sft.train.callbacks import read_losses
-
     from beam_sft.train.format_health import read_health
     from beam_sft.train.run_log import read_metrics
 

@@ -41,6 +41,7 @@ DEFAULT_SPLIT = "train"
 # Suffixes that make `dir/name.jsonl` a local file name rather than a hub id.
 _FILE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv", ".txt", ".arrow", ".gz", ".zst")
 _HUB_ID = r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
 _SUFFIX_RE = re.compile(r"^(?P<base>.+?)(?::(?P<name>[\w.-]+))?(?:@(?P<split>[\w.-]+))?$")
 
 
@@ -183,6 +184,8 @@ def resolve_revision(ref: DatasetRef) -> str:
 
     if ref.is_local:
         return "files:" + fp.data_digest(ref.path)
+    if ref.revision and _COMMIT.fullmatch(ref.revision):
+        return ref.revision  # pinned to a commit: nothing to ask the hub (a cached prepare works offline)
     _refuse_offline(ref)
     from huggingface_hub import HfApi
 

@@ -244,6 +244,25 @@ def test_hub_revision_is_resolved_to_a_commit(monkeypatch):
     assert hub.resolve_revision(DatasetRef("org/name")) == "a" * 40
 
 
+def test_a_pinned_commit_needs_no_hub(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sha = "c" * 40
+    assert hub.resolve_revision(DatasetRef("org/name", revision=sha)) == sha
+    assert source_digest(SourceSpec(path="org/name", revision=sha)) != source_digest(
+        SourceSpec(path="org/name", revision="d" * 40))
+
+
+def test_convert_reads_a_dataset_repository(tmp_path):
+    from beam_sft.convert import convert_files
+
+    data = rows(12)
+    repo = write_repo(tmp_path / "repo", data, ext="jsonl", files=2)
+    report = convert_files([f"{repo}@train"], output=tmp_path / "rows.jsonl", rejects=tmp_path / "rejects.jsonl")
+    assert report.read == 12 and report.kept + sum(sum(s.rejected.values()) for s in report.sources) == 12
+    kept = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert kept and kept[0]["meta"]["source"] == f"{repo}@train"
+
+
 # ---------------------------------------------------------------- prepare: same rows, same ids and masks
 
 

@@ -70,6 +70,31 @@ def test_eval_from_its_own_prepared_folder(fixture_dir, prepared_dir, tokenizer,
     assert report.eval["batches"] >= 1 and report.eval["mode"] == "prepared"
 
 
+def test_eval_from_its_own_sources_is_prepared_and_verified(fixture_dir, prepared_dir, tmp_path):
+    source = tmp_path / "eval.jsonl"
+    source.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "meta"}) + "\n"
+                              for r in train_rows(8, seed=7)), encoding="utf-8")
+    out_eval = tmp_path / "eval_prepared"
+    run = build(_recipe(fixture_dir, prepared_dir, tmp_path / "out", data={"eval": {"prepare": {
+        "sources": [{"path": str(source), "format": "openai"}], "output": str(out_eval), "num_proc": 1}}}))
+    report = json.loads((out_eval / "report.json").read_text())
+    assert report["verify"]["ok"] is True  # prepared and verified like the training set
+    assert len(run.eval.eval) == 8 and run.eval.summary["mode"] == "prepare"
+    assert preflight(run).eval["rows_checked"] > 0
+
+
+def test_eval_prepared_with_another_tokenizer_is_refused(fixture_dir, prepared_dir, tokenizer, tmp_path):
+    import shutil
+
+    train_dir = tmp_path / "train"
+    shutil.copytree(prepared_dir, train_dir)
+    eval_dir = write_prepared(tmp_path / "eval", train_rows(8, seed=7), tokenizer)
+    for directory, digest in ((train_dir, "aaa"), (eval_dir, "bbb")):
+        (directory / "report.json").write_text(json.dumps({"fingerprint_parts": {"tokenizer": digest, "template": "t"}}))
+    with pytest.raises(ConfigError, match="another tokenizer"):
+        build(_recipe(fixture_dir, train_dir, tmp_path / "out", data={"eval": {"prepared": str(eval_dir)}}))
+
+
 def test_preflight_refuses_a_corrupted_eval_mask(fixture_dir, prepared_dir, tokenizer, tmp_path):
     def corrupt(record):
         mask = list(record["assistant_masks"])

@@ -299,7 +299,7 @@ class FormatHealthCallback(TrainerCallback):
         shown = sample["generated"][:300] + (f" [{sample['problem']}]" if sample["problem"] else " [valid]")
         # Trainer.log clears control.should_log: put it back, or this step's training loss would not be logged.
         should_log = getattr(control, "should_log", None)
-        self.trainer.log({**result.metrics(), "format_health_sample": shown})  # TensorBoard shows it as text
+        self._log({**result.metrics(), "format_health_sample": shown})  # TensorBoard shows the sample as text
         if should_log is not None:
             control.should_log = should_log
         if state.is_world_process_zero:
@@ -309,6 +309,17 @@ class FormatHealthCallback(TrainerCallback):
                                     ensure_ascii=False) + "\n")
             logger.info("format health at step %d: %.2f valid; sample (%s): %r", result.step, result.fraction,
                         sample["source"], shown)
+
+    def _log(self, logs: dict) -> None:
+        from transformers import Trainer
+
+        if isinstance(self.trainer, Trainer):
+            # transformers' Trainer.log, not TRL's override: TRL's would fold the training metrics it has
+            # gathered since the last log (token accuracy, entropy) into this record and clear them, so
+            # the step's own loss record would lose them.
+            Trainer.log(self.trainer, logs)
+        else:
+            self.trainer.log(logs)
 
     def on_train_begin(self, args, state, control, **kwargs):
         # A fresh run starts a fresh log; a resumed one keeps what was measured up to its checkpoint.

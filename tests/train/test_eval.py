@@ -47,7 +47,9 @@ def test_tiny_run_logs_eval_loss_at_the_configured_steps(fixture_dir, prepared_d
     from beam_sft.train.callbacks import read_losses
 
     # Logging format health does not swallow the training loss of the same step.
-    assert [r["step"] for r in read_losses(out)] == [1, 2, 3, 4, 5, 6]
+    losses = read_losses(out)
+    assert [r["step"] for r in losses] == [1, 2, 3, 4, 5, 6]
+    assert all("mean_token_accuracy" in r for r in losses), losses  # TRL's metrics stay with their step
     metrics = read_metrics(out)
     evals = [r for r in metrics if "eval_loss" in r]
     assert [r["step"] for r in evals] == [3, 6]

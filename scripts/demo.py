@@ -5,6 +5,7 @@
 3. prepare them (encode, masks, length policy)                        beam_sft.encode.prepare
 4. verify every row's masks                                           beam_sft.verify
 5. train recipes/tiny-cpu.yaml with 2 CPU processes                   accelerate launch ... beam_sft train
+   (a tenth of the rows held out: eval loss and format health as it trains)
 6. generate from the trained model and parse the output with the response template
 
 Every stage is a public entry point of the package; this script only wires them together and
@@ -157,10 +158,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"   training failed (exit {code}); full log: {log}")
         return code
     from beam_sft.train.callbacks import read_losses
+    from beam_sft.train.format_health import read_health
+    from beam_sft.train.run_log import read_metrics
 
     losses = read_losses(model_dir)
     curve = ", ".join(f"{r['step']}: {r['loss']:.2f}" for r in losses)
     done(t, f"loss by step {curve}", model_dir)
+    metrics = read_metrics(model_dir)
+    evals = [r for r in metrics if "eval_loss" in r]
+    health = read_health(model_dir)
+    print("   eval loss by step " + (", ".join(f"{r['step']}: {r['eval_loss']:.2f}" for r in evals) or "-"))
+    print("   format health (valid Beam turns from fixed eval prompts) by step "
+          + (", ".join(f"{r['step']}: {r['format_health']:.2f}" for r in health) or "-"))
+    if health:
+        sample = health[-1]["outputs"][0]
+        verdict = "valid" if sample["valid"] else f"invalid: {sample['problem']}"
+        print(f"   sample at step {health[-1]['step']} ({verdict}): {sample['generated'][:200]!r}")
     print(f"   log -> {log}; run record (recipe, pre-flight, distribution) -> {model_dir / 'beam_run.json'}")
 
     t = stage("6. generate and parse with the response template")
@@ -174,10 +187,20 @@ def main(argv: list[str] | None = None) -> int:
     generations.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     done(t, "generations with their parsed messages", generations)
 
-    print(f"\nDone in {time.time() - begin:.0f} s. Artefacts:")
+    print(f"\nDone in {time.time() - begin:.0f} s.")
+    if losses:
+        print(f"  final train loss     {losses[-1]['loss']:.3f} (step {losses[-1]['step']})")
+    if evals:
+        print(f"  final eval loss      {evals[-1]['eval_loss']:.3f} (step {evals[-1]['step']})")
+    if health:
+        print(f"  format health        {health[-1]['format_health']:.2f} of "
+              f"{len(health[-1]['outputs'])} turns valid (step {health[-1]['step']})")
+    print("Artefacts:")
     for name, path in [("fixture checkpoint", fixture), ("converted rows", rows), ("convert rejects", convert_rejects),
                        ("prepared dataset", prepared), ("report", prepared / "report.json"),
-                       ("trained model", model_dir), ("training log", log), ("generations", generations)]:
+                       ("trained model", model_dir), ("training log", log), ("generations", generations),
+                       ("eval + health log", model_dir / "metrics.jsonl"),
+                       ("health samples", model_dir / "format_health.jsonl")]:
         print(f"  {name:<20} {path}")
     return 0
 

@@ -14,6 +14,8 @@ Shapes read (by content, not only by extension):
   and ``datasets`` records (a genuine null argument cannot be told apart there).
 - A directory: a ``datasets.save_to_disk`` directory (one split), else its data files in sorted
   order as one source with a running row index.
+- A ``datasets`` dataset (a hub id ``org/name[:config][@split]``, or a folder laid out as a hub
+  dataset repository): streamed through ``load_dataset`` (``beam_sft.data.hub``).
 
 Row indices count records from 0 (blank lines are not records).
 
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from beam_sft.data import hub
 from beam_sft.errors import BeamError
 
 CHUNK = 1 << 20
@@ -46,8 +49,14 @@ class BadRecord:
     error: str
 
 
-def iter_records(path: str | Path) -> Iterator[tuple[int, Any]]:
-    """``(row index, record)`` for every record of a local file or directory."""
+def iter_records(path: str | Path | hub.DatasetRef) -> Iterator[tuple[int, Any]]:
+    """``(row index, record)`` for every record of a local file or directory, or of a ``datasets``
+    dataset (a hub id or a dataset repository folder: ``beam_sft.data.hub`` tells them apart)."""
+    source = path if isinstance(path, hub.DatasetRef) else hub.parse_data_arg(path)
+    if isinstance(source, hub.DatasetRef):
+        for index, record in hub.iter_dataset(source):
+            yield index, _drop_nulls(record)
+        return
     path = Path(path)
     if path.is_dir():
         yield from _iter_dir(path)

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.data import fingerprint as fp
+from beam_sft.data.hub import source_digest
 from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepared.layout import DATASET_INFO_FILE, TOKENIZER_DIR
 from beam_sft.prepared.report import read_report
@@ -40,7 +41,7 @@ def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
         "libraries": fp.library_versions(),
         "sources": [
             {"path": s.path, "label": s.label, "format": s.format, "weight": s.weight, "column_map": s.column_map,
-             "convert": s.convert, "data": fp.data_digest(s.path)}
+             "convert": s.convert, "data": source_digest(s)}
             for s in config.sources
         ],
         "options": {

@@ -36,7 +36,11 @@ def register(subparsers: Any) -> None:
         "saved with report.json and rejects.jsonl. A rerun with nothing changed reuses the result.",
     )
     prepare.add_argument("--config", type=Path, help="a recipe (its data.prepare section) or a PrepareConfig YAML")
-    prepare.add_argument("--data", action="append", metavar="PATH", help="a source file or folder (repeatable)")
+    prepare.add_argument("--data", action="append", metavar="PATH|ORG/NAME[:CONFIG][@SPLIT]",
+                         help="a source (repeatable): a local file or folder, or a datasets dataset read by "
+                         "load_dataset(streaming=True). A path that exists locally always wins (a folder whose "
+                         "README.md declares `configs:` is read as a dataset repository); otherwise ORG/NAME "
+                         "(one slash, no file suffix) is a hub id; split defaults to train")
     prepare.add_argument("--weight", action="append", type=float, metavar="W",
                          help="weight of the --data at the same position (default 1)")
     prepare.add_argument("--format", choices=FORMAT_CHOICES, help="source format of every --data (default auto)")

@@ -10,7 +10,7 @@ flags. Unknown keys fail with their full path:
 >>> from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl", "wieght": 2}]}, "data.prepare")
 Traceback (most recent call last):
 ...
-beam_sft.errors.ConfigError: data.prepare.sources[0].wieght: unknown key (known: column_map, convert, format, name, path, weight)
+beam_sft.errors.ConfigError: data.prepare.sources[0].wieght: unknown key (known: column_map, convert, data_files, format, name, path, revision, split, weight)
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)
 
 @dataclass(frozen=True)
 class SourceSpec:
-    """One input: a file or folder (JSONL/JSON/Parquet) and how to read and weigh it.
+    """One input: a file or folder (JSONL/JSON/Parquet), or a ``datasets`` dataset, and how to read and weigh it.
 
     ``weight`` repeats the source's rows: 1 keeps each once, 0.5 a seeded half, 2.5 each twice plus
     a seeded half. ``column_map`` renames columns (the converter's ``columns`` options, e.g.
@@ -44,6 +44,11 @@ class SourceSpec:
     column_map: dict[str, str] = field(default_factory=dict)
     convert: dict[str, Any] = field(default_factory=dict)
     name: str | None = None  # the source's label in the report and the `source` column (default: path)
+    # A `datasets` dataset (a hub id or a dataset repository folder, see beam_sft.data.hub): there
+    # `name` is the dataset config, as in load_dataset, and the label is `path[:name]@split`.
+    split: str | None = None  # default: train
+    revision: str | None = None  # hub branch, tag or commit; the fingerprint holds the resolved commit
+    data_files: str | list[str] | dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMAT_CHOICES:
@@ -51,7 +56,9 @@ class SourceSpec:
 
     @property
     def label(self) -> str:
-        return self.name or self.path
+        from beam_sft.data.hub import source_label
+
+        return source_label(self)
 
 
 @dataclass(frozen=True)

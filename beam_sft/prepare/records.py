@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from beam_sft.config_utils import from_dict
+from beam_sft.data.hub import dataset_source
 from beam_sft.prepare.batch import SourceJob
 from beam_sft.prepare.config import PrepareConfig, SourceSpec
 from beam_sft.prepared.report import SourceInfo
@@ -40,8 +41,7 @@ def iter_raw(path: str | Path) -> Iterator[tuple[int, str, str]]:
     """
     from beam_sft.data.sources import BadRecord, iter_records
 
-    path = Path(path)
-    if path.is_file() and path.suffix.lower() in LINE_SUFFIXES:
+    if isinstance(path, (str, Path)) and Path(path).is_file() and Path(path).suffix.lower() in LINE_SUFFIXES:
         index = 0
         with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
@@ -71,7 +71,8 @@ def write_records(config: PrepareConfig, out_file: Path) -> tuple[list[SourceJob
     with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for source_id, spec in enumerate(config.sources):
             options = convert_options(spec, config, source_id)
-            detected = SourceConversion(spec.path, format=spec.format, options=options, source=spec.label)
+            location = dataset_source(spec)  # a local path, or a datasets dataset (issue 15)
+            detected = SourceConversion(location, format=spec.format, options=options, source=spec.label)
             jobs.append(SourceJob(spec.label, detected.format, spec.weight, options))
             infos.append(SourceInfo(spec.label, spec.path, detected.format, detected.detection, spec.weight))
             batch: dict[str, list] = {"raw": [], "error": [], "row_index": []}
@@ -86,7 +87,7 @@ def write_records(config: PrepareConfig, out_file: Path) -> tuple[list[SourceJob
                     for column in batch.values():
                         column.clear()
 
-            for index, text, error in iter_raw(spec.path):
+            for index, text, error in iter_raw(location):
                 if index % config.num_shards != config.shard_index:
                     continue
                 batch["raw"].append(text)

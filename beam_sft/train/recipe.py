@@ -1,12 +1,13 @@
 """The training recipe: one typed source of truth, from YAML plus ``--section.key value`` overrides.
 
-A recipe has five sections::
+A recipe has six sections::
 
     model:     path, dtype, attn_implementation           (ModelSection)
-    data:      prepared: DIR  |  prepare: {PrepareConfig}  (DataSection)
+    data:      prepared: DIR  |  prepare: {PrepareConfig}  (DataSection), eval: {...} (EvalConfig)
     sft:       SFTConfig keys, checked against TRL's SFTConfig (unknown keys fail with their path)
     lora:      optional PEFT LoRA options                   (LoraSection; absent or null = full fine-tune)
     preflight: checks before step 1                         (PreflightSection)
+    format_health: valid-turn rate while training           (FormatHealthSection)
 
 ``sft.assistant_only_loss`` keeps TRL's name but is ours: true (the default) trains exactly the
 tokens whose ``assistant_masks`` bit is 1; false trains every token. The prepared dataset reaches
@@ -56,9 +57,39 @@ class ModelSection:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    """``data.eval``: the eval set. Exactly one of:
+
+    - ``prepared``: a prepared directory of its own;
+    - ``prepare``: its own sources (a PrepareConfig), prepared, cached and verified like the training set;
+    - ``eval_fraction``: that fraction of the training rows, held out after conversion by row
+      fingerprint with ``seed`` (``beam_sft.data.split``), so no conversation is in both sets.
+
+    ``train`` evaluates on it at ``sft.eval_strategy``/``sft.eval_steps`` (default: every
+    ``logging_steps``) and logs ``eval_loss``; the pre-flight checks its first batches too.
+    """
+
+    prepared: Path | None = None
+    prepare: dict[str, Any] | None = None
+    eval_fraction: float | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class FormatHealthSection:
+    """``format_health``: every ``steps`` optimizer steps (0: off) generate greedily from ``prompts``
+    fixed eval prompts (with and without tools) and log the fraction of valid Beam turns."""
+
+    steps: int = 0
+    prompts: int = 4
+    max_new_tokens: int = 256
+
+
+@dataclass(frozen=True)
 class DataSection:
     prepared: Path | None = None  # a `beam-sft prepare` directory
     prepare: dict[str, Any] | None = None  # a PrepareConfig, run on the main process first (cached)
+    eval: EvalConfig | None = None  # the eval set (absent: no evaluation)
     # Train on a folder that did not verify cleanly or whose files changed since (logged loudly).
     allow_unverified: bool = False
 
@@ -89,6 +120,7 @@ class Recipe:
     sft: dict[str, Any] = field(default_factory=dict)
     lora: LoraSection | None = None
     preflight: PreflightSection = field(default_factory=PreflightSection)
+    format_health: FormatHealthSection = field(default_factory=FormatHealthSection)
 
     @property
     def assistant_only_loss(self) -> bool:
@@ -128,6 +160,7 @@ def recipe_from_dict(data: dict[str, Any]) -> Recipe:
     recipe = dataclasses.replace(recipe, sft=sft)
     _check_data(recipe.data)
     _check_preflight(recipe.preflight)
+    recipe = _check_eval(recipe)
     from beam_sft.train.packing import check_packing_options
 
     check_packing_options(recipe.sft, recipe.model.attn_implementation)
@@ -141,6 +174,35 @@ def _check_data(data: DataSection) -> None:
         config_cls = _prepare_config_class()
         if config_cls is not None:
             from_dict(config_cls, data.prepare, "data.prepare")
+
+
+def _check_eval(recipe: Recipe) -> Recipe:
+    """``data.eval`` and ``format_health`` agree with each other and with ``sft.eval_strategy``;
+    with an eval set and no ``sft.eval_strategy``, evaluate every ``eval_steps`` (or logging_steps)."""
+    ev, health, sft = recipe.data.eval, recipe.format_health, dict(recipe.sft)
+    strategy = str(sft.get("eval_strategy", "no")).split(".")[-1].lower()
+    if ev is None:
+        if strategy != "no":
+            raise ConfigError("sft.eval_strategy", f"{strategy!r} needs an eval set: set data.eval")
+        if health.steps:
+            raise ConfigError("format_health.steps", "format health takes its prompts from the eval set: set data.eval")
+    else:
+        chosen = [k for k in ("prepared", "prepare", "eval_fraction") if getattr(ev, k) is not None]
+        if len(chosen) != 1:
+            raise ConfigError("data.eval", "set exactly one of prepared, prepare or eval_fraction"
+                              + (f" (got {', '.join(chosen)})" if chosen else ""))
+        if ev.eval_fraction is not None and not 0.0 < ev.eval_fraction < 1.0:
+            raise ConfigError("data.eval.eval_fraction", f"must be between 0 and 1 (exclusive), got {ev.eval_fraction}")
+        if ev.prepare is not None:
+            config_cls = _prepare_config_class()
+            if config_cls is not None:
+                from_dict(config_cls, ev.prepare, "data.eval.prepare")
+        if "eval_strategy" not in sft:
+            sft["eval_strategy"] = "steps"
+    for key, least in (("steps", 0), ("prompts", 1), ("max_new_tokens", 1)):
+        if getattr(health, key) < least:
+            raise ConfigError(f"format_health.{key}", f"must be at least {least}, got {getattr(health, key)}")
+    return dataclasses.replace(recipe, sft=sft)
 
 
 def _check_preflight(preflight: PreflightSection) -> None:

@@ -22,6 +22,7 @@ class TrainingRun:
     dataset: Any  # the prepared dataset, all columns (for the pre-flight)
     prepared_dir: Path
     recipe: Recipe
+    eval: Any = None  # beam_sft.train.eval_set.EvalData, or None without data.eval
 
 
 def trainer_class():
@@ -117,6 +118,9 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     data.load_prepared(prepared_dir)  # checks the contract's columns where the data really is
     dataset = data.load_prepared(data.dataset_view(prepared_dir, Path(args.output_dir), args.distributed_state))
     tokenizer = data.load_tokenizer(prepared_dir)
+    from beam_sft.train import eval_set, run_log  # issue 15: data.eval, format health, TensorBoard record
+
+    eval_data = eval_set.resolve_eval(recipe, dataset, prepared_dir, Path(args.output_dir), args.distributed_state)
     model = load_model(recipe)
     if recipe.preflight.enabled:
         check_tokenizer(tokenizer)
@@ -125,13 +129,17 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     trainer = trainer_class()(
         model=model,
         args=args,
-        train_dataset=data.trainer_dataset(dataset, assistant_only_loss=recipe.assistant_only_loss),
+        train_dataset=data.trainer_dataset(eval_data.train if eval_data else dataset,
+                                           assistant_only_loss=recipe.assistant_only_loss),
+        eval_dataset=data.trainer_dataset(eval_data.eval, assistant_only_loss=recipe.assistant_only_loss)
+        if eval_data else None,
         processing_class=tokenizer,
         peft_config=lora_config(recipe),
         callbacks=[LossLogCallback(args.output_dir), *(callbacks or [])],
     )
+    run_log.attach(trainer, recipe, eval_data, prepared_dir)
     return TrainingRun(trainer=trainer, tokenizer=tokenizer, dataset=dataset, prepared_dir=prepared_dir,
-                       recipe=recipe)
+                       recipe=recipe, eval=eval_data)
 
 
 def preflight(run: TrainingRun):
@@ -141,6 +149,10 @@ def preflight(run: TrainingRun):
     from beam_sft.train.preflight import run_data_checks
 
     report, batches = run_data_checks(run.trainer, run.dataset, run.tokenizer, run.recipe)
+    if run.eval is not None:  # issue 15: the eval batches too (kept in the report, so in beam_run.json)
+        from beam_sft.train.eval_set import check_eval_batches
+
+        report.eval = {**check_eval_batches(run.trainer, run.eval, run.tokenizer, run.recipe), **run.eval.summary}
     packed = next((b for b in batches if is_packed_batch(b)), None)
     if packed is not None:
         run.trainer.add_callback(PackingIsolationCallback(

@@ -1,0 +1,235 @@
+"""Sources that are ``datasets`` datasets: a hub id, or a local dataset repository laid out as on the hub.
+
+How a source string is read (``parse_data_arg``; the same rule for ``--data``, a recipe's
+``sources[].path`` and ``beam-sft convert``):
+
+1. A path that exists locally is local, always. A local folder whose ``README.md`` front matter
+   declares ``configs:`` (a dataset repository, as on the hub) is read through
+   ``datasets.load_dataset`` like a hub dataset; any other file or folder through
+   ``beam_sft.data.sources``.
+2. Otherwise ``ORG/NAME[:CONFIG][@SPLIT]`` (exactly one ``/``, no data-file suffix such as
+   ``.jsonl``) is a hub id; ``BASE:CONFIG@SPLIT`` where ``BASE`` is a local folder is that folder.
+3. Anything else stays a local path (and fails as "no such file or directory").
+
+A recipe may spell the same with keys, as ``datasets.load_dataset`` does:
+``{path: ORG/NAME, name: CONFIG, split: train, revision: REV, data_files: ...}`` (for a dataset
+source ``name`` is the dataset's config, as in ``load_dataset``; its label in the report is
+``ORG/NAME[:CONFIG]@SPLIT``). The split defaults to ``train``.
+
+Rows stream (``streaming=True``): memory stays flat whatever the dataset's size. The fingerprint
+(``source_digest``) holds the resolved revision: the hub's commit hash for a hub id, a digest of
+every file for a local repository, so changed data is encoded again.
+
+>>> parse_data_arg("HuggingFaceH4/ultrachat_200k:default@train_sft")
+DatasetRef(path='HuggingFaceH4/ultrachat_200k', name='default', split='train_sft', revision=None, data_files=None)
+>>> parse_data_arg("data/chat.jsonl")  # a file name, even when the file is missing
+'data/chat.jsonl'
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from beam_sft.errors import BeamError, ConfigError
+
+DEFAULT_SPLIT = "train"
+# Suffixes that make `dir/name.jsonl` a local file name rather than a hub id.
+_FILE_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".csv", ".txt", ".arrow", ".gz", ".zst")
+_HUB_ID = r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*"
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+_SUFFIX_RE = re.compile(r"^(?P<base>.+?)(?::(?P<name>[\w.-]+))?(?:@(?P<split>[\w.-]+))?$")
+
+
+@dataclass(frozen=True)
+class DatasetRef:
+    """One split of a ``datasets`` dataset: the arguments of ``datasets.load_dataset``."""
+
+    path: str  # hub id or local dataset repository folder
+    name: str | None = None  # the dataset config
+    split: str = DEFAULT_SPLIT
+    revision: str | None = None  # branch, tag or commit (hub ids only)
+    data_files: Any = None  # str | list[str] | dict[str, str | list[str]], as load_dataset takes
+
+    @property
+    def is_local(self) -> bool:
+        return Path(self.path).is_dir()
+
+    @property
+    def label(self) -> str:
+        """``path[:name]@split``: the source's name in the report and the ``source`` column."""
+        return f"{self.path}{':' + self.name if self.name else ''}@{self.split}"
+
+    def describe(self) -> str:
+        config = f", config {self.name}" if self.name else ""
+        revision = f", revision {self.revision}" if self.revision else ""
+        kind = "local dataset repository" if self.is_local else "dataset"
+        return f"{kind} {self.path} (split {self.split}{config}{revision})"
+
+
+def is_dataset_repo(path: str | Path) -> bool:
+    """A folder whose ``README.md`` opens with YAML front matter that declares ``configs``."""
+    import yaml
+
+    card = Path(path) / "README.md"
+    if not card.is_file():
+        return False
+    text = card.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return False
+    end = text.find("\n---", 3)
+    if end < 0:
+        return False
+    try:
+        header = yaml.safe_load(text[3:end])
+    except yaml.YAMLError:
+        return False
+    return isinstance(header, dict) and "configs" in header
+
+
+def looks_like_hub_id(text: str) -> bool:
+    """``org/name``: exactly one slash, no leading ``.``/``/``/``~``, no data-file suffix.
+
+    >>> looks_like_hub_id("HuggingFaceH4/ultrachat_200k"), looks_like_hub_id("data/chat.jsonl")
+    (True, False)
+    >>> looks_like_hub_id("./org/name"), looks_like_hub_id("a/b/c")
+    (False, False)
+    """
+    return re.fullmatch(_HUB_ID, text) is not None and not text.lower().endswith(_FILE_SUFFIXES)
+
+
+def parse_data_arg(text: str | Path) -> str | DatasetRef:
+    """A source string as given: a local path (returned as it is) or a ``DatasetRef`` (module doc)."""
+    if isinstance(text, Path):
+        text = str(text)
+    if os.path.exists(text):
+        return DatasetRef(text) if os.path.isdir(text) and is_dataset_repo(text) else text
+    m = _SUFFIX_RE.match(text)
+    if m is None:
+        return text
+    base, name, split = m["base"], m["name"], m["split"] or DEFAULT_SPLIT
+    if os.path.isdir(base) or looks_like_hub_id(base):
+        return DatasetRef(base, name=name, split=split)
+    return text
+
+
+def dataset_source(spec) -> str | DatasetRef:
+    """What a ``SourceSpec`` (``path``, ``name``, ``split``, ``revision``, ``data_files``) reads.
+
+    ``split``, ``revision`` or ``data_files`` make a folder a dataset source even without a
+    ``configs:`` card; on a local file they are an error (they mean nothing there).
+    """
+    split = getattr(spec, "split", None)
+    revision = getattr(spec, "revision", None)
+    data_files = getattr(spec, "data_files", None)
+    dataset_keys = split is not None or revision is not None or data_files is not None
+    path = spec.path
+    if os.path.isfile(path):
+        if dataset_keys:
+            raise ConfigError("split/revision/data_files", f"{path} is a file; these keys apply to a dataset "
+                              "source (a hub id or a dataset repository folder)")
+        return path
+    if os.path.isdir(path) and not (dataset_keys or is_dataset_repo(path)):
+        return path
+    parsed = DatasetRef(path) if os.path.isdir(path) else parse_data_arg(path)
+    if not isinstance(parsed, DatasetRef):
+        if dataset_keys:
+            raise ConfigError("path", f"{path}: no such local folder, and not a hub id (ORG/NAME)")
+        return path
+    for key, given, inline in (("name", spec.name, parsed.name),
+                               ("split", split, parsed.split if parsed.split != DEFAULT_SPLIT else None)):
+        if given is not None and inline is not None and given != inline:
+            raise ConfigError(key, f"{path} says {inline!r} but the source's {key} says {given!r}")
+    ref = DatasetRef(parsed.path, name=spec.name or parsed.name, split=split or parsed.split,
+                     revision=revision, data_files=data_files)
+    if ref.is_local and revision is not None:
+        raise ConfigError("revision", f"{path} is a local folder: it is pinned by its files, not a revision")
+    return ref
+
+
+def source_label(spec) -> str:
+    """The report label of a ``SourceSpec``: its ``name`` or path, or ``path[:config]@split``."""
+    source = dataset_source(spec)
+    if isinstance(source, DatasetRef):
+        return source.label
+    return spec.name or spec.path
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` (or ``HF_DATASETS_OFFLINE``) as the user set it now (read at call time)."""
+    values = [os.environ.get(k, "") for k in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")]
+    if any(v.strip().upper() in ("1", "ON", "YES", "TRUE") for v in values):
+        return True
+    try:
+        from huggingface_hub import constants
+
+        return bool(constants.HF_HUB_OFFLINE)
+    except ImportError:
+        return False
+
+
+def _refuse_offline(ref: DatasetRef) -> None:
+    if not ref.is_local and hub_offline():
+        raise BeamError(f"{ref.describe()}: not a local path, and the hub cannot be reached (HF_HUB_OFFLINE is "
+                        "set); unset it, or give a local file or dataset repository folder")
+
+
+def resolve_revision(ref: DatasetRef) -> str:
+    """The revision the rows come from: the hub's commit hash, or ``files:<digest>`` of a local repository."""
+    from beam_sft.data import fingerprint as fp
+
+    if ref.is_local:
+        return "files:" + fp.data_digest(ref.path)
+    if ref.revision and _COMMIT.fullmatch(ref.revision):
+        return ref.revision  # pinned to a commit: nothing to ask the hub (a cached prepare works offline)
+    _refuse_offline(ref)
+    from huggingface_hub import HfApi
+
+    try:
+        info = HfApi().dataset_info(ref.path, revision=ref.revision)
+    except Exception as exc:  # not found, gated, no network: all mean "cannot read it"
+        raise BeamError(f"{ref.describe()}: no local path of that name, and the hub cannot resolve it: "
+                        f"{type(exc).__name__}: {exc}") from exc
+    if not info.sha:
+        raise BeamError(f"{ref.describe()}: the hub gave no commit hash for it")
+    return info.sha
+
+
+def source_digest(spec) -> str:
+    """The fingerprint part of one source's data: file bytes, or the dataset and its resolved revision."""
+    from beam_sft.data import fingerprint as fp
+
+    source = dataset_source(spec)
+    if not isinstance(source, DatasetRef):
+        return fp.data_digest(source)
+    return fp.digest_json({"dataset": source.path, "name": source.name, "split": source.split,
+                           "data_files": source.data_files, "revision": resolve_revision(source)})
+
+
+def iter_dataset(ref: DatasetRef) -> Iterator[tuple[int, Any]]:
+    """``(row index, record)`` of one split, streamed. Records are as ``datasets`` gives them (Arrow
+    fills missing struct keys with None; ``beam_sft.data.sources`` drops those, as for Parquet)."""
+    import datasets
+
+    _refuse_offline(ref)
+    revision = None if ref.is_local else resolve_revision(ref)  # read the commit the fingerprint names
+    try:
+        dataset = datasets.load_dataset(ref.path, ref.name, split=ref.split, revision=revision,
+                                        data_files=ref.data_files, streaming=True)
+    except Exception as exc:  # missing config or split, unreadable files, unreachable hub
+        raise BeamError(f"{ref.describe()}: cannot load it: {type(exc).__name__}: {exc}") from exc
+    rows = iter(dataset)
+    index = 0
+    while True:
+        try:
+            record = next(rows)
+        except StopIteration:
+            return
+        except Exception as exc:  # e.g. a later file whose columns differ from the first one's
+            raise BeamError(f"{ref.describe()}: reading stopped at row {index}: {type(exc).__name__}: {exc}") from exc
+        yield index, record
+        index += 1

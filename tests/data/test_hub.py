@@ -1,0 +1,308 @@
+"""Datasets by hub id or as a local dataset repository (beam_sft.data.hub), offline.
+
+A repository laid out as on the hub (README.md with ``configs:`` + Parquet/JSONL files) goes
+through the same ``datasets.load_dataset(..., streaming=True)`` call a hub id does.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from beam_sft.data import hub
+from beam_sft.data.hub import DatasetRef, dataset_source, parse_data_arg, source_digest
+from beam_sft.data.sources import iter_records
+from beam_sft.prepare.config import SourceSpec
+from beam_sft.errors import BeamError, ConfigError
+
+CARD = """---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/train-*.{ext}
+  - split: test
+    path: data/test-*.{ext}
+---
+# A dataset card
+"""
+
+
+def hubify(row: dict) -> dict:
+    """A row as hub datasets store free-form values: tools and arguments as JSON text (Arrow needs
+    one type per column; the converters read both forms), reasoning efforts as labels."""
+    row = {k: v for k, v in row.items() if k != "meta"}
+    if "tools" in row:
+        row["tools"] = json.dumps(row["tools"])
+    if "chat_template_kwargs" in row:  # one Arrow type per field: efforts as labels
+        effort = row["chat_template_kwargs"].get("reasoning_effort")
+        row["chat_template_kwargs"] = {"reasoning_effort": effort if isinstance(effort, str) else "high"}
+    messages = []
+    for message in row["messages"]:
+        message = dict(message)
+        if "tool_calls" in message:
+            message["tool_calls"] = [
+                {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+                for c in message["tool_calls"]]
+        messages.append(message)
+    row["messages"] = messages
+    return row
+
+
+def rows(n: int) -> list[dict]:
+    from beam_sft.data.synthetic import synthetic_rows
+
+    return [hubify(r) for r in synthetic_rows(n, scale=0.05)]
+
+
+def write_repo(root: Path, train: list[dict], test: list[dict] | None = None, *, ext: str = "parquet",
+               files: int = 2) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    (root / "README.md").write_text(CARD.format(ext=ext), encoding="utf-8")
+    for split, data in (("train", train), ("test", test or train[:3])):
+        size = -(-len(data) // files)
+        # One struct type inferred over all rows, shared by every file, as a hub dataset has one schema
+        # (Table.from_pylist would read the first row's keys only).
+        schema = pa.array(data).type if ext == "parquet" else None
+        for k in range(files):
+            part = data[k * size:(k + 1) * size]
+            if not part:
+                continue
+            target = root / "data" / f"{split}-{k:05d}.{ext}"
+            if ext == "parquet":
+                pq.write_table(pa.Table.from_struct_array(pa.array(part, type=schema)), target)
+            else:
+                target.write_text("".join(json.dumps(r) + "\n" for r in part), encoding="utf-8")
+    return root
+
+
+def write_jsonl(path: Path, data: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in data), encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- telling paths and hub ids apart
+
+
+def test_parse_data_arg_hub_ids_and_local_paths(tmp_path, monkeypatch):
+    assert parse_data_arg("org/name") == DatasetRef("org/name")
+    assert parse_data_arg("org/name:cfg") == DatasetRef("org/name", name="cfg")
+    assert parse_data_arg("org/name@test") == DatasetRef("org/name", split="test")
+    assert parse_data_arg("org/name:cfg@validation") == DatasetRef("org/name", name="cfg", split="validation")
+    for local in ("data/chat.jsonl", "a/b/c", "./org/name", "/abs/org", "rows.parquet", "plain"):
+        assert parse_data_arg(local) == local
+    # An existing local path always wins, even when it is shaped like a hub id.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "org").mkdir()
+    write_jsonl(tmp_path / "org" / "name", [{"x": 1}])
+    assert parse_data_arg("org/name") == "org/name"
+    assert list(iter_records("org/name")) == [(0, {"x": 1})]
+    # A local folder is a dataset repository only when its card declares configs.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "README.md").write_text("# notes\n", encoding="utf-8")
+    assert parse_data_arg(str(plain)) == str(plain)
+    repo = write_repo(tmp_path / "repo", [{"x": 1}], ext="jsonl", files=1)
+    assert parse_data_arg(str(repo)) == DatasetRef(str(repo))
+    assert parse_data_arg(f"{repo}@test") == DatasetRef(str(repo), split="test")
+
+
+def test_source_spec_fields_and_labels(tmp_path):
+    repo = write_repo(tmp_path / "repo", [{"x": 1}], ext="jsonl", files=1)
+    spec = SourceSpec(path="org/name", name="cfg", split="test", revision="v1")
+    assert dataset_source(spec) == DatasetRef("org/name", name="cfg", split="test", revision="v1")
+    assert spec.label == "org/name:cfg@test"
+    assert SourceSpec(path=str(repo)).label == f"{repo}@train"
+    assert SourceSpec(path="org/name:cfg@test").label == "org/name:cfg@test"
+    local = write_jsonl(tmp_path / "a.jsonl", [{"x": 1}])
+    assert SourceSpec(path=str(local), name="chat").label == "chat"  # name stays the label of a local file
+    with pytest.raises(ConfigError, match="a.jsonl is a file"):
+        dataset_source(SourceSpec(path=str(local), split="train"))
+    with pytest.raises(ConfigError, match="revision"):
+        dataset_source(SourceSpec(path=str(repo), revision="main"))
+    with pytest.raises(ConfigError, match="split"):
+        dataset_source(SourceSpec(path="org/name@test", split="train"))
+    with pytest.raises(ConfigError, match="not a hub id"):
+        dataset_source(SourceSpec(path="missing/dir/x", split="train"))
+
+
+def test_prepare_config_accepts_dataset_keys():
+    from beam_sft.config_utils import from_dict
+    from beam_sft.prepare.config import PrepareConfig
+
+    cfg = from_dict(PrepareConfig, {"sources": [{"path": "org/name", "name": "cfg", "split": "test",
+                                                 "revision": "abc", "data_files": {"test": "x/*.parquet"}}]})
+    assert cfg.sources[0].data_files == {"test": "x/*.parquet"}
+    with pytest.raises(ConfigError, match=r"data.prepare.sources\[0\].splt"):
+        from_dict(PrepareConfig, {"sources": [{"path": "org/name", "splt": "x"}]}, "data.prepare")
+
+
+# ---------------------------------------------------------------- reading
+
+
+@pytest.mark.parametrize("ext", ["parquet", "jsonl"])
+def test_repository_streams_the_same_records_as_local_jsonl(tmp_path, ext):
+    data = rows(40)
+    repo = write_repo(tmp_path / "repo", data, data[:5], ext=ext)
+    local = write_jsonl(tmp_path / "rows.jsonl", data)
+    from beam_sft.data.sources import _drop_nulls
+
+    expected = [(i, _drop_nulls(r)) for i, r in iter_records(local)]
+    assert list(iter_records(str(repo))) == expected
+    assert [i for i, _ in iter_records(f"{repo}@test")] == list(range(5))
+
+
+def test_missing_split_or_config_is_a_clear_error(tmp_path):
+    repo = write_repo(tmp_path / "repo", rows(3), ext="jsonl", files=1)
+    with pytest.raises(BeamError, match=r"split validation.*validation"):
+        list(iter_records(f"{repo}@validation"))
+    with pytest.raises(BeamError, match=r"config nope"):
+        list(iter_records(DatasetRef(str(repo), name="nope")))
+
+
+def test_offline_hub_id_fails_at_once_naming_id_and_split(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    started = time.time()
+    with pytest.raises(BeamError, match=r"HuggingFaceH4/ultrachat_200k \(split train_sft.*HF_HUB_OFFLINE"):
+        list(iter_records("HuggingFaceH4/ultrachat_200k@train_sft"))
+    with pytest.raises(BeamError, match=r"org/missing \(split test.*HF_HUB_OFFLINE"):
+        source_digest(SourceSpec(path="org/missing", split="test"))
+    assert time.time() - started < 5
+
+
+def test_offline_hub_id_fails_at_once_in_prepare_cli(tmp_path, fixture_dir):
+    """The whole command, in a fresh process where HF_HUB_OFFLINE is read at import as well."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    started = time.time()
+    done = subprocess.run([sys.executable, "-m", "beam_sft", "prepare", "--data", "org/absent:cfg@dev",
+                           "--tokenizer", str(fixture_dir), "--output", str(tmp_path / "out")],
+                          capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path)
+    assert done.returncode != 0
+    assert "org/absent (split dev, config cfg)" in done.stderr, done.stderr[-2000:]
+    assert "HF_HUB_OFFLINE" in done.stderr
+    assert time.time() - started < 60
+    assert not (tmp_path / "out").exists()
+
+
+def test_help_says_how_paths_and_hub_ids_differ():
+    import argparse
+
+    from beam_sft.prepare import cli
+
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    text = parser._subparsers._group_actions[0].choices["prepare"].format_help()  # noqa: SLF001 (test only)
+    assert "exists locally always wins" in " ".join(text.split())
+    assert "ORG/NAME" in text
+
+
+# ---------------------------------------------------------------- fingerprint
+
+
+def test_fingerprint_follows_the_repository_data(tmp_path):
+    data = rows(20)
+    repo = write_repo(tmp_path / "repo", data, ext="jsonl", files=1)
+    spec = SourceSpec(path=str(repo))
+    before = source_digest(spec)
+    assert source_digest(spec) == before
+    assert source_digest(SourceSpec(path=str(repo), split="test")) != before
+    changed = repo / "data" / "train-00000.jsonl"
+    changed.write_text(changed.read_text(encoding="utf-8").replace("Think", "Thinks", 1) + "\n", encoding="utf-8")
+    assert source_digest(spec) != before
+
+
+def test_hub_revision_is_resolved_to_a_commit(monkeypatch):
+    calls = []
+
+    class Info:
+        def __init__(self, sha):
+            self.sha = sha
+
+    class Api:
+        def dataset_info(self, repo_id, revision=None):
+            calls.append((repo_id, revision))
+            return Info({"main": "a" * 40, "v2": "b" * 40}[revision or "main"])
+
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub, "HfApi", Api)
+    one = source_digest(SourceSpec(path="org/name"))
+    two = source_digest(SourceSpec(path="org/name", revision="v2"))
+    assert one != two and calls == [("org/name", None), ("org/name", "v2")]
+    assert hub.resolve_revision(DatasetRef("org/name")) == "a" * 40
+
+
+def test_a_pinned_commit_needs_no_hub(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sha = "c" * 40
+    assert hub.resolve_revision(DatasetRef("org/name", revision=sha)) == sha
+    assert source_digest(SourceSpec(path="org/name", revision=sha)) != source_digest(
+        SourceSpec(path="org/name", revision="d" * 40))
+
+
+def test_convert_reads_a_dataset_repository(tmp_path):
+    from beam_sft.convert import convert_files
+
+    data = rows(12)
+    repo = write_repo(tmp_path / "repo", data, ext="jsonl", files=2)
+    report = convert_files([f"{repo}@train"], output=tmp_path / "rows.jsonl", rejects=tmp_path / "rejects.jsonl")
+    assert report.read == 12 and report.kept + sum(sum(s.rejected.values()) for s in report.sources) == 12
+    kept = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
+    assert kept and kept[0]["meta"]["source"] == f"{repo}@train"
+
+
+# ---------------------------------------------------------------- prepare: same rows, same ids and masks
+
+
+def _prepared_columns(directory: Path) -> list[tuple]:
+    from datasets import load_from_disk
+
+    ds = load_from_disk(str(directory))
+    out = []
+    for r in ds:
+        row = json.loads(r["row"])
+        row.pop("meta", None)
+        out.append((r["row_index"], r["input_ids"], r["assistant_masks"], json.dumps(row, sort_keys=True)))
+    return sorted(out, key=lambda x: x[0])
+
+
+def test_streamed_repository_of_10000_rows_prepares_like_local_jsonl(tmp_path, fixture_dir):
+    from beam_sft.prepare import PrepareConfig, prepare
+
+    data = rows(10_000)
+    repo = write_repo(tmp_path / "repo", data, ext="parquet", files=4)
+    local = write_jsonl(tmp_path / "rows.jsonl", data)
+    common = {"tokenizer": str(fixture_dir), "verify": False, "num_proc": 1}
+    out_local = prepare(PrepareConfig(sources=[SourceSpec(path=str(local))], output=str(tmp_path / "a"), **common))
+    out_repo = prepare(PrepareConfig(sources=[SourceSpec(path=str(repo))], output=str(tmp_path / "b"), **common))
+    a, b = _prepared_columns(out_local), _prepared_columns(out_repo)
+    assert len(a) == len(b) == 10_000
+    assert a == b
+    report = json.loads((out_repo / "report.json").read_text(encoding="utf-8"))
+    source = report["sources"][f"{repo}@train"]
+    assert source["read"] == 10_000
+    local_report = json.loads((out_local / "report.json").read_text(encoding="utf-8"))
+    assert source["rejected"] == local_report["sources"][str(local)]["rejected"]
+    # Changed data in the repository is a new fingerprint: encoded again, not served from the cache.
+    first = report["fingerprint"]
+    part = repo / "data" / "train-00003.parquet"
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(part)
+    pq.write_table(table.slice(0, table.num_rows - 1), part)
+    again = prepare(PrepareConfig(sources=[SourceSpec(path=str(repo))], output=str(tmp_path / "c"), **common))
+    report = json.loads((again / "report.json").read_text(encoding="utf-8"))
+    assert report["fingerprint"] != first
+    assert report["sources"][f"{repo}@train"]["read"] == 9_999

@@ -1,0 +1,144 @@
+"""Format health: the scorer on hand-written outputs, the schema check, prompt choice, the callback."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from beam_sft.train.format_health import (
+    FormatHealthCallback,
+    Prompt,
+    prompt_of,
+    read_health,
+    schema_problems,
+    score_turn,
+    select_prompts,
+    summarize,
+)
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather of a city.",
+    "parameters": {"type": "object", "required": ["city"],
+                   "properties": {"city": {"type": "string"}, "days": {"type": "integer"},
+                                  "unit": {"type": "string", "enum": ["C", "F"]}}}}}
+
+VALID_ANSWER = ("<|channel|>analysis<|message|>The user greets me.<|end|>"
+                "<|start|>assistant<|channel|>final<|message|>Hello!<|return|>")
+VALID_CALL = ("<|channel|>analysis<|message|>Look it up.<|end|>"
+              "<|start|>assistant to=get_weather<|channel|>analysis <|constrain|>xml<|message|>"
+              '<rfl:parameter name="city">\nParis\n</rfl:parameter>\n'
+              '<rfl:parameter name="days">\n3\n</rfl:parameter><|call|>')
+MISSING_REASONING = "<|channel|>final<|message|>Hello!<|return|>"
+EMPTY_REASONING = ("<|channel|>analysis<|message|><|end|>"
+                   "<|start|>assistant<|channel|>final<|message|>Hello!<|return|>")
+BROKEN_CALL_XML = ("<|channel|>analysis<|message|>Look it up.<|end|>"
+                   "<|start|>assistant to=get_weather<|channel|>analysis <|constrain|>xml<|message|>"
+                   '<rfl:parameter name="city">\nParis\n<|call|>')
+
+
+def test_rendered_turns_are_what_the_template_writes(tokenizer):
+    """The hand-written valid outputs are exactly the chat template's assistant turns."""
+    for turn, tools, message in (
+        (VALID_ANSWER, None, {"role": "assistant", "reasoning_content": "The user greets me.", "content": "Hello!"}),
+        (VALID_CALL, [WEATHER], {"role": "assistant", "reasoning_content": "Look it up.", "tool_calls": [
+            {"type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 3}}}]}),
+    ):
+        prompt = [{"role": "user", "content": "Hi"}]
+        head = tokenizer.apply_chat_template(prompt, tools=tools, tokenize=False, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(prompt + [message], tools=tools, tokenize=False)
+        assert full.startswith(head)
+        assert full[len(head):].startswith(turn), full[len(head):]
+
+
+def test_scorer_on_hand_written_outputs_gives_1_0_0():
+    prompts = [Prompt([{"role": "user", "content": "Hi"}], None), Prompt([{"role": "user", "content": "Hi"}], None),
+               Prompt([{"role": "user", "content": "Weather?"}], [WEATHER])]
+    for texts, expected in (([VALID_ANSWER], 1.0), ([MISSING_REASONING], 0.0), ([BROKEN_CALL_XML], 0.0)):
+        prompt = prompts[2] if "get_weather" in texts[0] else prompts[0]
+        assert summarize(1, [prompt], texts).fraction == expected, texts
+    assert summarize(1, prompts, [VALID_ANSWER, MISSING_REASONING, VALID_CALL]).fraction == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(("text", "tools", "problem"), [
+    (VALID_ANSWER, None, None),
+    (VALID_CALL, [WEATHER], None),
+    (VALID_ANSWER + "<|endoftext|><|endoftext|>", None, None),  # padding after the stop is not the turn
+    (MISSING_REASONING, None, "parse"),
+    (EMPTY_REASONING, None, "no reasoning"),
+    (BROKEN_CALL_XML, [WEATHER], "parse"),
+    (VALID_ANSWER.replace("<|return|>", ""), None, "does not end"),
+    (VALID_ANSWER.replace("Hello!", ""), None, "empty answer"),
+    (VALID_CALL, None, "not a declared tool"),
+    (VALID_CALL.replace("\n3\n", "\nthree\n"), [WEATHER], "expected integer"),
+    (VALID_CALL.replace('<rfl:parameter name="city">\nParis\n</rfl:parameter>\n', ""), [WEATHER],
+     "missing required city"),
+])
+def test_score_turn(text, tools, problem):
+    verdict = score_turn(text, tools)
+    assert verdict.valid == (problem is None), verdict
+    if problem is not None:
+        assert problem in verdict.problem
+
+
+def test_schema_problems():
+    schema = WEATHER["function"]["parameters"]
+    assert schema_problems({"city": "Paris", "days": 2, "unit": "C"}, schema) == []
+    assert schema_problems({"city": "Paris", "unit": "K"}, schema) == ["arguments.unit: 'K' is not one of ['C', 'F']"]
+    assert schema_problems({"city": 3}, schema) == ["arguments.city: expected string, got int"]
+    assert schema_problems({"city": "x", "days": True}, schema) == ["arguments.days: expected integer, got bool"]
+    assert schema_problems([1, "a"], {"type": "array", "items": {"type": "number"}}) == \
+        ["arguments[1]: expected number, got str"]
+    assert schema_problems({"a": 1}, {"type": "object", "additionalProperties": False}) == \
+        ["arguments: unexpected key a"]
+    assert schema_problems(None, {"type": ["string", "null"]}) == []
+
+
+def test_prompts_from_eval_rows_with_and_without_tools():
+    rows = [
+        {"messages": [{"role": "user", "content": f"q{i}"},
+                      {"role": "assistant", "reasoning_content": "r", "content": "a"}],
+         **({"tools": [WEATHER]} if i % 3 == 0 else {}), "meta": {"source": "s", "row": i}}
+        for i in range(10)
+    ]
+    prompts = select_prompts(rows, 4)
+    assert [p.has_tools for p in prompts] == [True, True, False, False]
+    assert [p.source for p in prompts] == ["s:0", "s:3", "s:1", "s:2"]
+    assert prompts[0].messages == [{"role": "user", "content": "q0"}]
+    only_plain = select_prompts([r for r in rows if "tools" not in r], 3)
+    assert len(only_plain) == 3 and not any(p.has_tools for p in only_plain)
+    weight0 = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "x", "weight": 0},
+                            {"role": "user", "content": "b"}, {"role": "assistant", "content": "y"}]}
+    assert [m["content"] for m in prompt_of(weight0).messages] == ["a", "x", "b"]
+
+
+class FakeTrainer:
+    def __init__(self, output_dir):
+        self.args = SimpleNamespace(output_dir=str(output_dir))
+        self.accelerator = SimpleNamespace(num_processes=1)
+        self.logged: list[dict] = []
+
+    def log(self, logs):
+        self.logged.append(dict(logs))
+
+
+def test_callback_logs_the_fraction_and_a_sample(tmp_path):
+    trainer = FakeTrainer(tmp_path)
+    prompts = [Prompt([{"role": "user", "content": "Weather?"}], [WEATHER], source="eval:0"),
+               Prompt([{"role": "user", "content": "Hi"}], None, source="eval:1")]
+    outputs = {"Weather?": BROKEN_CALL_XML, "Hi": VALID_ANSWER}
+    callback = FormatHealthCallback(trainer, prompts, every=2,
+                                    generate=lambda model, ps: [outputs[p.messages[-1]["content"]] for p in ps])
+    state = SimpleNamespace(global_step=0, max_steps=5, is_world_process_zero=True)
+    for step in range(1, 6):
+        state.global_step = step
+        callback.on_step_end(None, state, None, model=object())
+    assert [r.step for r in callback.results] == [2, 4, 5]
+    sample = trainer.logged[0].pop("format_health_sample")
+    assert trainer.logged[0] == {"format_health": 0.5, "format_health_tools": 0.0, "format_health_plain": 1.0}
+    assert sample.startswith("<|channel|>analysis") and "[parse:" in sample
+    records = read_health(tmp_path)
+    assert [r["step"] for r in records] == [2, 4, 5]
+    assert records[0]["outputs"][0]["problem"].startswith("parse:")
+    assert json.loads(json.dumps(records[0]))["outputs"][1]["valid"] is True

@@ -7,7 +7,6 @@ Public API::
         ...  # a BeamRow dict, or a Rejection (code, message, raw, source, row)
 """
 
-from beam_sft.convert.export import export_openai, export_sharegpt
 from beam_sft.convert.options import FORMATS, ColumnMap, ConvertOptions
 from beam_sft.convert.pipeline import (
     CONVERTERS,
@@ -34,8 +33,6 @@ __all__ = [
     "SourceConversion",
     "convert_files",
     "convert_row",
-    "export_openai",
-    "export_sharegpt",
     "iter_source",
     "validate",
 ]

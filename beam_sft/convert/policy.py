@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from beam_sft.convert.options import MissingReasoning
 from beam_sft.convert.rows import BeamRow
-from beam_sft.convert.validate import has_reasoning, is_trained
+from beam_sft.convert.rows import has_reasoning
+from beam_sft.convert.validate import is_trained
 
 
 def apply_missing_reasoning(row: BeamRow, policy: MissingReasoning) -> BeamRow:

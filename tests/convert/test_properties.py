@@ -8,11 +8,12 @@ import json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.convert import CONVERTERS, ConvertOptions, Rejection, export_openai, export_sharegpt, validate
+from beam_sft.convert import CONVERTERS, ConvertOptions, Rejection, validate
 from beam_sft.convert.openai import convert_openai
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import REASON_CODES
 from beam_sft.convert.sharegpt import convert_sharegpt
+from tests.convert.export_rows import export_openai, export_sharegpt
 from tests.strategies import beam_rows
 
 # Keys and values the converters look at, so that random rows reach deep into them.

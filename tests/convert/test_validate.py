@@ -171,9 +171,3 @@ def test_validate_does_not_modify_the_row():
     before = copy.deepcopy(row)
     validate(row, options=OPTIONS)
     assert row == before
-
-
-def test_every_code_is_documented_in_the_table():
-    doc = rows.__doc__
-    for code in REASON_CODES:
-        assert f"``{code}``" in doc, code

@@ -1,7 +1,10 @@
-"""``--format auto``: pick one format per file from its first records, and say why.
+"""``--format auto``: the format each row's shape shows (``classify``), and the file's main format
+from its first records (``detect_format``), said with why.
 
-Each sampled record votes for the format its shape shows; the file takes the most common vote
-(ties go to the earlier format in ``FORMATS`` order). Hermes wins over OpenAI/ShareGPT when a
+Each row is read by the format ``classify`` gives it, the file's main format when its shape shows
+none (pipeline.resolve_format): a merged file whose Hermes rows start at row 438 is read right.
+For the main format each sampled record votes; the most common vote wins (ties go to the earlier
+format in ``FORMATS`` order). Hermes wins over OpenAI/ShareGPT when a
 user, assistant or tool text holds ``<tool_call>``/``<tool_response>`` tags (system prompts are
 not looked at: Qwen's tool boilerplate mentions the tags there). A file where no record shows a
 known shape is read as OpenAI, and each of its rows is rejected for its own reason.

@@ -343,6 +343,7 @@ def _inline_safe(row: dict) -> bool:
             text = msg.get("reasoning_content", "") + msg.get("content", "")
             if (
                 "think>" in text
+                or "thinking>" in text
                 or "reasoning>" in text
                 or "answer>" in text
                 or not msg.get("content", "x").strip()

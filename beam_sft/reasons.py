@@ -10,8 +10,8 @@ BeamRow), ``validate`` (a BeamRow breaks a Beam rule), ``pipeline`` (conversion 
 
     python -m beam_sft.reasons --markdown     # the README section
 
->>> REASONS["too_long"].stage
-'encode'
+>>> REASONS["too_long"].stages
+('encode', 'verify')
 >>> "missing_reasoning" in REASON_CODES
 True
 """
@@ -26,8 +26,12 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Reason:
     code: str
-    stage: str
+    stages: tuple[str, ...]  # where the code is given; most codes have one stage
     meaning: str
+
+    @property
+    def stage(self) -> str:
+        return ", ".join(self.stages)
 
 
 STAGES: tuple[str, ...] = ("read", "convert", "validate", "pipeline", "encode", "verify")
@@ -112,12 +116,22 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("unreadable_reject_line", "verify", "a line of rejects.jsonl is not a JSON record"),
 )
 
-REASONS: dict[str, Reason] = {code: Reason(code, stage, meaning) for code, stage, meaning in _TABLE}
+# The verify stage's own "too_long" rule shares the encoder's code: one meaning, given at both stages.
+_ALSO = {"too_long": ("verify",)}
+REASONS: dict[str, Reason] = {
+    code: Reason(code, (stage, *_ALSO.get(code, ())), meaning) for code, stage, meaning in _TABLE
+}
 # code -> meaning, the shape older callers read.
 REASON_CODES: dict[str, str] = {code: r.meaning for code, r in REASONS.items()}
 
-# The verify stage's own "too_long" rule shares the encode code: one meaning, flagged at both stages.
-_SHARED = {"too_long": "encode, verify"}
+
+def codes(stage: str) -> tuple[str, ...]:
+    """The codes given at ``stage``.
+
+    >>> "too_long" in codes("verify") and "too_long" in codes("encode")
+    True
+    """
+    return tuple(code for code, r in REASONS.items() if stage in r.stages)
 
 
 def markdown() -> str:
@@ -125,7 +139,7 @@ def markdown() -> str:
     lines = ["| code | stage | meaning |", "|---|---|---|"]
     for reason in REASONS.values():
         meaning = reason.meaning.replace("|", "\\|")
-        lines.append(f"| `{reason.code}` | {_SHARED.get(reason.code, reason.stage)} | {meaning} |")
+        lines.append(f"| `{reason.code}` | {reason.stage} | {meaning} |")
     return "\n".join(lines) + "\n"
 
 

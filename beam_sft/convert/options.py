@@ -102,10 +102,17 @@ def options_from_dict(data: dict[str, Any] | None, path: str = "convert") -> Con
     """
     from beam_sft.config_utils import from_dict
 
+    from beam_sft.errors import ConfigError
+
     data = dict(data or {})
     if COLUMN_MAP_DEPRECATED in data:
         old = data.pop(COLUMN_MAP_DEPRECATED) or {}
         print(f"beam-sft: {path}.column_map is deprecated: write {path}.columns", file=sys.stderr)
         if isinstance(old, dict):
             data["columns"] = {**old, **(data.get("columns") or {})}
-    return from_dict(ConvertOptions, data, path)
+    try:
+        return from_dict(ConvertOptions, data, path)
+    except ConfigError as exc:  # a value check of __post_init__ knows only its own key
+        if not path or exc.path.startswith(path):
+            raise
+        raise ConfigError(f"{path}.{exc.path}", str(exc)[len(exc.path) + 2 :]) from None

@@ -184,6 +184,8 @@ class SourceConversion:
         self.source = str(path) if source is None else source
         self.auto = format == "auto"
         self._path = str(path)
+        # The files a directory source reads, and those it does not (named, never passed over).
+        self.files, self.skipped = expand_source(path)
         self._records = iter_located(path)
         self._head: list[tuple[str, int, Any]] = []
         if self.auto:
@@ -196,6 +198,8 @@ class SourceConversion:
                 self.detection += "; each row read by its own shape"
         else:
             self.format, self.detection = format, f"{format}: given"
+        if self.skipped:
+            self.detection += f"; skipped {len(self.skipped)} file(s) that are not data files"
         self.summary = SourceSummary(self.source, self.format, self.detection)
 
     def _label(self, file: str) -> str:

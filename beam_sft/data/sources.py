@@ -367,7 +367,10 @@ def _iter_parquet(path: Path) -> Iterator[Any]:
 def _iter_saved_dataset(path: Path) -> Iterator[Any]:
     import datasets
 
-    ds = datasets.load_from_disk(str(path))
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a broken or foreign folder
+        raise BeamError(f"{path}: not a readable datasets folder ({type(exc).__name__}: {exc})") from None
     if isinstance(ds, datasets.DatasetDict):
         if len(ds) != 1:
             raise BeamError(f"{path}: a DatasetDict with splits {sorted(ds)}; point at one split's directory")

@@ -336,3 +336,17 @@ def test_also_the_reasons_table_renders_from_report_data():
     text = sources_table({"a.jsonl": {"format": "openai", "read": 3, "kept": 0,
                                       "rejected": {"missing_reasoning": 3}}})
     assert "missing_reasoning=3" in text and text.splitlines()[-1].startswith("TOTAL")
+
+
+def test_1_and_6_the_same_rules_hold_for_sharegpt_containers_and_transcripts():
+    share = {"conversations": [{"from": "human", "value": "hi"},
+                               {"from": "gpt", "value": "A: <think>plan</think>\n" + CALL_F}], "tools": [F]}
+    turn = auto(share)["messages"][1]
+    assert turn["reasoning_content"] == "A:\n\nplan" and turn["tool_calls"][0]["function"]["name"] == "f"
+    assert code(convert_row(share, format="sharegpt", options=OPTIONS)) == "interleaved_reasoning"
+    transcript = ("SYSTEM: s\nUSER: remind me\nASSISTANT:\n<think>plan</think>\n" + CALL_F
+                  + "\nI have set the reminder.")
+    assert code(convert_row(transcript, format="hermes", options=LOOSE)) == "text_after_tool_call"
+    kept = convert_row(transcript, format="hermes", options=ConvertOptions(require_declared_tools=False,
+                                                                           text_after_tool_call="drop"))
+    assert kept["messages"][-1]["reasoning_content"] == "plan" and kept["meta"]["notes"]

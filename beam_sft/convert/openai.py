@@ -54,6 +54,7 @@ from beam_sft.convert.tools import (
     same_calls,
 )
 
+
 def convert_openai(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
     """One OpenAI-style row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
     return convert_with(read_openai_row, raw, options=options)

@@ -14,8 +14,7 @@ from __future__ import annotations
 import sys
 import typing
 from dataclasses import dataclass, field
-from typing import Any
-from typing import Literal
+from typing import Any, Literal
 
 FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony")
 MissingReasoning = Literal["drop", "truncate", "unmask"]
@@ -101,7 +100,6 @@ def options_from_dict(data: dict[str, Any] | None, path: str = "convert") -> Con
     'dialog'
     """
     from beam_sft.config_utils import from_dict
-
     from beam_sft.errors import ConfigError
 
     data = dict(data or {})

@@ -30,9 +30,8 @@ would train on a conversation the annotator never saw.
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 from beam_sft.convert.reasoning import REASONING_FIELDS
 from beam_sft.convert.rows import Rejection

@@ -29,7 +29,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from beam_sft.convert.assemble import add_call_turn, convert_with, missing_content, parse_envelope, read_call_value
+from beam_sft.convert.assemble import (
+    add_call_turn,
+    convert_with,
+    missing_content,
+    parse_envelope,
+    read_call_value,
+)
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import (
     ROLE_ALIASES,

@@ -6,8 +6,7 @@ import copy
 
 import pytest
 
-from beam_sft.convert import ConvertOptions, convert_row, rows, validate
-from beam_sft.convert.rows import REASON_CODES
+from beam_sft.convert import ConvertOptions, convert_row, validate
 
 OPTIONS = ConvertOptions()
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from beam_sft.reasons import REASONS
+
 
 class BeamError(Exception):
     """Base class: every error beam-sft raises on purpose derives from it."""
@@ -35,8 +37,6 @@ class Rejection(BeamError):
 
     def __init__(self, code: str, message: str, raw: Any = None, *, source: str | None = None,
                  row: int | None = None):
-        from beam_sft.reasons import REASONS
-
         if code not in REASONS:
             raise ValueError(f"unknown reason code {code!r} (add it to beam_sft/reasons.py)")
         self.code = code
@@ -53,8 +53,6 @@ class Rejection(BeamError):
 
     @property
     def stage(self) -> str:
-        from beam_sft.reasons import REASONS
-
         return REASONS[self.code].stage
 
     def at(self, *, source: str | None, row: int | None, raw: Any) -> Rejection:

@@ -67,9 +67,20 @@ def _with_tags(turns: list, role_key: str, content_key: str, plain: str) -> str:
         if not isinstance(turn, dict) or turn.get(role_key) == "system":
             continue
         content = turn.get(content_key)
+        if isinstance(content, list):  # content parts: their text counts too
+            content = "".join(_part_text(p) for p in content)
         if isinstance(content, str) and any(tag in content for tag in _HERMES_TAGS):
             return "hermes"
     return plain
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict):
+        value = part.get("text", part.get("value"))
+        return value if isinstance(value, str) else ""
+    return ""
 
 
 def detect_format(records: Iterable[Any], columns: ColumnMap) -> tuple[str, str]:

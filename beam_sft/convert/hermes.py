@@ -33,7 +33,7 @@ from typing import Any
 from beam_sft.convert.assemble import finish_row, parse_envelope
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import reject_media
+from beam_sft.convert.parts import canonical_role, reject_media
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.sharegpt import read_sharegpt_row
 from beam_sft.convert.tools import parse_tool_call, parse_xml_function
@@ -41,7 +41,6 @@ from beam_sft.convert.tools import parse_tool_call, parse_xml_function
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
 _RESPONSE_RE = re.compile(r"<tool_response>(?P<body>.*?)</tool_response>", re.DOTALL)
 _SPEAKER_RE = re.compile(r"^(SYSTEM|USER|ASSISTANT|TOOL):[ \t]*", re.MULTILINE)
-_SPEAKERS = {"SYSTEM": "system", "USER": "user", "ASSISTANT": "assistant", "TOOL": "tool"}
 # Python literals deeper than this are not parsed (ast recursion on hostile input).
 _MAX_LITERAL_CHARS = 100_000
 
@@ -98,7 +97,7 @@ def read_transcript(text: str) -> list[dict]:
     drafts = []
     for head, nxt in zip(heads, heads[1:] + [None], strict=True):
         body = text[head.end() : nxt.start() if nxt else len(text)].strip()
-        role = _SPEAKERS[head.group(1)]
+        role = canonical_role(head.group(1), f"transcript turn {len(drafts)}")  # the one alias table
         draft: dict[str, Any] = {"role": role, "content": body}
         if role == "assistant":
             draft.update(reasoning=[], tool_calls=[], weight=None)

@@ -59,8 +59,14 @@ FORMAT_CONVERTERS: dict[str, str] = {
 
 
 def resolve_format(raw: Any, options: ConvertOptions, default: str = "openai") -> str:
-    """The format one row's shape shows (detect.classify), else ``default`` (the file's main one)."""
-    return classify(raw, options.columns) or default
+    """The format one row's shape shows (detect.classify), else ``default`` (the file's main one).
+
+    Never raises: a row whose shape cannot even be looked at is read by ``default``, which rejects it.
+    """
+    try:
+        return classify(raw, options.columns) or default
+    except Exception:  # classify is a heuristic over arbitrary JSON; the converter has the last word
+        return default
 
 
 def check_record(raw: Any) -> tuple[str, str] | None:

@@ -8,7 +8,8 @@ import json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.convert import CONVERTERS, ConvertOptions, Rejection, validate
+from beam_sft.convert import CONVERTERS, ConvertOptions, Rejection, check_record, convert_row, validate
+from beam_sft.convert.detect import classify
 from beam_sft.convert.openai import convert_openai
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import REASON_CODES
@@ -273,6 +274,10 @@ OPTION_SETS = [
 
 def _never_raises(raw, options: ConvertOptions) -> None:
     before = copy.deepcopy(raw)
+    classify(raw, options.columns)  # the per-row format guess runs outside any converter's guard
+    check_record(raw)
+    auto = convert_row(raw, format="auto", options=options, source="s", row=0)
+    assert isinstance(auto, Rejection) and auto.code in REASON_CODES or isinstance(auto, dict)
     for name, converter in CONVERTERS.items():
         result = converter(raw, options=options)
         assert repr(raw) == repr(before), f"{name} modified its input"

@@ -199,3 +199,20 @@ def test_directories_skip_hidden_entries_and_name_other_files(tmp_path):
         (str(tmp_path / "sub" / "b.jsonl"), 1, {"b": 2}),
     ]
     assert [i for i, _ in records(tmp_path)] == [0, 1, 2]  # iter_records keeps one running index
+
+
+def test_raw_lines_match_the_records_and_never_hold_invalid_text(tmp_path):
+    from beam_sft.convert import ConvertOptions, convert_row
+
+    path = tmp_path / "a.jsonl"
+    good = b'{"messages": [{"role": "user", "content": "q"}]}'
+    path.write_bytes(b"\xef\xbb\xbf" + good + b"\n\n" + good.replace(b'"q"', b'"\xff"') + b"\n{bad \xff\n")
+    raw = list(sources.iter_raw_lines(path))
+    assert [i for i, _, _ in raw] == [i for i, _ in records(path)] == [0, 1, 2]
+    for _, text, _ in raw:
+        text.encode("utf-8")  # an Arrow string column can hold it
+    assert raw[0] == (0, good.decode(), "")
+    value = json.loads(raw[1][1])
+    assert value == records(path)[1][1]  # the same lone surrogates as the decoding reader gives
+    assert convert_row(value, format="openai", options=ConvertOptions()).code == "invalid_text"
+    assert raw[2][2].startswith("not valid JSON") and "\\xff" in raw[2][1]

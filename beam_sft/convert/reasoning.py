@@ -1,8 +1,8 @@
 """Reasoning extraction: one reasoning text per assistant turn, from whichever carrier the source used.
 
 Carriers, in the order they are read: the message fields ``reasoning_content``, ``reasoning`` and
-``thinking``; content parts typed ``reasoning``/``thinking`` (read by the part reader); and an
-inline ``<think>...</think>`` or ``<reasoning>...</reasoning>`` block at the start of the content.
+``thinking``; content parts typed ``reasoning``/``thinking`` (read by the part reader); and
+inline ``<think>``/``<thinking>``/``<reasoning>`` blocks anywhere in the content (below).
 Carriers that are present must agree (after the whitespace rule below), or the row is rejected
 with ``conflicting_reasoning``.
 
@@ -20,8 +20,9 @@ Whitespace (deliberate)
    becomes the stripped text inside it.
 4. Carriers agree when their stripped texts are equal; the first carrier's text is kept (fields
    come before parts, parts before inline tags).
-5. Text beside tool calls that goes to the reasoning (``tool_call_content='reasoning'``) is
-   stripped and appended after a blank line.
+5. Text said before tool calls that goes to the reasoning (``tool_call_content='reasoning'``) is
+   stripped and kept in its place among the inline blocks, a blank line apart (after an explicit
+   reasoning field, it follows the field).
 
 Inline tags
 -----------

@@ -108,7 +108,7 @@ def _escaped(raw: Any) -> Any:
     return json.dumps(raw, ensure_ascii=True, default=repr)
 
 
-MISSING_REASONING_CAUSE = "because {n} trained turn(s) had no reasoning (missing_reasoning={policy})"
+MISSING_REASONING_CAUSE = "because trained turns had no reasoning (missing_reasoning={policy})"
 
 
 def convert_row(
@@ -166,8 +166,8 @@ def _explain_no_trained_turn(rejection: Rejection, converted: BeamRow, options: 
             and is_trained(m) and not has_reasoning(m))
     if not n:
         return rejection
-    cause = MISSING_REASONING_CAUSE.format(n=n, policy=options.missing_reasoning)
-    return Rejection("no_trained_turn", f"{rejection.message}, {cause}")
+    cause = MISSING_REASONING_CAUSE.format(policy=options.missing_reasoning)
+    return Rejection("no_trained_turn", f"{rejection.message}, {cause}: {n} turn(s)")
 
 
 class SourceConversion:
@@ -216,7 +216,8 @@ class SourceConversion:
             fmt = resolve_format(raw, self.options, self.format) if self.auto else self.format
             result = convert_row(raw, format=fmt, options=self.options, source=self._label(file), row=index)
             if isinstance(result, Rejection):
-                self.summary.count_rejected(result.code, fmt)
+                cause = MISSING_REASONING_CAUSE.format(policy=self.options.missing_reasoning)
+                self.summary.count_rejected(result.code, fmt, cause if cause in result.message else None)
                 if result.code == "unreadable_rest":
                     self.summary.unreadable = (raw.byte, raw.more)
             else:

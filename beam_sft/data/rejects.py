@@ -40,6 +40,7 @@ class SourceSummary:
     rejected: Counter[str] = field(default_factory=Counter)
     formats: Counter[str] = field(default_factory=Counter)
     notes: Counter[str] = field(default_factory=Counter)
+    causes: Counter[str] = field(default_factory=Counter)  # "code: why" for rejections worth explaining
     unreadable: tuple[int | None, int | None] | None = None
 
     def count_kept(self, format: str | None = None, notes: Mapping[str, int] | None = None) -> None:
@@ -50,11 +51,13 @@ class SourceSummary:
         if notes:
             self.notes.update(notes)
 
-    def count_rejected(self, code: str, format: str | None = None) -> None:
+    def count_rejected(self, code: str, format: str | None = None, cause: str | None = None) -> None:
         self.read += 1
         self.rejected[code] += 1
         if format:
             self.formats[format] += 1
+        if cause:
+            self.causes[f"{code} {cause}"] += 1
 
     @property
     def n_rejected(self) -> int:
@@ -89,6 +92,7 @@ class SourceSummary:
             out.append(f"{self.source}: unreadable from byte {byte} ({about}), counted as one unreadable_rest")
         if self.notes:
             out.append(f"{self.source}: notes " + _reasons(self.notes))
+        out.extend(f"{self.source}: {n} rejected {cause}" for cause, n in sorted(self.causes.items()))
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -104,6 +108,8 @@ class SourceSummary:
         }
         if self.notes:
             out["notes"] = dict(sorted(self.notes.items()))
+        if self.causes:
+            out["causes"] = dict(sorted(self.causes.items()))
         if self.unreadable:
             out["unreadable"] = {"byte": self.unreadable[0], "about_more_records": self.unreadable[1]}
         if self.empty:

@@ -325,6 +325,14 @@ def test_also_no_trained_turn_says_missing_reasoning_is_why(policy):
     assert "had no reasoning" in result.message and f"missing_reasoning={policy}" in result.message
 
 
+def test_also_the_table_says_missing_reasoning_is_why_nothing_is_trained(tmp_path):
+    src = _write(tmp_path / "a.jsonl", [{"messages": [{"role": "user", "content": "q"},
+                                                      {"role": "assistant", "content": "a"}]}] * 2)
+    table = convert_files([src], options=ConvertOptions(missing_reasoning="unmask")).table()
+    assert "no_trained_turn=2" in table
+    assert "2 rejected no_trained_turn because trained turns had no reasoning (missing_reasoning=unmask)" in table
+
+
 def test_also_the_column_mapping_is_columns_and_column_map_is_read_with_a_warning(capsys):
     from beam_sft.convert.options import options_from_dict
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from beam_sft.reasons import REASONS
+
 
 class BeamError(Exception):
     """Base class: every error beam-sft raises on purpose derives from it."""
@@ -15,16 +19,73 @@ class ConfigError(BeamError):
         super().__init__(f"{path}: {message}" if path else message)
 
 
-class RowError(BeamError):
-    """A data row breaks a rule. ``code`` is the stable reason code written to rejects.jsonl."""
+class Rejection(BeamError):
+    """Why a row is not kept: the one type for it in every stage (convert, validate, encode, verify).
 
-    def __init__(self, code: str, message: str, *, source: str | None = None, row: int | None = None):
+    It is a value (converters return it, ``rejects.jsonl`` stores ``to_json()``) and an exception
+    (raised inside a reader or an encoder to abandon the row; the caller catches it and records
+    it). ``code`` must be in the one table, ``beam_sft.reasons.REASONS``.
+
+    >>> r = Rejection("missing_reasoning", "messages[2] has no reasoning")
+    >>> r.at(source="a.jsonl", row=3, raw={"x": 1}).to_json()["row"]
+    3
+    >>> Rejection("no_such_code", "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown reason code 'no_such_code' (add it to beam_sft/reasons.py)
+    """
+
+    def __init__(self, code: str, message: str, raw: Any = None, *, source: str | None = None,
+                 row: int | None = None):
+        if code not in REASONS:
+            raise ValueError(f"unknown reason code {code!r} (add it to beam_sft/reasons.py)")
         self.code = code
-        self.detail = message
+        self.message = message
+        self.raw = raw
         self.source = source
         self.row = row
         where = f"{source}:{row}: " if source is not None else ""
         super().__init__(f"{where}[{code}] {message}")
+
+    @property
+    def detail(self) -> str:
+        return self.message
+
+    @property
+    def stage(self) -> str:
+        return REASONS[self.code].stage
+
+    def at(self, *, source: str | None, row: int | None, raw: Any) -> Rejection:
+        """The same rejection, placed: source, row index and the raw row."""
+        return Rejection(self.code, self.message, raw, source=source, row=row)
+
+    def to_json(self) -> dict[str, Any]:
+        """The rejects.jsonl record: source, row index, reason code, message and the raw row."""
+        return {"source": self.source, "row": self.row, "code": self.code, "message": self.message,
+                "raw": self.raw}
+
+    def _key(self) -> tuple:
+        return (self.code, self.message, repr(self.raw), self.source, self.row)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Rejection) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Rejection({self.code!r}, {self.message!r}, source={self.source!r}, row={self.row!r})"
+
+    def __reduce__(self):  # pickles across worker processes with its keyword fields
+        return (_rebuild_rejection, (self.code, self.message, self.raw, self.source, self.row))
+
+
+def _rebuild_rejection(code, message, raw, source, row) -> Rejection:
+    return Rejection(code, message, raw, source=source, row=row)
+
+
+# The name the encoder and the Harmony parser use; the same class.
+RowError = Rejection
 
 
 class TokenizerError(BeamError):

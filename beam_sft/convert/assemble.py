@@ -5,8 +5,11 @@ pairs still to be merged). ``finish_row`` then, in order:
 
 1. takes a ``<tools>`` block out of the leading system prompt(s) (``system_tools``); a system
    message that held nothing else is dropped (its content is now the row's ``tools``);
-2. settles each assistant turn's reasoning (fields, parts, inline tags: see reasoning.py), strips
-   ``<answer>`` tags, and applies ``tool_call_content`` to text beside calls;
+2. settles each assistant turn's reasoning (fields, parts, inline tags anywhere in the text: see
+   reasoning.py), strips ``<answer>`` tags, and applies ``tool_call_content`` to text said before
+   the calls (kept in its order with the reasoning blocks) and ``text_after_tool_call`` to text
+   said after the first call (never moved before it: rejected, or dropped and noted in
+   ``meta.notes``);
 3. splits a tool message that holds a JSON list of ``{tool_call_id?, name?, content}`` results
    (LLaMA-Factory's parallel results) into one message per result;
 4. gives every call without an id the id ``call_<n>`` (n counts the row's calls from 0), and
@@ -27,23 +30,58 @@ from collections.abc import Callable
 from typing import Any
 
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.reasoning import merge_reasoning, split_inline_reasoning, strip_answer_tags
-from beam_sft.convert.rows import BeamRow, Reject, Rejection
-from beam_sft.convert.tools import extract_system_tools, merge_tools
+from beam_sft.convert.parts import reject_media
+from beam_sft.convert.reasoning import merge_reasoning, read_inline, split_inline_reasoning, strip_answer_tags
+from beam_sft.convert.rows import BeamRow, Rejection
+from beam_sft.convert.tools import extract_system_tools, merge_tools, parse_json_text, parse_tool_call
 
 _ENVELOPE_KEYS = frozenset({"tool_call_id", "name", "content"})
 
-# A converter's reader: one raw row -> (draft messages, tools, template kwargs), or it raises Reject.
+# A converter's reader: one raw row -> (draft messages, tools, template kwargs), or it raises a Rejection.
 RowReader = Callable[[Any, ColumnMap], tuple[list[dict], list[dict], dict | None]]
 
 
 def convert_with(read_row: RowReader, raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
-    """``read_row`` then ``finish_row``: a BeamRow (without ``meta``) or, on a Reject, its Rejection."""
+    """``read_row`` then ``finish_row``: a BeamRow (without ``meta``) or the Rejection it raised."""
     try:
+        reject_media(raw)
         drafts, tools, kwargs = read_row(raw, options.columns)
         return finish_row(drafts, tools=tools, kwargs=kwargs, options=options)
-    except Reject as exc:
-        return exc.rejection
+    except Rejection as exc:
+        return exc
+
+
+def missing_content(msg: dict, where: str, role: str) -> Rejection:
+    """A user/system/tool message whose text is null or absent (a misspelled key included)."""
+    keys = ", ".join(repr(k) for k in msg) or "none"
+    return Rejection("missing_content", f"{where} ({role}) has no content (keys: {keys})")
+
+
+def read_call_value(value: Any, where: str) -> list[dict]:
+    """The calls of a call turn (ShareGPT ``function_call``): a JSON string or object, or a list."""
+    if isinstance(value, str):
+        value = parse_json_text(value, where)
+    items = value if isinstance(value, list) else [value]
+    if not items:
+        raise Rejection("malformed_tool_call", f"{where} holds no call")
+    return [
+        parse_tool_call(c, f"{where}[{j}]" if isinstance(value, list) else where) for j, c in enumerate(items)
+    ]
+
+
+def add_call_turn(drafts: list[dict], calls: list[dict], reasoning: list, weight: int | None, where: str) -> None:
+    """Calls join the assistant draft just before them (the same speaker said the text and made
+    the calls), else start a new assistant draft."""
+    last = drafts[-1] if drafts else None
+    if last is not None and last["role"] == "assistant" and not last.get("text_after_calls"):
+        if weight is not None and last["weight"] is not None and weight != last["weight"]:
+            raise Rejection("bad_weight", f"{where}: the call and the text of one turn have different weights")
+        last["tool_calls"] = last["tool_calls"] + calls
+        last["reasoning"] = last["reasoning"] + reasoning
+        last["weight"] = last["weight"] if last["weight"] is not None else weight
+    else:
+        drafts.append({"role": "assistant", "content": None, "reasoning": reasoning, "tool_calls": calls,
+                       "weight": weight})
 
 
 def finish_row(
@@ -57,9 +95,10 @@ def finish_row(
     {'messages': [{'role': 'user', 'content': '2+2?'}, {'role': 'assistant', 'reasoning_content': 'Add.', 'content': '4'}]}
     """
     if not drafts:
-        raise Reject("malformed_row", "the conversation has no messages")
+        raise Rejection("malformed_row", "the conversation has no messages")
     prompt_tools: list[dict] = []
     messages: list[dict] = []
+    notes: dict[str, int] = {}
     leading = True
     for i, draft in enumerate(drafts):
         role = draft["role"]
@@ -72,7 +111,7 @@ def finish_row(
             prompt_tools.extend(found)
             draft = {**draft, "content": text}
         if role == "assistant":
-            messages.append(_finish_assistant(draft, f"messages[{i}]", options))
+            messages.append(_finish_assistant(draft, f"messages[{i}]", options, notes))
         elif role == "tool":
             messages.extend(_split_results(draft))
         else:
@@ -85,26 +124,44 @@ def finish_row(
         row["tools"] = all_tools
     if kwargs is not None:
         row["chat_template_kwargs"] = kwargs
+    if notes:
+        row["meta"] = {"notes": notes}
     return row
 
 
-def _finish_assistant(draft: dict, where: str, options: ConvertOptions) -> dict:
+def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: dict[str, int]) -> dict:
     carriers = list(draft.get("reasoning") or [])
     content = draft.get("content")
-    if content:
-        inline, content = split_inline_reasoning(content)
-        if inline is not None:
-            carriers.append(("inline tag", inline))
-        if options.strip_answer_tags:
-            content = strip_answer_tags(content)
-    reasoning = merge_reasoning(carriers)
     calls = draft.get("tool_calls") or []
-    if calls and content and content.strip():
-        if options.tool_call_content == "reject":
-            raise Reject("content_with_tool_calls", f"{where} has text beside its tool calls")
-        extra = content.strip()
-        reasoning = f"{reasoning}\n\n{extra}" if reasoning else extra
+    late = draft.get("text_after_calls")
+    if late is not None and late.strip():
+        if not calls:  # text after calls that were not read as calls: a reader bug, never trained
+            raise Rejection("tool_call_markup_in_text", f"{where} has text after calls it does not hold")
+        if options.text_after_tool_call == "reject":
+            raise Rejection("text_after_tool_call", f"{where} has text after its tool call(s): {late.strip()[:60]!r}")
+        notes["text_after_tool_call_dropped"] = notes.get("text_after_tool_call_dropped", 0) + 1
+    said_before_calls: str | None = None
+    if content and calls:
+        inline = read_inline(content)
+        carriers.append(("inline tag", inline.blocks()))
+        said_before_calls = inline.text()
+        if said_before_calls is not None and options.tool_call_content == "reject":
+            raise Rejection("content_with_tool_calls", f"{where} has text beside its tool calls")
+        explicit = merge_reasoning(carriers[:-1])
+        reasoning = merge_reasoning(carriers)
+        if said_before_calls is not None:
+            # Everything said before the calls is analysis: with no explicit reasoning field, the
+            # blocks and the text keep their order; after an explicit field, the text follows it.
+            reasoning = f"{explicit}\n\n{said_before_calls}" if explicit else inline.in_order()
         content = None
+    else:
+        if content:
+            inline_reasoning, content = split_inline_reasoning(content)
+            if inline_reasoning is not None:
+                carriers.append(("inline tag", inline_reasoning))
+            if options.strip_answer_tags:
+                content = strip_answer_tags(content)
+        reasoning = merge_reasoning(carriers)
     out: dict[str, Any] = {"role": "assistant"}
     if reasoning is not None:
         out["reasoning_content"] = reasoning

@@ -1,13 +1,31 @@
-"""``beam-sft convert INPUT... -o rows.jsonl --rejects rejects.jsonl``: sources -> BeamRows."""
+"""``beam-sft convert INPUT... -o rows.jsonl --rejects rejects.jsonl``: sources -> BeamRows.
+
+Choices come from the option types (``ConvertOptions``), not restated here. Exit status: 0 when
+rows were kept and every limit held; 1 when nothing was kept (an empty source, or a ``--format``
+that fits no row) or a source exceeded ``--max-reject-rate``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from typing import Any
 
-FORMAT_CHOICES = ("auto", "openai", "sharegpt", "hermes", "harmony")
+from beam_sft.convert.options import FORMATS, MissingReasoning, TextAfterToolCall, ToolCallContent, choices
+
+FORMAT_CHOICES = ("auto", *FORMATS)
+
+
+def _rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a fraction between 0 and 1")
+    return value
 
 
 def register(subparsers: Any) -> None:
@@ -15,14 +33,15 @@ def register(subparsers: Any) -> None:
         "convert",
         help="convert chat datasets (OpenAI, ShareGPT, Hermes, Harmony) into BeamRows",
         description="Convert local JSONL/JSON/Parquet files into BeamRows (JSON Lines). Every input row ends in "
-        "the output or in the rejects file; a summary table per source goes to stdout.",
+        "the output or in the rejects file; a summary table per source (each file of a directory its own) "
+        "goes to stdout.",
     )
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories, one source each")
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories (each file its own source)")
     parser.add_argument(
         "--format",
         choices=FORMAT_CHOICES,
         default="auto",
-        help="source format; auto decides per file from its first rows (default: auto)",
+        help="source format; auto reads each row by the format its shape shows (default: auto)",
     )
     parser.add_argument("-o", "--output", required=True, help="where to write the BeamRows (JSON Lines)")
     parser.add_argument(
@@ -30,23 +49,33 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--missing-reasoning",
-        choices=("drop", "truncate", "unmask"),
+        choices=choices(MissingReasoning),
         help="trained turns without reasoning: drop the row (default), truncate the conversation "
         "after the last reasoned turn, or unmask them (weight 0)",
     )
     parser.add_argument(
         "--tool-call-content",
-        choices=("reasoning", "reject"),
-        help="text beside tool calls: append it to the reasoning (default) or reject the row",
+        choices=choices(ToolCallContent),
+        help="text said before tool calls: append it to the reasoning (default) or reject the row",
+    )
+    parser.add_argument(
+        "--text-after-tool-call",
+        choices=choices(TextAfterToolCall),
+        help="text after a turn's tool call: reject the row (default) or drop the text (counted)",
     )
     parser.add_argument(
         "--allow-undeclared-tools", action="store_true", help="keep rows that call tools they do not declare"
     )
     parser.add_argument(
+        "--tokenizer",
+        help="reject text holding any added or special token of this tokenizer (other than the Harmony "
+        "markers): it would become a control token",
+    )
+    parser.add_argument(
         "--max-reject-rate",
-        type=float,
+        type=_rate,
         metavar="R",
-        help="exit non-zero when any source rejects more than this fraction of its rows",
+        help="exit non-zero when any source rejects more than this fraction (0..1) of its rows",
     )
     parser.add_argument("--config", help="YAML file of convert options (missing_reasoning, columns, ...)")
     parser.add_argument("--summary-json", help="also write the per-source summary as JSON")
@@ -54,17 +83,25 @@ def register(subparsers: Any) -> None:
 
 
 def build_options(args: argparse.Namespace):
-    from beam_sft.config_utils import from_dict, load_yaml
-    from beam_sft.convert.options import ConvertOptions
+    from beam_sft.config_utils import load_yaml
+    from beam_sft.convert.options import options_from_dict
 
     data: dict[str, Any] = load_yaml(args.config) if args.config else {}
     if args.missing_reasoning:
         data["missing_reasoning"] = args.missing_reasoning
     if args.tool_call_content:
         data["tool_call_content"] = args.tool_call_content
+    if getattr(args, "text_after_tool_call", None):
+        data["text_after_tool_call"] = args.text_after_tool_call
     if args.allow_undeclared_tools:
         data["require_declared_tools"] = False
-    return from_dict(ConvertOptions, data, "convert")
+    if getattr(args, "tokenizer", None):
+        from transformers import AutoTokenizer
+
+        from beam_sft.convert.validate import forbidden_tokens
+
+        data["forbidden_tokens"] = sorted(forbidden_tokens(AutoTokenizer.from_pretrained(args.tokenizer)))
+    return options_from_dict(data, "convert")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,6 +124,12 @@ def run(args: argparse.Namespace) -> int:
     if args.summary_json:
         with open(args.summary_json, "w", encoding="utf-8") as fh:
             json.dump(report.to_json(), fh, indent=2)
+    status = 0
+    if report.kept == 0:
+        empty = [s.source for s in report.sources if s.empty]
+        why = f"; empty: {', '.join(empty)}" if empty else ""
+        print(f"beam-sft convert: no row was kept ({report.read} read){why}", file=sys.stderr)
+        status = 1
     if args.max_reject_rate is not None:
         over = report.over_rate(args.max_reject_rate)
         for s in over:
@@ -96,5 +139,5 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         if over:
-            return 1
-    return 0
+            status = 1
+    return status

@@ -1,7 +1,10 @@
-"""``--format auto``: pick one format per file from its first records, and say why.
+"""``--format auto``: the format each row's shape shows (``classify``), and the file's main format
+from its first records (``detect_format``), said with why.
 
-Each sampled record votes for the format its shape shows; the file takes the most common vote
-(ties go to the earlier format in ``FORMATS`` order). Hermes wins over OpenAI/ShareGPT when a
+Each row is read by the format ``classify`` gives it, the file's main format when its shape shows
+none (pipeline.resolve_format): a merged file whose Hermes rows start at row 438 is read right.
+For the main format each sampled record votes; the most common vote wins (ties go to the earlier
+format in ``FORMATS`` order). Hermes wins over OpenAI/ShareGPT when a
 user, assistant or tool text holds ``<tool_call>``/``<tool_response>`` tags (system prompts are
 not looked at: Qwen's tool boilerplate mentions the tags there). A file where no record shows a
 known shape is read as OpenAI, and each of its rows is rejected for its own reason.
@@ -64,9 +67,20 @@ def _with_tags(turns: list, role_key: str, content_key: str, plain: str) -> str:
         if not isinstance(turn, dict) or turn.get(role_key) == "system":
             continue
         content = turn.get(content_key)
+        if isinstance(content, list):  # content parts: their text counts too
+            content = "".join(_part_text(p) for p in content)
         if isinstance(content, str) and any(tag in content for tag in _HERMES_TAGS):
             return "hermes"
     return plain
+
+
+def _part_text(part: Any) -> str:
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict):
+        value = part.get("text", part.get("value"))
+        return value if isinstance(value, str) else ""
+    return ""
 
 
 def detect_format(records: Iterable[Any], columns: ColumnMap) -> tuple[str, str]:

@@ -29,9 +29,9 @@ from typing import Any
 from beam_sft.convert.assemble import finish_row
 from beam_sft.convert.harmony_tools import parse_typescript_tools
 from beam_sft.convert.options import ConvertOptions
-from beam_sft.convert.rows import BeamRow, Reject, Rejection
+from beam_sft.convert.parts import reject_media
+from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import merge_tools, normalize_tools, parse_arguments
-from beam_sft.errors import RowError
 from beam_sft.harmony import markers
 from beam_sft.harmony.response import HarmonyMessage, parse_assistant_turn, split_harmony_messages
 
@@ -55,16 +55,17 @@ def convert_harmony(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection
     {'messages': [{'role': 'user', 'content': '2+2?'}, {'role': 'assistant', 'reasoning_content': 'Add.', 'content': '4'}]}
     """
     try:
+        reject_media(raw)
         text, given_tools = _read_row(raw, options)
         if text.endswith(_GENERATION_PROMPT):
             text = text[: -len(_GENERATION_PROMPT)]
         try:
             messages = split_harmony_messages(text)
-        except RowError as exc:
-            raise Reject("harmony_malformed", str(exc)) from None
+        except Rejection as exc:
+            raise Rejection("harmony_malformed", str(exc)) from None
         return _convert(messages, given_tools, options)
-    except Reject as exc:
-        return exc.rejection
+    except Rejection as exc:
+        return exc
 
 
 def _read_row(raw: Any, options: ConvertOptions) -> tuple[str, list[dict] | None]:
@@ -78,7 +79,7 @@ def _read_row(raw: Any, options: ConvertOptions) -> tuple[str, list[dict] | None
         if isinstance(text, str):
             tools = raw.get(options.columns.tools)
             return text, normalize_tools(tools, options.columns.tools) if tools is not None else None
-    raise Reject(
+    raise Rejection(
         "malformed_row",
         f"no Harmony transcript in the row (expected a string or a {options.columns.text!r} column)",
     )
@@ -114,7 +115,7 @@ def _convert(
         elif msg.recipient == "assistant":
             drafts.append({"role": "tool", "name": _bare(msg.author), "content": msg.body})
         else:
-            raise Reject("harmony_malformed", f"a message from {msg.author!r} to {msg.recipient!r}")
+            raise Rejection("harmony_malformed", f"a message from {msg.author!r} to {msg.recipient!r}")
     flush()
     return finish_row(
         drafts,
@@ -173,8 +174,8 @@ def _assistant(turn: list[HarmonyMessage], tools: list[dict], index: int) -> dic
     text = text[len(_GENERATION_PROMPT) :]
     try:
         parsed = parse_assistant_turn(text, tools or None, check_response_template=False)
-    except RowError as exc:
-        raise Reject("harmony_malformed", f"assistant turn {index}: {exc}") from None
+    except Rejection as exc:
+        raise Rejection("harmony_malformed", f"assistant turn {index}: {exc}") from None
     return {
         "role": "assistant",
         "content": parsed.get("content"),
@@ -191,7 +192,7 @@ def _gpt_oss_turn(turn: list[HarmonyMessage], index: int) -> dict:
     for msg in turn:
         if msg.recipient:
             if msg.constrain not in (None, "json"):
-                raise Reject(
+                raise Rejection(
                     "harmony_malformed", f"assistant turn {index}: arguments constrained to {msg.constrain!r}"
                 )
             args = parse_arguments(msg.body, f"assistant turn {index} call to {msg.recipient}")
@@ -201,7 +202,7 @@ def _gpt_oss_turn(turn: list[HarmonyMessage], index: int) -> dict:
         elif msg.channel == "final":
             content = msg.body
         else:
-            raise Reject("harmony_malformed", f"assistant turn {index}: channel {msg.channel!r}")
+            raise Rejection("harmony_malformed", f"assistant turn {index}: channel {msg.channel!r}")
     joined = "\n\n".join(r.strip() for r in reasoning if r.strip())
     return {
         "role": "assistant",

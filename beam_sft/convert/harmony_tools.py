@@ -112,7 +112,7 @@ def _split_union(text: str) -> list[str]:
     return parts
 
 
-_OBJECT_HEAD_RE = re.compile(r"^(?P<name>[^\s?:]+)(?P<opt>\??):(?:\s+// .*)?(?: (?P<brace>\{))?$")
+_OBJECT_HEAD_RE = re.compile(r"^(?P<name>[^\s?:]+)(?P<opt>\??):(?:\s+//.*)?(?: (?P<brace>\{))?$")
 
 
 def _parse_object(text: str) -> dict:
@@ -134,9 +134,15 @@ def _parse_object(text: str) -> dict:
                 comments.append(text_)
             continue
         head = _OBJECT_HEAD_RE.match(line)
-        if head is not None and (head["brace"] or (i < len(lines) and lines[i].strip() == "{")):
+        # An object's description is written after the head ("C:     // text") and then "{" on
+        # its own line; a description holding line breaks puts its other lines in between.
+        brace_at = i
+        if head is not None and not head["brace"] and "//" in line:
+            while brace_at < len(lines) and lines[brace_at].strip() != "{":
+                brace_at += 1
+        if head is not None and (head["brace"] or (brace_at < len(lines) and lines[brace_at].strip() == "{")):
             if not head["brace"]:
-                i += 1  # the "{" line
+                i = brace_at + 1  # past the "{" line
             depth, block = 1, []
             while i < len(lines) and depth:
                 inner = lines[i]

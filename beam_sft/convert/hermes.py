@@ -7,8 +7,9 @@
 - ``<tool_call>BODY</tool_call>`` blocks in assistant text become tool calls. BODY is a JSON
   object ``{"name", "arguments"}`` (any key order, any line breaks), a Python-literal dict
   (hermes-function-calling-v1's single quotes), or a Qwen3-coder ``<function=...>`` call. The
-  text left around the blocks is the turn's content (so ``<think>`` before the calls becomes
-  reasoning, and other text follows ``tool_call_content``).
+  text before the first block is the turn's content (so ``<think>`` before the calls becomes
+  reasoning, and other text follows ``tool_call_content``); text after the first block follows
+  ``text_after_tool_call`` (it is never moved before the call).
 - A user or tool message made only of ``<tool_response>...</tool_response>`` blocks becomes one
   tool message per block (inner text stripped; a JSON ``{"name", "content"}`` envelope
   unwrapped). Blocks mixed with other text: ``tool_response_mixed``.
@@ -32,14 +33,14 @@ from typing import Any
 from beam_sft.convert.assemble import finish_row, parse_envelope
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.rows import BeamRow, Reject, Rejection
+from beam_sft.convert.parts import canonical_role, reject_media
+from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.sharegpt import read_sharegpt_row
 from beam_sft.convert.tools import parse_tool_call, parse_xml_function
 
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
 _RESPONSE_RE = re.compile(r"<tool_response>(?P<body>.*?)</tool_response>", re.DOTALL)
 _SPEAKER_RE = re.compile(r"^(SYSTEM|USER|ASSISTANT|TOOL):[ \t]*", re.MULTILINE)
-_SPEAKERS = {"SYSTEM": "system", "USER": "user", "ASSISTANT": "assistant", "TOOL": "tool"}
 # Python literals deeper than this are not parsed (ast recursion on hostile input).
 _MAX_LITERAL_CHARS = 100_000
 
@@ -47,6 +48,7 @@ _MAX_LITERAL_CHARS = 100_000
 def convert_hermes(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
     """One Hermes-style row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
     try:
+        reject_media(raw)
         transcript = transcript_text(raw, options.columns)
         if transcript is not None:
             drafts, tools, kwargs = read_transcript(transcript), [], None
@@ -55,8 +57,8 @@ def convert_hermes(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
         else:
             drafts, tools, kwargs = read_openai_row(raw, options.columns)
         return finish_row(untag(drafts), tools=tools, kwargs=kwargs, options=options)
-    except Reject as exc:
-        return exc.rejection
+    except Rejection as exc:
+        return exc
 
 
 def transcript_text(raw: Any, columns: ColumnMap) -> str | None:
@@ -91,11 +93,11 @@ def read_transcript(text: str) -> list[dict]:
         text = text[:-3] if text.endswith("```") else text
     heads = list(_SPEAKER_RE.finditer(text))
     if not heads or text[: heads[0].start()].strip():
-        raise Reject("malformed_row", "the transcript does not start with SYSTEM:, USER: or ASSISTANT:")
+        raise Rejection("malformed_row", "the transcript does not start with SYSTEM:, USER: or ASSISTANT:")
     drafts = []
     for head, nxt in zip(heads, heads[1:] + [None], strict=True):
         body = text[head.end() : nxt.start() if nxt else len(text)].strip()
-        role = _SPEAKERS[head.group(1)]
+        role = canonical_role(head.group(1), f"transcript turn {len(drafts)}")  # the one alias table
         draft: dict[str, Any] = {"role": role, "content": body}
         if role == "assistant":
             draft.update(reasoning=[], tool_calls=[], weight=None)
@@ -111,9 +113,9 @@ def untag(drafts: list[dict]) -> list[dict]:
         content = draft.get("content") or ""
         if draft["role"] == "assistant" and "<tool_call>" in content:
             if draft.get("tool_calls"):
-                raise Reject("conflicting_tool_calls", f"{where} has tool_calls and <tool_call> tags")
-            text, calls = _take_calls(content, where)
-            out.append({**draft, "content": text, "tool_calls": calls})
+                raise Rejection("conflicting_tool_calls", f"{where} has tool_calls and <tool_call> tags")
+            text, after, calls = _take_calls(content, where)
+            out.append({**draft, "content": text, "tool_calls": calls, "text_after_calls": after})
         elif draft["role"] in ("user", "tool") and "<tool_response>" in content:
             out.extend(_take_responses(content, where))
         else:
@@ -121,7 +123,8 @@ def untag(drafts: list[dict]) -> list[dict]:
     return out
 
 
-def _take_calls(content: str, where: str) -> tuple[str, list[dict]]:
+def _take_calls(content: str, where: str) -> tuple[str, str | None, list[dict]]:
+    """``(text before the first call, text after it (between and after the calls), calls)``."""
     calls = []
     pieces = []
     pos = 0
@@ -130,10 +133,10 @@ def _take_calls(content: str, where: str) -> tuple[str, list[dict]]:
         calls.append(parse_call_body(m["body"], f"{where} <tool_call> {len(calls)}"))
         pos = m.end()
     pieces.append(content[pos:])
-    text = "".join(pieces)
-    if "<tool_call>" in text or "</tool_call>" in text:
-        raise Reject("malformed_tool_call", f"{where} has an unclosed <tool_call>")
-    return text, calls
+    if any("<tool_call>" in p or "</tool_call>" in p for p in pieces):
+        raise Rejection("malformed_tool_call", f"{where} has an unclosed <tool_call>")
+    after = "".join(pieces[1:])
+    return pieces[0], (after if after.strip() else None), calls
 
 
 def parse_call_body(body: str, where: str) -> dict:
@@ -150,9 +153,9 @@ def parse_call_body(body: str, where: str) -> dict:
     except (ValueError, RecursionError):
         value = _literal(text)
         if value is None:
-            raise Reject("malformed_tool_call", f"{where} is neither JSON nor a Python dict") from None
+            raise Rejection("malformed_tool_call", f"{where} is neither JSON nor a Python dict") from None
     if not isinstance(value, dict):
-        raise Reject("malformed_tool_call", f"{where} is not an object")
+        raise Rejection("malformed_tool_call", f"{where} is not an object")
     return parse_tool_call(value, where)
 
 
@@ -170,10 +173,10 @@ def _take_responses(content: str, where: str) -> list[dict]:
     pos = 0
     for m in _RESPONSE_RE.finditer(content):
         if content[pos : m.start()].strip():
-            raise Reject("tool_response_mixed", f"{where} has text outside its <tool_response> blocks")
+            raise Rejection("tool_response_mixed", f"{where} has text outside its <tool_response> blocks")
         body = m["body"].strip()
         results.append(parse_envelope(body) or {"role": "tool", "content": body})
         pos = m.end()
     if content[pos:].strip():
-        raise Reject("tool_response_mixed", f"{where} has text outside its <tool_response> blocks")
+        raise Rejection("tool_response_mixed", f"{where} has text outside its <tool_response> blocks")
     return results

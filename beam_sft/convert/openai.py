@@ -10,12 +10,17 @@ Read shapes:
 - ``tool_calls`` with ``arguments`` as a dict or a JSON string, with or without ``id``/``type``;
   legacy ``function_call``; Qwen3-coder ``function_calls`` XML strings (used when there are no
   structured calls, checked against them when there are); ``tool_call`` content parts.
-- Roles system, developer, user, assistant, tool, and legacy ``function`` (a tool result).
-  ``tool_call_ids`` with one id is that id; with several, one message answers several calls,
-  which Beam cannot express (``tool_result_unmatched``).
+- Roles: the one alias table of parts.py (``function``/``observation`` are tool results,
+  ``function_call`` a call turn, ``bot``/``gpt`` the assistant, ...). ``tool_call_ids`` with one
+  id is that id; with several, one message answers several calls, which Beam cannot express
+  (``tool_result_unmatched``). A user or system message without content (null, or no such
+  key), and a tool message with no ``content`` key, are ``missing_content`` (a tool's explicit
+  null is an empty result).
+- ``tool_calls`` as a list, one object, a JSON string, or the empty placeholders ``""``/null/[].
 - Tools from the row's ``tools``/``functions`` columns and from ``tools``/``functions`` on a
   system or developer message; the row's ``chat_template_kwargs`` and ``reasoning_effort``.
-- Per-message ``weight``/``loss``/``train`` flags become ``weight``. Other keys are ignored.
+- Per-message ``weight``/``loss_weight``/``loss``/``train`` flags become ``weight``. Other keys
+  are ignored; media columns (``images``, ...) reject the row (``non_text_content``).
 
 >>> convert_openai({"messages": [
 ...     {"role": "user", "content": "Weather in Paris?"},
@@ -29,10 +34,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_sft.convert.assemble import convert_with
+from beam_sft.convert.assemble import add_call_turn, convert_with, missing_content, read_call_value
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import read_content, read_reasoning_fields, read_template_kwargs, read_weight
-from beam_sft.convert.rows import BeamRow, Reject, Rejection
+from beam_sft.convert.parts import (
+    canonical_role,
+    read_content,
+    read_reasoning_fields,
+    read_template_kwargs,
+    read_tool_calls,
+    read_weight,
+)
+from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import (
     merge_tools,
     normalize_tools,
@@ -41,15 +53,6 @@ from beam_sft.convert.tools import (
     parse_xml_function_calls,
     same_calls,
 )
-
-ROLES = {
-    "system": "system",
-    "developer": "developer",
-    "user": "user",
-    "assistant": "assistant",
-    "tool": "tool",
-    "function": "tool",
-}
 
 
 def convert_openai(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
@@ -69,7 +72,7 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
     if isinstance(raw, list):
         return raw, {}
     if not isinstance(raw, dict):
-        raise Reject("malformed_row", f"a row is a {type(raw).__name__}, not an object")
+        raise Rejection("malformed_row", f"a row is a {type(raw).__name__}, not an object")
     value = raw.get(columns.messages)
     if isinstance(value, list):
         return value, raw
@@ -79,16 +82,23 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
     nested = raw.get("answer_generation")
     if isinstance(nested, dict) and isinstance(nested.get("train_messages"), list):
         return _toolbench(nested)
-    raise Reject("malformed_row", f"no {columns.messages!r} list in the row")
+    raise Rejection("malformed_row", no_list_message(columns.messages, raw))
+
+
+def no_list_message(key: str, raw: dict) -> str:
+    """Why a row has no conversation: the key looked for, the keys found, and the option to map them."""
+    found = ", ".join(repr(k) for k in list(raw)[:12]) or "none"
+    return (f"no {key!r} list in the row (keys found: {found}); if the conversation is under another "
+            f"key, map it with the convert option columns: {{messages: KEY}} (or conversations: KEY)")
 
 
 def _toolbench(nested: dict) -> tuple[list, dict]:
     copies = nested["train_messages"]
     if not copies or not all(isinstance(c, list) for c in copies):
-        raise Reject("malformed_row", "answer_generation.train_messages is not a list of message lists")
+        raise Rejection("malformed_row", "answer_generation.train_messages is not a list of message lists")
     longest = max(copies, key=len)
     if any(longest[: len(c)] != c for c in copies):
-        raise Reject(
+        raise Rejection(
             "ambiguous_conversation", "answer_generation.train_messages are not prefixes of one conversation"
         )
     return longest, {"functions": nested.get("function")}
@@ -108,19 +118,22 @@ def read_messages(messages: list) -> tuple[list[dict], list[dict]]:
     for i, msg in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(msg, dict):
-            raise Reject("malformed_row", f"{where} is not an object")
-        role = msg.get("role")
-        if not isinstance(role, str):
-            raise Reject("malformed_row", f"{where} has no role")
-        if role not in ROLES:
-            raise Reject("unknown_role", f"{where} has role {role!r}")
-        role = ROLES[role]
+            raise Rejection("malformed_row", f"{where} is not an object")
+        if "role" not in msg:
+            raise Rejection("malformed_row", f"{where} has no role (keys: {', '.join(map(repr, msg)) or 'none'})")
+        role = canonical_role(msg["role"], where)
         if role == "assistant":
             drafts.append(read_assistant(msg, where))
+        elif role == "call":
+            add_call_turn(drafts, read_call_value(msg.get("content"), where), read_reasoning_fields(msg, where),
+                          read_weight(msg, where), where)
         elif role == "tool":
             drafts.append(read_tool_result(msg, where))
         else:
-            text, _, _ = read_content(msg.get("content"), where, role=role)
+            text, _, _, _ = read_content(msg.get("content"), where, role=role)
+            declares = role in ("system", "developer") and (msg.get("tools") or msg.get("functions"))
+            if text is None and not declares:
+                raise missing_content(msg, where, role)
             drafts.append({"role": role, "content": text})
             if role in ("system", "developer"):
                 prompt_tools = merge_tools(
@@ -132,12 +145,13 @@ def read_messages(messages: list) -> tuple[list[dict], list[dict]]:
 
 
 def read_assistant(msg: dict, where: str) -> dict:
-    text, reasoning_parts, part_calls = read_content(msg.get("content"), where, role="assistant")
+    text, reasoning_parts, part_calls, late = read_content(msg.get("content"), where, role="assistant")
     carriers = read_reasoning_fields(msg, where) + [("reasoning part", "".join(reasoning_parts))]
     calls = read_calls(msg, where, part_calls)
     return {
         "role": "assistant",
         "content": text,
+        "text_after_calls": late,
         "reasoning": carriers,
         "tool_calls": calls,
         "weight": read_weight(msg, where),
@@ -146,10 +160,8 @@ def read_assistant(msg: dict, where: str) -> dict:
 
 def read_calls(msg: dict, where: str, part_calls: list) -> list[dict]:
     """The turn's calls from ``tool_calls``, ``tool_call`` parts, ``function_call`` or ``function_calls``."""
-    raw_calls = msg.get("tool_calls")
-    if raw_calls is not None and not isinstance(raw_calls, list):
-        raise Reject("malformed_row", f"{where}.tool_calls is not a list")
-    calls = [parse_tool_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(raw_calls or [])]
+    raw_calls = read_tool_calls(msg.get("tool_calls"), where)
+    calls = [parse_tool_call(c, f"{where}.tool_calls[{j}]") for j, c in enumerate(raw_calls)]
     parts = [
         parse_tool_call(
             parse_json_text(c, f"{where}.content tool_call") if isinstance(c, str) else c,
@@ -158,48 +170,50 @@ def read_calls(msg: dict, where: str, part_calls: list) -> list[dict]:
         for c in part_calls
     ]
     if calls and parts:
-        raise Reject("conflicting_tool_calls", f"{where} has tool_calls and tool_call parts")
+        raise Rejection("conflicting_tool_calls", f"{where} has tool_calls and tool_call parts")
     calls = calls or parts
     legacy = msg.get("function_call")
     if legacy is not None:
         if calls:
-            raise Reject("conflicting_tool_calls", f"{where} has both tool_calls and function_call")
+            raise Rejection("conflicting_tool_calls", f"{where} has both tool_calls and function_call")
         calls = [parse_tool_call(legacy, f"{where}.function_call")]
     xml = msg.get("function_calls")
     if xml is not None:
         if not isinstance(xml, str):
-            raise Reject("malformed_row", f"{where}.function_calls is not a string")
+            raise Rejection("malformed_row", f"{where}.function_calls is not a string")
         parsed = parse_xml_function_calls(xml, f"{where}.function_calls")
         if not calls:
             calls = parsed
         elif not same_calls(calls, parsed):
-            raise Reject("conflicting_tool_calls", f"{where}: function_calls and tool_calls differ")
+            raise Rejection("conflicting_tool_calls", f"{where}: function_calls and tool_calls differ")
     return calls
 
 
 def read_tool_result(msg: dict, where: str) -> dict:
-    text, _, _ = read_content(msg.get("content"), where, role="tool")
+    text, _, _, _ = read_content(msg.get("content"), where, role="tool")
+    if "content" not in msg:  # an explicit null is an empty result; no key at all is a mistake
+        raise missing_content(msg, where, "tool")
     draft: dict[str, Any] = {"role": "tool", "content": text or ""}
     call_id = msg.get("tool_call_id")
     ids = msg.get("tool_call_ids")
     if ids is not None:
         if not isinstance(ids, list):
-            raise Reject("malformed_row", f"{where}.tool_call_ids is not a list")
+            raise Rejection("malformed_row", f"{where}.tool_call_ids is not a list")
         if len(ids) > 1:
-            raise Reject("tool_result_unmatched", f"{where} answers {len(ids)} calls in one message")
+            raise Rejection("tool_result_unmatched", f"{where} answers {len(ids)} calls in one message")
         if ids and call_id is None:
             call_id = ids[0]
     if isinstance(call_id, int) and not isinstance(call_id, bool):
         call_id = str(call_id)
     if call_id is not None:
         if not isinstance(call_id, str):
-            raise Reject("malformed_row", f"{where}.tool_call_id is not a string")
+            raise Rejection("malformed_row", f"{where}.tool_call_id is not a string")
         if call_id:
             draft["tool_call_id"] = call_id
     name = msg.get("name")
     if name is not None:
         if not isinstance(name, str):
-            raise Reject("malformed_row", f"{where}.name is not a string")
+            raise Rejection("malformed_row", f"{where}.name is not a string")
         if name:
             draft["name"] = name
     return draft

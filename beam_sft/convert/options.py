@@ -11,11 +11,24 @@ beam_sft.errors.ConfigError: sources[0].convert.columns.convo: unknown key (know
 
 from __future__ import annotations
 
+import sys
+import typing
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony")
 MissingReasoning = Literal["drop", "truncate", "unmask"]
+ToolCallContent = Literal["reasoning", "reject"]
+TextAfterToolCall = Literal["reject", "drop"]
+
+
+def choices(tp) -> tuple[str, ...]:
+    """The values of a ``Literal`` option type, for command-line ``choices``.
+
+    >>> choices(MissingReasoning)
+    ('drop', 'truncate', 'unmask')
+    """
+    return typing.get_args(tp)
 
 
 @dataclass(frozen=True)
@@ -41,17 +54,63 @@ class ConvertOptions:
     - ``tool_call_content``: text beside tool calls. The template renders no answer on a call turn,
       so ``reasoning`` appends it to the turn's reasoning (Beam writes no preambles: its analysis
       channel carries everything said before a call); ``reject`` rejects the row.
+    - ``text_after_tool_call``: text after a turn's first tool call (Hermes ``<tool_call>`` blocks,
+      ``tool_call`` parts). It cannot be rendered where it was said, and moving it before the call
+      would teach the model to claim a result before calling the tool: ``reject`` (default,
+      ``text_after_tool_call``) or ``drop`` it (counted in the summary's notes).
     - ``require_declared_tools``: a call to a tool the row does not declare is rejected.
     - ``strip_answer_tags``: an answer that is one ``<answer>...</answer>`` block loses the tags.
     - ``system_tools``: a ``<tools>...</tools>`` block in a leading system prompt becomes the row's
       tools (and leaves the prompt, with the Qwen/Hermes boilerplate around it).
-    - ``detect_rows``: how many leading records ``--format auto`` looks at.
+    - ``detect_rows``: how many leading records ``--format auto`` looks at to name the file's
+      main format (each row is still read by the format its own shape shows).
+    - ``forbidden_tokens``: strings that must not appear in any text field (messages, reasoning,
+      tool names, descriptions, schemas, arguments at any depth, template kwargs): the tokenizer's
+      added and special tokens other than the Harmony markers (``forbidden_tokens(tokenizer)``
+      in validate.py), rejected as ``special_token_in_text``.
     """
 
     missing_reasoning: MissingReasoning = "drop"
-    tool_call_content: Literal["reasoning", "reject"] = "reasoning"
+    tool_call_content: ToolCallContent = "reasoning"
+    text_after_tool_call: TextAfterToolCall = "reject"
     require_declared_tools: bool = True
     strip_answer_tags: bool = True
     system_tools: bool = True
     detect_rows: int = 32
     columns: ColumnMap = field(default_factory=ColumnMap)
+    forbidden_tokens: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        from beam_sft.errors import ConfigError
+
+        if self.detect_rows < 1:
+            raise ConfigError("detect_rows", "must be at least 1")
+        if any(not isinstance(t, str) or not t for t in self.forbidden_tokens):
+            raise ConfigError("forbidden_tokens", "must be non-empty strings")
+
+
+COLUMN_MAP_DEPRECATED = "column_map"
+
+
+def options_from_dict(data: dict[str, Any] | None, path: str = "convert") -> ConvertOptions:
+    """ConvertOptions from a mapping. The column mapping is ``columns``; the older name
+    ``column_map`` is still read (merged under ``columns``) with a deprecation message on stderr.
+
+    >>> options_from_dict({"columns": {"messages": "dialog"}}).columns.messages
+    'dialog'
+    """
+    from beam_sft.config_utils import from_dict
+    from beam_sft.errors import ConfigError
+
+    data = dict(data or {})
+    if COLUMN_MAP_DEPRECATED in data:
+        old = data.pop(COLUMN_MAP_DEPRECATED) or {}
+        print(f"beam-sft: {path}.column_map is deprecated: write {path}.columns", file=sys.stderr)
+        if isinstance(old, dict):
+            data["columns"] = {**old, **(data.get("columns") or {})}
+    try:
+        return from_dict(ConvertOptions, data, path)
+    except ConfigError as exc:  # a value check of __post_init__ knows only its own key
+        if not path or exc.path.startswith(path):
+            raise
+        raise ConfigError(f"{path}.{exc.path}", str(exc)[len(exc.path) + 2 :]) from None

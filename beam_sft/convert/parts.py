@@ -1,31 +1,111 @@
-"""Reading one source message's fields: content (string, null or parts), loss flags, reasoning fields.
+"""Reading one source message's fields, the same way in every reader: the role (one alias table),
+content (string, null or parts), loss flags, reasoning fields, ``tool_calls``, media columns.
+
+Roles: ``ROLE_ALIASES`` maps every speaker name any reader accepts (OpenAI ``role``, ShareGPT
+``from``, compared without case) to system, developer, user, assistant, tool, or ``call`` (a turn
+whose value is a tool call, ShareGPT's ``function_call``).
+
+Loss flags: ``weight``, ``loss_weight`` (LLaMA-Factory), ``loss`` (xtuner) and ``train``
+(open-instruct), booleans or the numbers 0/1, all give the turn's weight; flags that disagree,
+or another number, are ``bad_weight``.
 
 Content parts: ``{"type": "text", "text"|"value": ...}`` parts are joined with no separator (the
 parts of one message are pieces of one text, as in OpenAI's API). Parts typed ``reasoning`` or
 ``thinking`` carry the turn's reasoning and ``tool_call`` parts carry calls (LLaMA-Factory v1);
-both only on assistant turns, and reasoning only before any answer text or call. Any other part
-(image, audio, video, file, refusal, ...) rejects the row with ``non_text_part``: dropping it
-silently would train on a conversation the annotator never saw.
+both only on assistant turns, and reasoning only before any answer text or call; text parts after
+a call are kept apart (``ConvertOptions.text_after_tool_call`` decides). Any other part (image,
+audio, video, file, refusal, ...), and a non-empty ``images``/``videos``/``audios`` column,
+rejects the row with ``non_text_content``: Beam is text only, and dropping the media silently
+would train on a conversation the annotator never saw.
 
 >>> read_content([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], "m", role="user")
-('ab', [], [])
+('ab', [], [], None)
 >>> read_content([{"type": "reasoning", "value": "r"}, {"type": "text", "value": "x"}], "m", role="assistant")
-('x', ['r'], [])
->>> read_weight({"role": "assistant", "loss": False}, "m")
+('x', ['r'], [], None)
+>>> read_weight({"role": "assistant", "loss_weight": 0.0}, "m")
 0
+>>> canonical_role("Bot", "m"), canonical_role("observation", "m")
+('assistant', 'tool')
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from beam_sft.convert.reasoning import REASONING_FIELDS
-from beam_sft.convert.rows import Reject
+from beam_sft.convert.rows import Rejection
 
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
 REASONING_PART_TYPES = ("reasoning", "thinking")
 PART_VALUE_KEYS = ("text", "value", "reasoning", "thinking")
-LOSS_FLAGS = ("weight", "loss", "train")
+LOSS_FLAGS = ("weight", "loss_weight", "loss", "train")
+# Row columns that hold media (LLaMA-Factory, ms-swift, xtuner): Beam cannot see them.
+MEDIA_COLUMNS = ("images", "videos", "audios", "image", "video", "audio")
+
+ROLE_ALIASES: dict[str, str] = {
+    "system": "system",
+    "developer": "developer",
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "gpt": "assistant",
+    "chatgpt": "assistant",
+    "model": "assistant",
+    "bot": "assistant",
+    "tool": "tool",
+    "function": "tool",
+    "observation": "tool",
+    "ipython": "tool",
+    "function_call": "call",
+}
+
+
+def canonical_role(value: object, where: str) -> str:
+    """The role a speaker name stands for (``ROLE_ALIASES``, case-insensitive), or ``unknown_role``."""
+    role = ROLE_ALIASES.get(value.lower()) if isinstance(value, str) else None
+    if role is None:
+        raise Rejection("unknown_role", f"{where} has role {value!r} (known: {', '.join(ROLE_ALIASES)})")
+    return role
+
+
+def reject_media(row: object) -> None:
+    """``non_text_content`` for a row with a non-empty media column (an empty list or "" is none)."""
+    if not isinstance(row, dict):
+        return
+    for key in MEDIA_COLUMNS:
+        value = row.get(key)
+        if value not in (None, "", [], {}):
+            raise Rejection("non_text_content", f"the row has {key!r} ({_count(value)}): Beam reads text only")
+
+
+def _count(value: object) -> str:
+    return f"{len(value)} item(s)" if isinstance(value, (list, dict)) else type(value).__name__
+
+
+def read_tool_calls(value: object, where: str) -> list:
+    """A message's raw ``tool_calls``: null, "" and [] are no calls; a JSON string is parsed; one
+    call object is a list of one.
+
+    >>> read_tool_calls("", "m"), read_tool_calls('[{"function": {"name": "f"}}]', "m")
+    ([], [{'function': {'name': 'f'}}])
+    """
+    if value is None:
+        return []
+    if isinstance(value, str):
+        if not value.strip():
+            return []
+        try:
+            value = json.loads(value)
+        except (ValueError, RecursionError) as exc:
+            raise Rejection("invalid_json", f"{where}.tool_calls: {exc}") from None
+        if value is None:
+            return []
+    if isinstance(value, dict):
+        return [value]
+    if not isinstance(value, list):
+        raise Rejection("malformed_row", f"{where}.tool_calls is a {type(value).__name__}, not a list")
+    return value
 
 
 def _part_value(part: dict, where: str) -> str:
@@ -34,41 +114,44 @@ def _part_value(part: dict, where: str) -> str:
             value = part[key]
             if isinstance(value, str):
                 return value
-            raise Reject("malformed_row", f"{where}.{key} is not a string")
-    raise Reject("malformed_row", f"{where} has no text")
+            raise Rejection("malformed_row", f"{where}.{key} is not a string")
+    raise Rejection("malformed_row", f"{where} has no text")
 
 
-def read_content(content: Any, where: str, *, role: str) -> tuple[str | None, list[str], list[Any]]:
-    """``(text or None, reasoning parts, raw tool-call parts)`` of a message's ``content``."""
+def read_content(
+    content: Any, where: str, *, role: str
+) -> tuple[str | None, list[str], list[Any], str | None]:
+    """``(text or None, reasoning parts, raw tool-call parts, text after the first call or None)``."""
     if content is None or isinstance(content, str):
-        return content, [], []
+        return content, [], [], None
     if not isinstance(content, list):
-        raise Reject("malformed_row", f"{where}.content is a {type(content).__name__}")
+        raise Rejection("malformed_row", f"{where}.content is a {type(content).__name__}")
     texts: list[str] = []
+    late: list[str] = []
     reasoning: list[str] = []
     calls: list[Any] = []
     for i, part in enumerate(content):
         at = f"{where}.content[{i}]"
         if isinstance(part, str):
-            texts.append(part)
+            (late if calls else texts).append(part)
             continue
         if not isinstance(part, dict):
-            raise Reject("malformed_row", f"{at} is not an object")
+            raise Rejection("malformed_row", f"{at} is not an object")
         kind = part.get("type", "text")
         if kind in TEXT_PART_TYPES:
-            texts.append(_part_value(part, at))
+            (late if calls else texts).append(_part_value(part, at))
         elif kind in REASONING_PART_TYPES and role == "assistant":
             if texts or calls:
-                raise Reject("interleaved_reasoning", f"{at}: reasoning after the answer or a call")
+                raise Rejection("interleaved_reasoning", f"{at}: reasoning after the answer or a call")
             reasoning.append(_part_value(part, at))
         elif kind == "tool_call" and role == "assistant":
             value = part.get("value", part.get("tool_call", part.get("function")))
             if value is None:
-                raise Reject("malformed_tool_call", f"{at} has no value")
+                raise Rejection("malformed_tool_call", f"{at} has no value")
             calls.append(value)
         else:
-            raise Reject("non_text_part", f"{at} is a {kind!r} part")
-    return ("".join(texts) if texts else None), reasoning, calls
+            raise Rejection("non_text_content", f"{at} is a {kind!r} part: Beam reads text only")
+    return ("".join(texts) if texts else None), reasoning, calls, ("".join(late) if late else None)
 
 
 def _flag_value(key: str, value: Any, where: str) -> int:
@@ -76,23 +159,24 @@ def _flag_value(key: str, value: Any, where: str) -> int:
         return int(value)
     if isinstance(value, (int, float)) and value in (0, 1):
         return int(value)
-    raise Reject("bad_weight", f"{where}.{key} is {value!r}, not 0/1 or true/false")
+    raise Rejection("bad_weight", f"{where}.{key} is {value!r}, not 0/1 or true/false")
 
 
 def read_weight(msg: dict, where: str) -> int | None:
-    """The turn's loss weight from ``weight``, ``loss`` or ``train``; None when none is given.
+    """The turn's loss weight from ``weight``, ``loss_weight``, ``loss`` or ``train``; None when
+    none is given.
 
     >>> read_weight({"weight": 1, "train": False}, "m")
     Traceback (most recent call last):
     ...
-    beam_sft.convert.rows.Reject: m: weight and train disagree
+    beam_sft.errors.Rejection: [bad_weight] m: weight and train disagree
     """
     found: tuple[str, int] | None = None
     for key in LOSS_FLAGS:
         if key in msg and msg[key] is not None:
             value = _flag_value(key, msg[key], where)
             if found is not None and found[1] != value:
-                raise Reject("bad_weight", f"{where}: {found[0]} and {key} disagree")
+                raise Rejection("bad_weight", f"{where}: {found[0]} and {key} disagree")
             found = found or (key, value)
     return None if found is None else found[1]
 
@@ -105,7 +189,7 @@ def read_reasoning_fields(msg: dict, where: str) -> list[tuple[str, str | None]]
         if value is None:
             continue
         if not isinstance(value, str):
-            raise Reject("malformed_row", f"{where}.{key} is a {type(value).__name__}, not a string")
+            raise Rejection("malformed_row", f"{where}.{key} is a {type(value).__name__}, not a string")
         out.append((key, value))
     return out
 
@@ -117,7 +201,7 @@ def read_template_kwargs(row: dict) -> dict | None:
     """
     kwargs = row.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
-        raise Reject("malformed_row", "chat_template_kwargs is not an object")
+        raise Rejection("malformed_row", "chat_template_kwargs is not an object")
     if row.get("reasoning_effort") is not None and "reasoning_effort" not in (kwargs or {}):
         kwargs = {**(kwargs or {}), "reasoning_effort": row["reasoning_effort"]}
     return None if kwargs is None else dict(kwargs)

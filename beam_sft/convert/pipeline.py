@@ -2,9 +2,12 @@
 
 Public streaming API (used by ``beam-sft convert`` and by the prepare stage):
 
-- ``convert_row(raw, *, format, options, source, row) -> BeamRow | Rejection``
+- ``convert_row(raw, *, format, options, source, row) -> BeamRow | Rejection``; ``format`` may be
+  ``"auto"``: the row is read by the format its own shape shows (``resolve_format``).
 - ``SourceConversion(path, *, format="auto", options)``: iterate it for ``BeamRow | Rejection``;
-  ``.format``/``.detection`` tell what was decided, ``.summary`` counts as rows go by.
+  ``.format``/``.detection`` name the file's main format (from its first rows), each row is read
+  by its own (``.summary.formats`` counts them); for a directory, each row's ``meta`` names its
+  own file and its row number there. ``.summary`` counts as rows go by.
 - ``iter_source(path, *, format="auto", options)``: the same iterator, without the object.
 - ``convert_files(paths, *, format, options, output, rejects) -> ConvertReport``: writes
   ``rows.jsonl`` and ``rejects.jsonl``, one line per row, memory flat in the number of rows.
@@ -22,22 +25,23 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beam_sft.convert.detect import detect_format
+from beam_sft.convert.detect import classify, detect_format
 from beam_sft.convert.harmony_text import convert_harmony
 from beam_sft.convert.hermes import convert_hermes
 from beam_sft.convert.openai import convert_openai
 from beam_sft.convert.options import FORMATS, ConvertOptions
 from beam_sft.convert.policy import apply_missing_reasoning
-from beam_sft.convert.rows import BeamRow, Rejection
+from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.sharegpt import convert_sharegpt
-from beam_sft.convert.validate import validate
+from beam_sft.convert.validate import is_trained, row_notes, validate
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
-from beam_sft.data.sources import BadRecord, iter_records
+from beam_sft.data.sources import BadRecord, SkippedFile, expand_source, iter_located
 from beam_sft.errors import BeamError
 
 Converter = Callable[..., "BeamRow | Rejection"]
@@ -54,30 +58,122 @@ FORMAT_CONVERTERS: dict[str, str] = {
 }
 
 
+def resolve_format(raw: Any, options: ConvertOptions, default: str = "openai") -> str:
+    """The format one row's shape shows (detect.classify), else ``default`` (the file's main one).
+
+    Never raises: a row whose shape cannot even be looked at is read by ``default``, which rejects it.
+    """
+    try:
+        return classify(raw, options.columns) or default
+    except Exception:  # classify is a heuristic over arbitrary JSON; the converter has the last word
+        return default
+
+
+def check_record(raw: Any) -> tuple[str, str] | None:
+    """``(code, message)`` for a record no text field can hold: text that is not valid Unicode
+    (lone surrogates: a ``"\\ud800"`` escape, or bytes that were not UTF-8) or a NaN/Infinity
+    (not JSON: the row column would stop being standard JSON). Every key and value is looked at:
+    first in one C-speed pass (strict JSON, then UTF-8), then, only when that fails, by a walk that
+    names the place."""
+    try:
+        json.dumps(raw, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        return None
+    except (ValueError, UnicodeEncodeError, TypeError, RecursionError):
+        pass  # TypeError: a value JSON does not know (Parquet bytes, dates): the walk judges the rest
+    stack: list[tuple[str, Any]] = [("row", raw)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return "invalid_text", f"{path} is not valid Unicode text ({exc.reason} at character {exc.start})"
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                return "non_standard_number", f"{path} is {value!r}, which JSON cannot hold"
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    stack.append((f"{path} (key)", key))
+                stack.append((f"{path}.{key}", item))
+        elif isinstance(value, list):
+            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+    return None
+
+
+def _escaped(raw: Any) -> Any:
+    """A raw record that cannot be written as UTF-8 JSON, as exact ASCII-escaped JSON text."""
+    if isinstance(raw, str):
+        return raw.encode("utf-8", "backslashreplace").decode("utf-8")
+    return json.dumps(raw, ensure_ascii=True, default=repr)
+
+
+MISSING_REASONING_CAUSE = "because trained turns had no reasoning (missing_reasoning={policy})"
+
+
 def convert_row(
-    raw: Any, *, format: str, options: ConvertOptions, source: str | None = None, row: int | None = None
+    raw: Any,
+    *,
+    format: str,
+    options: ConvertOptions,
+    source: str | None = None,
+    row: int | None = None,
+    default_format: str = "openai",
 ) -> BeamRow | Rejection:
-    """Convert, apply the missing-reasoning policy, validate; attach ``meta`` or the rejection context."""
+    """Convert, apply the missing-reasoning policy, validate; attach ``meta`` or the rejection context.
+
+    ``format="auto"`` reads the row by the format its shape shows, ``default_format`` when it shows
+    none. A kept row's ``meta`` is ``{"source", "row"}``, plus ``notes`` when it carries some.
+    """
+    if format == "auto":
+        format = resolve_format(raw, options, default_format)
     if format not in FORMAT_CONVERTERS:
-        raise BeamError(f"unknown format {format!r} (known: {', '.join(FORMAT_CONVERTERS)})")
+        raise BeamError(f"unknown format {format!r} (known: auto, {', '.join(FORMAT_CONVERTERS)})")
     if isinstance(raw, BadRecord):
-        return Rejection("invalid_json", raw.error).at(source=source, row=row, raw=raw.text)
+        code = "unreadable_rest" if raw.rest else "invalid_json"
+        return Rejection(code, raw.describe()).at(source=source, row=row, raw=_escaped(raw.text))
+    problem = check_record(raw)
+    if problem is not None:
+        return Rejection(*problem).at(source=source, row=row, raw=_escaped(raw))
     converter = CONVERTERS[FORMAT_CONVERTERS[format]]
     try:
         result = converter(raw, options=options)
         if not isinstance(result, Rejection):
-            result = apply_missing_reasoning(result, options.missing_reasoning)
+            converted = result
+            result = apply_missing_reasoning(converted, options.missing_reasoning)
             result = validate(result, options=options) or result
+            if isinstance(result, Rejection) and result.code == "no_trained_turn":
+                result = _explain_no_trained_turn(result, converted, options)
+    except Rejection as exc:
+        result = exc
     except Exception as exc:  # a converter bug must not abort a long run; the row goes to rejects
         result = Rejection("converter_error", f"{type(exc).__name__}: {exc}")
     if isinstance(result, Rejection):
         return result.at(source=source, row=row, raw=raw)
-    return {**result, "meta": {"source": source, "row": row}}
+    notes = {**(result.get("meta") or {}).get("notes", {}), **row_notes(result)}
+    meta: dict[str, Any] = {"source": source, "row": row}
+    if notes:
+        meta["notes"] = notes
+    return {**result, "meta": meta}
+
+
+def _explain_no_trained_turn(rejection: Rejection, converted: BeamRow, options: ConvertOptions) -> Rejection:
+    """Under ``truncate``/``unmask`` a row without reasoning ends as ``no_trained_turn``: say why."""
+    messages = converted.get("messages")
+    if options.missing_reasoning == "drop" or not isinstance(messages, list):
+        return rejection
+    n = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant"
+            and is_trained(m) and not has_reasoning(m))
+    if not n:
+        return rejection
+    cause = MISSING_REASONING_CAUSE.format(policy=options.missing_reasoning)
+    return Rejection("no_trained_turn", f"{rejection.message}, {cause}: {n} turn(s)")
 
 
 class SourceConversion:
     """One source, converted lazily. ``format='auto'`` reads the first ``options.detect_rows``
-    records up front to decide the format, then streams the rest."""
+    records up front to name the file's main format, then streams the rest, reading each row by
+    the format its own shape shows (the main one when it shows none)."""
 
     def __init__(
         self,
@@ -91,23 +187,41 @@ class SourceConversion:
             raise BeamError(f"unknown format {format!r} (known: auto, {', '.join(FORMATS)})")
         self.options = options or ConvertOptions()
         self.source = str(path) if source is None else source
-        self._records = iter_records(path)
-        self._head: list[tuple[int, Any]] = []
-        if format == "auto":
+        self.auto = format == "auto"
+        self._path = str(path)
+        # The files a directory source reads, and those it does not (named, never passed over).
+        self.files, self.skipped = expand_source(path)
+        self._records = iter_located(path)
+        self._head: list[tuple[str, int, Any]] = []
+        if self.auto:
             self._head = list(itertools.islice(self._records, self.options.detect_rows))
-            sampled = [raw for _, raw in self._head if not isinstance(raw, BadRecord)]
+            sampled = [raw for _, _, raw in self._head if not isinstance(raw, BadRecord)]
             self.format, self.detection = detect_format(sampled, self.options.columns)
+            if not self._head:
+                self.detection = "empty: no records"
+            else:
+                self.detection += "; each row read by its own shape"
         else:
             self.format, self.detection = format, f"{format}: given"
+        if self.skipped:
+            self.detection += f"; skipped {len(self.skipped)} file(s) that are not data files"
         self.summary = SourceSummary(self.source, self.format, self.detection)
 
+    def _label(self, file: str) -> str:
+        # A file read on its own keeps the caller's label; a directory's rows name their file.
+        return self.source if file == self._path else file
+
     def __iter__(self) -> Iterator[BeamRow | Rejection]:
-        for index, raw in itertools.chain(self._head, self._records):
-            result = convert_row(raw, format=self.format, options=self.options, source=self.source, row=index)
+        for file, index, raw in itertools.chain(self._head, self._records):
+            fmt = resolve_format(raw, self.options, self.format) if self.auto else self.format
+            result = convert_row(raw, format=fmt, options=self.options, source=self._label(file), row=index)
             if isinstance(result, Rejection):
-                self.summary.count_rejected(result.code)
+                cause = MISSING_REASONING_CAUSE.format(policy=self.options.missing_reasoning)
+                self.summary.count_rejected(result.code, fmt, cause if cause in result.message else None)
+                if result.code == "unreadable_rest":
+                    self.summary.unreadable = (raw.byte, raw.more)
             else:
-                self.summary.count_kept()
+                self.summary.count_kept(fmt, result["meta"].get("notes"))
             yield result
 
 
@@ -121,6 +235,7 @@ def iter_source(
 @dataclass
 class ConvertReport:
     sources: list[SourceSummary] = field(default_factory=list)
+    skipped: list[SkippedFile] = field(default_factory=list)
 
     @property
     def read(self) -> int:
@@ -131,14 +246,17 @@ class ConvertReport:
         return sum(s.kept for s in self.sources)
 
     def table(self) -> str:
-        return format_summary_table(self.sources)
+        lines = [format_summary_table(self.sources)]
+        lines.extend(f"{f.path}: skipped, {f.reason}" for f in self.skipped)
+        return "\n".join(lines)
 
     def over_rate(self, max_reject_rate: float) -> list[SourceSummary]:
         """Sources whose reject rate exceeds the limit (every source within it keeps the total within it)."""
         return [s for s in self.sources if s.reject_rate > max_reject_rate]
 
     def to_json(self) -> dict[str, Any]:
-        return {"read": self.read, "kept": self.kept, "sources": [s.to_json() for s in self.sources]}
+        return {"read": self.read, "kept": self.kept, "sources": [s.to_json() for s in self.sources],
+                "skipped": [{"path": str(f.path), "reason": f.reason} for f in self.skipped]}
 
 
 def convert_files(
@@ -150,15 +268,24 @@ def convert_files(
     rejects: str | Path | None = None,
     on_source: Callable[[SourceConversion], None] | None = None,
 ) -> ConvertReport:
-    """Convert every source into ``output`` (JSON Lines of BeamRows) and ``rejects`` (JSON Lines)."""
+    """Convert every source into ``output`` (JSON Lines of BeamRows) and ``rejects`` (JSON Lines).
+
+    A directory is expanded into its data files, each reported as its own source (the files it
+    does not read are listed in ``report.skipped``).
+    """
     report = ConvertReport()
+    files: list[Path] = []
+    for path in paths:
+        found, skipped = expand_source(path)
+        files.extend(found)
+        report.skipped.extend(skipped)
     out_fh = None
     if output is not None:
         Path(output).parent.mkdir(parents=True, exist_ok=True)
         out_fh = open(output, "w", encoding="utf-8")
     try:
         with RejectsWriter(rejects) as rejects_out:
-            for path in paths:
+            for path in files:
                 conversion = SourceConversion(path, format=format, options=options)
                 if on_source is not None:
                     on_source(conversion)

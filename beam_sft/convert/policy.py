@@ -23,8 +23,8 @@ analysis message. The policy runs after conversion and before validation:
 from __future__ import annotations
 
 from beam_sft.convert.options import MissingReasoning
-from beam_sft.convert.rows import BeamRow
-from beam_sft.convert.validate import has_reasoning, is_trained
+from beam_sft.convert.rows import BeamRow, has_reasoning
+from beam_sft.convert.validate import is_trained
 
 
 def apply_missing_reasoning(row: BeamRow, policy: MissingReasoning) -> BeamRow:

@@ -1,8 +1,8 @@
 """Reasoning extraction: one reasoning text per assistant turn, from whichever carrier the source used.
 
 Carriers, in the order they are read: the message fields ``reasoning_content``, ``reasoning`` and
-``thinking``; content parts typed ``reasoning``/``thinking`` (read by the part reader); and an
-inline ``<think>...</think>`` or ``<reasoning>...</reasoning>`` block at the start of the content.
+``thinking``; content parts typed ``reasoning``/``thinking`` (read by the part reader); and
+inline ``<think>``/``<thinking>``/``<reasoning>`` blocks anywhere in the content (below).
 Carriers that are present must agree (after the whitespace rule below), or the row is rejected
 with ``conflicting_reasoning``.
 
@@ -20,33 +20,52 @@ Whitespace (deliberate)
    becomes the stripped text inside it.
 4. Carriers agree when their stripped texts are equal; the first carrier's text is kept (fields
    come before parts, parts before inline tags).
-5. Text beside tool calls that goes to the reasoning (``tool_call_content='reasoning'``) is
-   stripped and appended after a blank line.
+5. Text said before tool calls that goes to the reasoning (``tool_call_content='reasoning'``) is
+   stripped and kept in its place among the inline blocks, a blank line apart (after an explicit
+   reasoning field, it follows the field).
 
 Inline tags
 -----------
-- Only a block that opens at the very start of the content (after whitespace) is reasoning. A
-  ``<think>`` later in the text is left alone: the answer may talk about tags.
-- A closing ``</think>`` with no opening tag before it means the opening tag lived in the prompt
+Tags: ``<think>`` (DeepSeek/Qwen), ``<thinking>`` and ``<reasoning>`` (``REASONING_TAGS``). A tag
+anywhere in the text is read, not only at the start: no reasoning markup may reach a trained token.
+
+- An answer turn is ``[reasoning block(s)] [answer]``: blocks that follow one another (whitespace
+  apart) are joined with a blank line. Text before a block, or a block after the answer text,
+  cannot be one Beam analysis message followed by the answer: ``interleaved_reasoning``.
+- A closing tag with no opening tag before it means the opening tag lived in the prompt
   (DeepSeek-R1 / Qwen3 templates): the text before it is reasoning.
-- A second reasoning block after the first one (reasoning, answer, reasoning) cannot be one Beam
-  analysis message: ``interleaved_reasoning``. An opening tag that is never closed:
-  ``unclosed_reasoning_tag``.
+- A block opened inside another, a stray closing tag, or a different tag inside a block:
+  ``interleaved_reasoning``; an opening tag that is never closed: ``unclosed_reasoning_tag``.
+- On a tool-call turn everything said before the calls is analysis: ``read_inline`` gives the
+  blocks and the text between them in order, and assemble.py keeps that order.
 
 >>> split_inline_reasoning("<think>\\nAdd them.\\n</think>\\n\\n4")
 ('Add them.', '4')
->>> split_inline_reasoning("Plain answer, <think> mentioned later")
-(None, 'Plain answer, <think> mentioned later')
+>>> split_inline_reasoning("Plain answer, no tags")
+(None, 'Plain answer, no tags')
+>>> split_inline_reasoning("<thinking>plan</thinking>\\nanswer")
+('plan', 'answer')
 >>> split_inline_reasoning("carried over from the prompt</think>Answer")
 ('carried over from the prompt', 'Answer')
 """
 
 from __future__ import annotations
 
-from beam_sft.convert.rows import Reject
+import re
+from dataclasses import dataclass
 
-# (open, close) pairs recognised inline; <think> is DeepSeek/Qwen, <reasoning> a common variant.
-REASONING_TAGS: tuple[tuple[str, str], ...] = (("<think>", "</think>"), ("<reasoning>", "</reasoning>"))
+from beam_sft.convert.rows import Rejection
+
+# (open, close) pairs recognised inline; <think> is DeepSeek/Qwen, the others common variants.
+REASONING_TAGS: tuple[tuple[str, str], ...] = (
+    ("<think>", "</think>"),
+    ("<thinking>", "</thinking>"),
+    ("<reasoning>", "</reasoning>"),
+)
+# Every reasoning tag string: none of them may be left in a trained text (validate.py checks).
+REASONING_MARKUP: tuple[str, ...] = tuple(tag for pair in REASONING_TAGS for tag in pair)
+_TAG_RE = re.compile("|".join(re.escape(t) for t in sorted(REASONING_MARKUP, key=len, reverse=True)))
+_CLOSE_OF = dict(REASONING_TAGS)
 REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "reasoning", "thinking")
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
@@ -63,44 +82,98 @@ def normalize_reasoning(text: str | None) -> str | None:
     return text or None
 
 
+@dataclass(frozen=True)
+class InlineText:
+    """A text cut at its reasoning tags: ``(kind, text)`` segments in order, kind ``reasoning`` or
+    ``text`` (tags removed, text as given); ``tagged`` says whether any tag was found."""
+
+    segments: tuple[tuple[str, str], ...]
+    tagged: bool
+
+    def blocks(self) -> str | None:
+        """The reasoning blocks, stripped and joined with a blank line (None when there are none)."""
+        return _join(t for k, t in self.segments if k == "reasoning")
+
+    def text(self) -> str | None:
+        """The text outside the blocks, stripped and joined with a blank line."""
+        return _join(t for k, t in self.segments if k == "text")
+
+    def in_order(self) -> str | None:
+        """Blocks and text in their order, each stripped, joined with a blank line."""
+        return _join(t for _, t in self.segments)
+
+
+def _join(pieces) -> str | None:
+    kept = [p.strip() for p in pieces if p.strip()]
+    return "\n\n".join(kept) if kept else None
+
+
+def read_inline(content: str) -> InlineText:
+    """Cut ``content`` at every reasoning tag (see the module rules); raises a Rejection when the
+    tags do not nest as blocks.
+
+    >>> read_inline("A: <think>plan</think> go").segments
+    (('text', 'A: '), ('reasoning', 'plan'), ('text', ' go'))
+    >>> read_inline("<think>a<think>b</think></think>")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.Rejection: [interleaved_reasoning] <think> block holds another reasoning tag (<think>)
+    """
+    first = _TAG_RE.search(content)
+    if first is None:
+        return InlineText((("text", content),), False)
+    segments: list[tuple[str, str]] = []
+    pos = 0
+    if first.group() not in _CLOSE_OF:  # a closing tag first: the opening one was in the prompt
+        segments.append(("reasoning", content[: first.start()]))
+        pos = first.end()
+    while True:
+        m = _TAG_RE.search(content, pos)
+        if m is None:
+            segments.append(("text", content[pos:]))
+            break
+        tag = m.group()
+        if tag not in _CLOSE_OF:
+            raise Rejection("interleaved_reasoning", f"a stray {tag} outside a reasoning block")
+        segments.append(("text", content[pos : m.start()]))
+        close = _CLOSE_OF[tag]
+        end = content.find(close, m.end())
+        if end < 0:
+            raise Rejection("unclosed_reasoning_tag", f"{tag} is never closed by {close}")
+        body = content[m.end() : end]
+        inner = _TAG_RE.search(body)
+        if inner is not None:
+            raise Rejection("interleaved_reasoning", f"{tag} block holds another reasoning tag ({inner.group()})")
+        segments.append(("reasoning", body))
+        pos = end + len(close)
+    return InlineText(tuple((k, t) for k, t in segments if t), True)
+
+
 def split_inline_reasoning(content: str) -> tuple[str | None, str]:
-    """``(reasoning, answer)`` from content with an inline reasoning block (see the module rules).
+    """``(reasoning, answer)`` of an answer turn's content (see the module rules).
 
     >>> split_inline_reasoning("<think>a</think>b<think>c</think>d")
     Traceback (most recent call last):
     ...
-    beam_sft.convert.rows.Reject: a second <think> block follows the answer text
+    beam_sft.errors.Rejection: [interleaved_reasoning] a reasoning block follows the answer text
     >>> split_inline_reasoning("<reasoning>x</reasoning> y")
     ('x', 'y')
     """
-    head = content.lstrip()
-    for open_tag, close_tag in REASONING_TAGS:
-        if head.startswith(open_tag):
-            body_start = len(content) - len(head) + len(open_tag)
-            end = content.find(close_tag, body_start)
-            if end < 0:
-                raise Reject("unclosed_reasoning_tag", f"{open_tag} is never closed by {close_tag}")
-            reasoning = content[body_start:end]
-            answer = content[end + len(close_tag) :]
-            _check_single_block(reasoning, answer, open_tag, close_tag)
-            return normalize_reasoning(reasoning), answer.strip()
-    for open_tag, close_tag in REASONING_TAGS:
-        end = content.find(close_tag)
-        if end >= 0 and open_tag not in content[:end]:
-            reasoning = content[:end]
-            answer = content[end + len(close_tag) :]
-            _check_single_block(reasoning, answer, open_tag, close_tag)
-            return normalize_reasoning(reasoning), answer.strip()
-    return None, content
-
-
-def _check_single_block(reasoning: str, answer: str, open_tag: str, close_tag: str) -> None:
-    if open_tag in reasoning:
-        raise Reject("interleaved_reasoning", f"{open_tag} opens again inside the reasoning block")
-    if open_tag in answer:
-        raise Reject("interleaved_reasoning", f"a second {open_tag} block follows the answer text")
-    if close_tag in answer:
-        raise Reject("interleaved_reasoning", f"a stray {close_tag} follows the reasoning block")
+    inline = read_inline(content)
+    if not inline.tagged:
+        return None, content
+    seen_reasoning = seen_text = False
+    for kind, text in inline.segments:
+        if not text.strip():
+            continue
+        if kind == "text":
+            seen_text = True
+            continue
+        if seen_text:
+            where = "a reasoning block follows the answer text" if seen_reasoning else "text comes before the reasoning block"
+            raise Rejection("interleaved_reasoning", where)
+        seen_reasoning = True
+    return inline.blocks(), inline.text() or ""
 
 
 def strip_answer_tags(content: str) -> str:
@@ -125,7 +198,7 @@ def merge_reasoning(carriers: list[tuple[str, str | None]]) -> str | None:
     >>> merge_reasoning([("reasoning_content", "x"), ("thinking", "y")])
     Traceback (most recent call last):
     ...
-    beam_sft.convert.rows.Reject: reasoning_content and thinking carry different reasoning
+    beam_sft.errors.Rejection: [conflicting_reasoning] reasoning_content and thinking carry different reasoning
     """
     found: tuple[str, str, str] | None = None  # (carrier, text as given, stripped text)
     for name, text in carriers:
@@ -135,5 +208,5 @@ def merge_reasoning(carriers: list[tuple[str, str | None]]) -> str | None:
         if found is None:
             found = (name, text, stripped)
         elif found[2] != stripped:
-            raise Reject("conflicting_reasoning", f"{found[0]} and {name} carry different reasoning")
+            raise Rejection("conflicting_reasoning", f"{found[0]} and {name} carry different reasoning")
     return found[1] if found else None

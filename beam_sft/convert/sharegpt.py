@@ -1,7 +1,11 @@
 """ShareGPT rows (``conversations`` of ``from``/``value`` turns) -> BeamRow.
 
-- Speakers (``from``): human/user; gpt/assistant/chatgpt/model/bot; system; developer;
-  function_call (an assistant tool call); observation/tool/function (a tool result).
+- Speakers (``from``): the one alias table of parts.py, as in every reader (human/user;
+  gpt/assistant/chatgpt/model/bot; system; developer; function_call, an assistant tool call;
+  observation/tool/function, a tool result).
+- ``value``: a string, or a list of content parts read as OpenAI content parts are. A user,
+  system or tool turn without a value is ``missing_content``. A turn's ``tool_calls`` key is
+  read as on OpenAI messages.
 - ``function_call`` values: a JSON string or object ``{"name", "arguments", "id"?}``, or a list
   of them (parallel calls). Consecutive call turns, and a ``gpt`` turn directly followed by call
   turns, form one assistant turn: the same speaker said the text and made the calls.
@@ -25,27 +29,27 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from beam_sft.convert.assemble import convert_with, parse_envelope
+from beam_sft.convert.assemble import (
+    add_call_turn,
+    convert_with,
+    missing_content,
+    parse_envelope,
+    read_call_value,
+)
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import read_reasoning_fields, read_template_kwargs, read_weight
-from beam_sft.convert.rows import BeamRow, Reject, Rejection
+from beam_sft.convert.parts import (
+    ROLE_ALIASES,
+    canonical_role,
+    read_content,
+    read_reasoning_fields,
+    read_template_kwargs,
+    read_tool_calls,
+    read_weight,
+)
+from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import merge_tools, normalize_tools, parse_json_text, parse_tool_call
 
-SPEAKERS = {
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "chatgpt": "assistant",
-    "model": "assistant",
-    "bot": "assistant",
-    "system": "system",
-    "developer": "developer",
-    "function_call": "call",
-    "observation": "tool",
-    "tool": "tool",
-    "function": "tool",
-}
+SPEAKERS = ROLE_ALIASES  # one table for every reader
 
 
 def convert_sharegpt(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
@@ -58,15 +62,17 @@ def read_sharegpt_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[di
     if isinstance(raw, list):
         raw = {columns.conversations: raw}
     if not isinstance(raw, dict):
-        raise Reject("malformed_row", f"a row is a {type(raw).__name__}, not an object")
+        raise Rejection("malformed_row", f"a row is a {type(raw).__name__}, not an object")
     turns = raw.get(columns.conversations)
     if not isinstance(turns, list):
-        raise Reject("malformed_row", f"no {columns.conversations!r} list in the row")
+        from beam_sft.convert.openai import no_list_message
+
+        raise Rejection("malformed_row", no_list_message(columns.conversations, raw))
     drafts = read_turns(turns, columns)
     system = raw.get(columns.system)
     if system is not None:
         if not isinstance(system, str):
-            raise Reject("malformed_row", f"{columns.system!r} is not a string")
+            raise Rejection("malformed_row", f"{columns.system!r} is not a string")
         if system:
             drafts.insert(0, {"role": "system", "content": system})
     tools = merge_tools(
@@ -81,36 +87,42 @@ def read_turns(turns: list, columns: ColumnMap) -> list[dict]:
     for i, turn in enumerate(turns):
         where = f"conversations[{i}]"
         if not isinstance(turn, dict):
-            raise Reject("malformed_row", f"{where} is not an object")
-        speaker = turn.get(columns.role_key)
-        if not isinstance(speaker, str):
-            raise Reject("malformed_row", f"{where} has no {columns.role_key!r}")
-        role = SPEAKERS.get(speaker.lower())
-        if role is None:
-            raise Reject("unknown_role", f"{where} is from {speaker!r}")
+            raise Rejection("malformed_row", f"{where} is not an object")
+        if columns.role_key not in turn:
+            raise Rejection("malformed_row", f"{where} has no {columns.role_key!r} (keys: {', '.join(map(repr, turn))})")
+        role = canonical_role(turn[columns.role_key], where)
         value = turn.get(columns.content_key)
         if role == "call":
             reasoning = read_reasoning_fields(turn, where)
-            _add_calls(drafts, _read_call_value(value, where), reasoning, read_weight(turn, where), where)
+            add_call_turn(drafts, read_call_value(value, where), reasoning, read_weight(turn, where), where)
             continue
-        if value is not None and not isinstance(value, str):
-            raise Reject("malformed_row", f"{where}.{columns.content_key} is not a string")
+        text, reasoning_parts, part_calls, late = read_content(value, f"{where}.{columns.content_key}", role=role)
         if role == "assistant":
-            drafts.append(_read_assistant(turn, value, where))
-        elif role == "tool":
-            drafts.append(_read_result(turn, value or "", where))
+            drafts.append(_read_assistant(turn, text, reasoning_parts, part_calls, late, where))
+        elif role == "tool" and columns.content_key in turn:  # an explicit null is an empty result
+            drafts.append(_read_result(turn, text or "", where))
+        elif text is None:
+            raise missing_content(turn, where, role)
         else:
-            drafts.append({"role": role, "content": value})
+            drafts.append({"role": role, "content": text})
     return drafts
 
 
-def _read_assistant(turn: dict, value: str | None, where: str) -> dict:
+def _read_assistant(turn: dict, value: str | None, reasoning_parts: list[str], part_calls: list,
+                    late: str | None, where: str) -> dict:
     calls = _openai_call_list(value, where)
+    structured = [parse_tool_call(c, f"{where}.tool_calls[{j}]")
+                  for j, c in enumerate(read_tool_calls(turn.get("tool_calls"), where))]
+    parts = [parse_tool_call(parse_json_text(c, f"{where} tool_call part") if isinstance(c, str) else c,
+                             f"{where} tool_call part") for c in part_calls]
+    if sum(bool(x) for x in (calls, structured, parts)) > 1:
+        raise Rejection("conflicting_tool_calls", f"{where} carries its calls in more than one place")
     return {
         "role": "assistant",
         "content": None if calls else value,
-        "reasoning": read_reasoning_fields(turn, where),
-        "tool_calls": calls or [],
+        "text_after_calls": late,
+        "reasoning": read_reasoning_fields(turn, where) + [("reasoning part", "".join(reasoning_parts))],
+        "tool_calls": calls or structured or parts,
         "weight": read_weight(turn, where),
     }
 
@@ -132,39 +144,6 @@ def _openai_call_list(value: str | None, where: str) -> list[dict] | None:
     ):
         return None
     return [parse_tool_call(c, f"{where}[{j}]") for j, c in enumerate(items)]
-
-
-def _read_call_value(value: Any, where: str) -> list[dict]:
-    if isinstance(value, str):
-        value = parse_json_text(value, where)
-    items = value if isinstance(value, list) else [value]
-    if not items:
-        raise Reject("malformed_tool_call", f"{where} holds no call")
-    return [
-        parse_tool_call(c, f"{where}[{j}]" if isinstance(value, list) else where) for j, c in enumerate(items)
-    ]
-
-
-def _add_calls(
-    drafts: list[dict], calls: list[dict], reasoning: list, weight: int | None, where: str
-) -> None:
-    last = drafts[-1] if drafts else None
-    if last is not None and last["role"] == "assistant":
-        if weight is not None and last["weight"] is not None and weight != last["weight"]:
-            raise Reject("bad_weight", f"{where}: the call and the text of one turn have different weights")
-        last["tool_calls"] = last["tool_calls"] + calls
-        last["reasoning"] = last["reasoning"] + reasoning
-        last["weight"] = last["weight"] if last["weight"] is not None else weight
-    else:
-        drafts.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "reasoning": reasoning,
-                "tool_calls": calls,
-                "weight": weight,
-            }
-        )
 
 
 def _read_result(turn: dict, value: str, where: str) -> dict:

@@ -2,7 +2,7 @@
 
 A BeamRow tool is ``{"type": "function", "function": {"name", ...}}``; a call is
 ``{"id", "type": "function", "function": {"name", "arguments": dict}}``. Everything here raises
-``Reject`` (never anything else) on input it cannot read.
+``Rejection`` (never anything else) on input it cannot read.
 
 >>> parse_tool_call({"function": {"name": "f", "arguments": '{"x": 1}'}}, "messages[1].tool_calls[0]")
 {'type': 'function', 'function': {'name': 'f', 'arguments': {'x': 1}}}
@@ -16,14 +16,14 @@ import json
 import re
 from typing import Any
 
-from beam_sft.convert.rows import Reject
+from beam_sft.convert.rows import Rejection
 
 
 def parse_json_text(text: str, where: str) -> Any:
     try:
         return json.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise Reject("invalid_json", f"{where}: {exc}") from None
+        raise Rejection("invalid_json", f"{where}: {exc}") from None
 
 
 # --- tool definitions ---------------------------------------------------------------------------
@@ -44,34 +44,34 @@ def normalize_tools(value: Any, where: str) -> list[dict]:
     if isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
-        raise Reject("bad_tool_definition", f"{where} is a {type(value).__name__}, not a list of tools")
+        raise Rejection("bad_tool_definition", f"{where} is a {type(value).__name__}, not a list of tools")
     tools = [_normalize_tool(tool, f"{where}[{i}]") for i, tool in enumerate(value)]
     names = [t["function"]["name"] for t in tools]
     for name in names:
         if names.count(name) > 1:
-            raise Reject("bad_tool_definition", f"{where} declares {name!r} twice")
+            raise Rejection("bad_tool_definition", f"{where} declares {name!r} twice")
     return tools
 
 
 def _normalize_tool(tool: Any, where: str) -> dict:
     if not isinstance(tool, dict):
-        raise Reject("bad_tool_definition", f"{where} is not an object")
+        raise Rejection("bad_tool_definition", f"{where} is not an object")
     kind = tool.get("type")
     if isinstance(tool.get("function"), dict):
         if kind not in (None, "function"):
-            raise Reject("bad_tool_definition", f"{where} has type {kind!r}")
+            raise Rejection("bad_tool_definition", f"{where} has type {kind!r}")
         fn = tool["function"]
     elif "name" in tool and kind in (None, "function"):
         fn = {k: v for k, v in tool.items() if k != "type"}
     else:
-        raise Reject("bad_tool_definition", f"{where} is not a function tool: {json.dumps(tool)[:80]}")
+        raise Rejection("bad_tool_definition", f"{where} is not a function tool: {json.dumps(tool)[:80]}")
     name = fn.get("name")
     if not isinstance(name, str) or not name:
-        raise Reject("bad_tool_definition", f"{where} has no name")
+        raise Rejection("bad_tool_definition", f"{where} has no name")
     if "description" in fn and not isinstance(fn["description"], (str, type(None))):
-        raise Reject("bad_tool_definition", f"{where}.description is not a string")
+        raise Rejection("bad_tool_definition", f"{where}.description is not a string")
     if "parameters" in fn and not isinstance(fn["parameters"], (dict, type(None))):
-        raise Reject("bad_tool_definition", f"{where}.parameters is not an object")
+        raise Rejection("bad_tool_definition", f"{where}.parameters is not an object")
     return {"type": "function", "function": fn}
 
 
@@ -154,7 +154,7 @@ def parse_arguments(args: Any, where: str) -> dict:
         if isinstance(args, str):  # double-encoded: a JSON string holding the JSON object
             args = parse_json_text(args, f"{where}.arguments (decoded once)")
     if not isinstance(args, dict):
-        raise Reject("arguments_not_object", f"{where}.arguments is a {type(args).__name__}, not an object")
+        raise Rejection("arguments_not_object", f"{where}.arguments is a {type(args).__name__}, not an object")
     return args
 
 
@@ -165,7 +165,7 @@ def parse_tool_call(call: Any, where: str) -> dict:
     for calls without one.
     """
     if not isinstance(call, dict):
-        raise Reject("malformed_tool_call", f"{where} is not an object")
+        raise Rejection("malformed_tool_call", f"{where} is not an object")
     fn = call.get("function")
     if isinstance(fn, dict):
         name = fn.get("name")
@@ -176,11 +176,11 @@ def parse_tool_call(call: Any, where: str) -> dict:
         args = call["arguments"] if "arguments" in call else call.get("parameters")
         kind = call.get("type")
     else:
-        raise Reject("malformed_tool_call", f"{where}.function is not an object")
+        raise Rejection("malformed_tool_call", f"{where}.function is not an object")
     if kind not in (None, "function"):
-        raise Reject("malformed_tool_call", f"{where} has type {kind!r}, not a function call")
+        raise Rejection("malformed_tool_call", f"{where} has type {kind!r}, not a function call")
     if not isinstance(name, str) or not name:
-        raise Reject("malformed_tool_call", f"{where} has no function name")
+        raise Rejection("malformed_tool_call", f"{where} has no function name")
     out: dict[str, Any] = {}
     call_id = call.get("id")
     if isinstance(call_id, bool):
@@ -209,20 +209,20 @@ def parse_xml_function(text: str, where: str) -> dict:
     """
     m = _XML_CALL_RE.fullmatch(text.strip())
     if m is None or not m["name"].strip():
-        raise Reject("malformed_tool_call", f"{where}: not a <function=NAME>...</function> call")
+        raise Rejection("malformed_tool_call", f"{where}: not a <function=NAME>...</function> call")
     body = m["body"]
     args: dict[str, str] = {}
     pos = 0
     for p in _XML_PARAM_RE.finditer(body):
         if body[pos : p.start()].strip():
-            raise Reject("malformed_tool_call", f"{where}: text between parameters")
+            raise Rejection("malformed_tool_call", f"{where}: text between parameters")
         value = p["value"]
         value = value[1:] if value.startswith("\n") else value
         value = value[:-1] if value.endswith("\n") else value
         args[p["key"].strip()] = value
         pos = p.end()
     if body[pos:].strip():
-        raise Reject("malformed_tool_call", f"{where}: text after the last parameter")
+        raise Rejection("malformed_tool_call", f"{where}: text after the last parameter")
     return {"type": "function", "function": {"name": m["name"].strip(), "arguments": args}}
 
 
@@ -235,11 +235,11 @@ def parse_xml_function_calls(text: str, where: str) -> list[dict]:
     pos = 0
     for m in _TOOL_CALL_BLOCK_RE.finditer(text):
         if text[pos : m.start()].strip():
-            raise Reject("malformed_tool_call", f"{where}: text outside <tool_call> blocks")
+            raise Rejection("malformed_tool_call", f"{where}: text outside <tool_call> blocks")
         calls.append(parse_xml_function(m["body"], f"{where}[{len(calls)}]"))
         pos = m.end()
     if text[pos:].strip() or not calls:
-        raise Reject("malformed_tool_call", f"{where}: not a sequence of <tool_call> blocks")
+        raise Rejection("malformed_tool_call", f"{where}: not a sequence of <tool_call> blocks")
     return calls
 
 

@@ -15,12 +15,21 @@ Rules, in the order they are checked (so a row breaking several gets a stable co
    ``tool_result_unmatched``, ``tool_result_order``, ``tool_call_unanswered``. A conversation
    may end on a call turn (the turn ends with ``<|call|>``, which is valid Harmony and trains
    the call) or part-way through its results;
-5. ``chat_template_kwargs``: ``bad_reasoning_effort``, ``bad_template_kwargs``;
+5. ``chat_template_kwargs``: ``bad_reasoning_effort`` (an int of at least 1, or one of the six
+   labels; below 8, the least Beam was trained with, the row is kept with a note),
+   ``bad_template_kwargs`` (wrong types, or a name the template call itself uses: the same rule
+   ``prepare`` applies, ``RESERVED_TEMPLATE_KWARGS``);
 6. no Harmony marker in any rendered text (content, reasoning, names, arguments, tool
-   definitions, template kwargs): ``harmony_marker_in_text``;
-7. calls name declared tools (``undeclared_tool``, when ``require_declared_tools``);
-8. reasoning on every trained assistant turn (``missing_reasoning``);
-9. at least one trained assistant turn (``no_trained_turn``).
+   definitions, template kwargs): ``harmony_marker_in_text``; and none of
+   ``options.forbidden_tokens`` (the tokenizer's other added/special tokens):
+   ``special_token_in_text``;
+7. no reasoning markup (``<think>``, ``</thinking>``, ...) in any text of a trained assistant
+   turn (``reasoning_markup_in_text``), and no tool-call markup (``<tool_call>``,
+   ``<function=``, ...) in its answer or reasoning (``tool_call_markup_in_text``): whatever a
+   reader could not place never becomes trained text;
+8. calls name declared tools (``undeclared_tool``, when ``require_declared_tools``);
+9. reasoning on every trained assistant turn (``missing_reasoning``);
+10. at least one trained assistant turn (``no_trained_turn``).
 
 >>> ok = {"messages": [{"role": "user", "content": "Hi"},
 ...                    {"role": "assistant", "reasoning_content": "Greet.", "content": "Hello"}]}
@@ -33,19 +42,56 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from beam_sft.convert.options import ConvertOptions
-from beam_sft.convert.rows import BeamRow, Rejection
+from beam_sft.convert.reasoning import REASONING_MARKUP
+from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _TOOL_NAME_RE = re.compile(r"[^\s<]+")
 # The registered keys of chat_template_kwargs and the types the template accepts for them.
 _KWARG_TYPES: dict[str, tuple[type, ...]] = {"model_identity": (str,), "allow_missing_thinking": (bool,)}
+# Keys the template call itself uses: a per-row kwarg by one of these names would collide with
+# them. One home for the rule: the encoder reads it from here.
+RESERVED_TEMPLATE_KWARGS = frozenset(
+    {"messages", "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
+     "continue_final_message", "tokenize", "return_dict", "return_assistant_tokens_mask", "padding",
+     "truncation", "max_length", "return_tensors", "tokenizer_kwargs", "sanitize_control_tokens"}
+)
+# The least reasoning effort Beam was trained with (the format documentation: "Beam wasn't trained
+# below 8, so smaller values aren't respected").
+MIN_TRAINED_EFFORT = 8
+# Tool-call markup of the text formats (Hermes/Qwen): never trained as an answer or reasoning.
+TOOL_CALL_MARKUP: tuple[str, ...] = ("<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
+                                     "<function=")
+
+
+def forbidden_tokens(tokenizer: Any) -> frozenset[str]:
+    """The tokenizer's added and special tokens other than the Harmony markers: text holding one
+    would be tokenized as that control token. Pass it as ``ConvertOptions.forbidden_tokens``.
+
+    Whitespace-only added tokens (some tokenizers add runs of spaces) are left out: they are how
+    ordinary text is tokenized, not control tokens.
+    """
+    tokens: set[str] = set()
+    added = getattr(tokenizer, "get_added_vocab", None)
+    if callable(added):
+        tokens.update(added())
+    tokens.update(getattr(tokenizer, "all_special_tokens", None) or ())
+    return frozenset(t for t in tokens if isinstance(t, str) and t.strip() and t not in ALL_MARKERS)
+
+
+@functools.lru_cache(maxsize=16)
+def _alternation(tokens: tuple[str, ...]) -> re.Pattern[str] | None:
+    if not tokens:
+        return None
+    return re.compile("|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
 
 
 def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
@@ -57,6 +103,8 @@ def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
         _results,
         _kwargs,
         _markers,
+        _special_tokens,
+        _trained_markup,
         _declared,
         _reasoning,
         _trained,
@@ -65,11 +113,6 @@ def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
         if problem is not None:
             return Rejection(*problem)
     return None
-
-
-def has_reasoning(msg: dict) -> bool:
-    text = msg.get("reasoning_content")
-    return isinstance(text, str) and bool(text.strip())
 
 
 def is_trained(msg: dict) -> bool:
@@ -209,6 +252,11 @@ def _kwargs(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
                 "bad_reasoning_effort",
                 f"reasoning_effort {effort!r} is neither an int nor one of {', '.join(REASONING_EFFORT_LABELS)}",
             )
+        if isinstance(effort, int) and effort < 1:
+            return "bad_reasoning_effort", f"reasoning_effort {effort} is below 1 (Beam always reasons)"
+    clash = sorted(RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
+    if clash:
+        return "bad_template_kwargs", f"chat_template_kwargs uses names the template call itself takes: {clash}"
     for key, types in _KWARG_TYPES.items():
         if kwargs.get(key) is not None and not isinstance(kwargs[key], types):
             return "bad_template_kwargs", f"chat_template_kwargs.{key} is a {type(kwargs[key]).__name__}"
@@ -253,6 +301,67 @@ def _markers(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
                 if marker in text:
                     return "harmony_marker_in_text", f"{path} contains {marker}"
     return None
+
+
+def _special_tokens(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    pattern = _alternation(tuple(sorted(options.forbidden_tokens)))
+    if pattern is None:
+        return None
+    for path, text in iter_rendered_text(row):
+        m = pattern.search(text)
+        if m is not None:
+            return "special_token_in_text", f"{path} contains the tokenizer's token {m.group()!r}"
+    return None
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a value, dict keys included, at any depth (iterative)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            stack.extend(k for k in item if isinstance(k, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _first(markup: Iterable[str], text: str) -> str | None:
+    return next((m for m in markup if m in text), None)
+
+
+def _trained_markup(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    for i, msg in enumerate(row["messages"]):
+        if not is_trained(msg):
+            continue
+        for key in ("content", "reasoning_content"):
+            text = msg.get(key) or ""
+            found = _first(REASONING_MARKUP, text)
+            if found:
+                return "reasoning_markup_in_text", f"messages[{i}].{key} holds {found} (trained text)"
+            found = _first(TOOL_CALL_MARKUP, text)
+            if found:
+                return "tool_call_markup_in_text", f"messages[{i}].{key} holds {found} (trained text)"
+        for j, call in enumerate(msg.get("tool_calls") or []):
+            for text in _strings(call.get("function")):
+                found = _first(REASONING_MARKUP, text)
+                if found:
+                    return "reasoning_markup_in_text", f"messages[{i}].tool_calls[{j}] holds {found} (trained text)"
+    return None
+
+
+def row_notes(row: BeamRow) -> dict[str, int]:
+    """What a kept row carries that is worth a word but not a rejection (counted in the summary).
+
+    >>> row_notes({"messages": [], "chat_template_kwargs": {"reasoning_effort": 4}})
+    {'reasoning_effort_below_8': 1}
+    """
+    effort = (row.get("chat_template_kwargs") or {}).get("reasoning_effort")
+    if isinstance(effort, int) and not isinstance(effort, bool) and 1 <= effort < MIN_TRAINED_EFFORT:
+        return {f"reasoning_effort_below_{MIN_TRAINED_EFFORT}": 1}
+    return {}
 
 
 def _declared(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:

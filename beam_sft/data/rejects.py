@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -23,7 +24,13 @@ class RejectRecord(Protocol):
 
 @dataclass
 class SourceSummary:
-    """Counts for one source. Every record read is counted once, as kept or as rejected."""
+    """Counts for one source. Every record read is counted once, as kept or as rejected.
+
+    ``formats`` counts rows by the format that read them (``--format auto`` decides per row);
+    ``notes`` counts what kept rows carry worth a word (text dropped by an option, a low
+    reasoning effort); ``unreadable`` is ``(byte, about how many more records)`` when a syntax
+    error hid the rest of the file (its one rejection then stands for all of them).
+    """
 
     source: str
     format: str
@@ -31,25 +38,65 @@ class SourceSummary:
     read: int = 0
     kept: int = 0
     rejected: Counter[str] = field(default_factory=Counter)
+    formats: Counter[str] = field(default_factory=Counter)
+    notes: Counter[str] = field(default_factory=Counter)
+    causes: Counter[str] = field(default_factory=Counter)  # "code: why" for rejections worth explaining
+    unreadable: tuple[int | None, int | None] | None = None
 
-    def count_kept(self) -> None:
+    def count_kept(self, format: str | None = None, notes: Mapping[str, int] | None = None) -> None:
         self.read += 1
         self.kept += 1
+        if format:
+            self.formats[format] += 1
+        if notes:
+            self.notes.update(notes)
 
-    def count_rejected(self, code: str) -> None:
+    def count_rejected(self, code: str, format: str | None = None, cause: str | None = None) -> None:
         self.read += 1
         self.rejected[code] += 1
+        if format:
+            self.formats[format] += 1
+        if cause:
+            self.causes[f"{code} {cause}"] += 1
 
     @property
     def n_rejected(self) -> int:
         return sum(self.rejected.values())
 
     @property
+    def empty(self) -> bool:
+        return self.read == 0
+
+    @property
     def reject_rate(self) -> float:
-        return self.n_rejected / self.read if self.read else 0.0
+        """Rejected over read; an unreadable rest counts as the records it likely held."""
+        hidden = (self.unreadable[1] or 1) - 1 if self.unreadable else 0
+        total = self.read + hidden
+        return (self.n_rejected + hidden) / total if total else 0.0
+
+    @property
+    def format_label(self) -> str:
+        """The format column: the format, or each format's row count when rows differ."""
+        if len(self.formats) > 1:
+            return " ".join(f"{f}={n}" for f, n in sorted(self.formats.items(), key=lambda kv: (-kv[1], kv[0])))
+        return next(iter(self.formats), self.format)
+
+    def remarks(self) -> list[str]:
+        """Lines worth reading under the table: empty source, unreadable rest, notes."""
+        out = []
+        if self.empty:
+            out.append(f"{self.source}: the source is empty (no records)")
+        if self.unreadable:
+            byte, more = self.unreadable
+            about = f"about {more} more records" if more is not None else "record count unknown"
+            out.append(f"{self.source}: unreadable from byte {byte} ({about}), counted as one unreadable_rest")
+        if self.notes:
+            out.append(f"{self.source}: notes " + _reasons(self.notes))
+        out.extend(f"{self.source}: {n} rejected {cause}" for cause, n in sorted(self.causes.items()))
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "source": self.source,
             "format": self.format,
             "detection": self.detection,
@@ -57,7 +104,17 @@ class SourceSummary:
             "kept": self.kept,
             "rejected": self.n_rejected,
             "by_code": dict(sorted(self.rejected.items())),
+            "formats": dict(sorted(self.formats.items())),
         }
+        if self.notes:
+            out["notes"] = dict(sorted(self.notes.items()))
+        if self.causes:
+            out["causes"] = dict(sorted(self.causes.items()))
+        if self.unreadable:
+            out["unreadable"] = {"byte": self.unreadable[0], "about_more_records": self.unreadable[1]}
+        if self.empty:
+            out["empty"] = True
+        return out
 
 
 def format_summary_table(summaries: list[SourceSummary]) -> str:
@@ -74,7 +131,7 @@ def format_summary_table(summaries: list[SourceSummary]) -> str:
         total.update(s.rejected)
     lines = [("source", "format", "read", "kept", "rejected", "reasons")]
     for s in summaries:
-        lines.append((s.source, s.format, str(s.read), str(s.kept), str(s.n_rejected), _reasons(s.rejected)))
+        lines.append((s.source, s.format_label, str(s.read), str(s.kept), str(s.n_rejected), _reasons(s.rejected)))
     lines.append(
         (
             "TOTAL",
@@ -91,11 +148,48 @@ def format_summary_table(summaries: list[SourceSummary]) -> str:
         cells = [line[0].ljust(widths[0]), line[1].ljust(widths[1])]
         cells += [line[i].rjust(max(widths[i], len(lines[0][i]))) for i in (2, 3, 4)]
         out.append("  ".join(cells + [line[5]]).rstrip())
+    out.extend(remark for s in summaries for remark in s.remarks())
     return "\n".join(out)
+
+
+def sources_table(sources: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[str, Any]]) -> str:
+    """The same table from report data: ``report.json``'s ``sources`` mapping (name -> {format,
+    read, kept, rejected: {code: n}}) or a list of ``SourceSummary.to_json()`` records. For
+    ``prepare`` to print when it keeps nothing.
+
+    >>> print(sources_table({"a.jsonl": {"format": "openai", "read": 2, "kept": 0,
+    ...                                  "rejected": {"missing_reasoning": 2}}}))
+    source   format  read  kept  rejected  reasons
+    a.jsonl  openai     2     0         2  missing_reasoning=2
+    TOTAL               2     0         2  missing_reasoning=2
+    """
+    items = list(sources.items()) if isinstance(sources, Mapping) else [(r.get("source"), r) for r in sources]
+    summaries = []
+    for name, data in items:
+        codes = data.get("by_code", data.get("rejected"))
+        summary = SourceSummary(str(name), str(data.get("format", "")), str(data.get("detection", "")),
+                                int(data.get("read", 0)), int(data.get("kept", 0)),
+                                Counter(codes if isinstance(codes, Mapping) else {}),
+                                Counter(data.get("formats") or {}), Counter(data.get("notes") or {}))
+        if data.get("unreadable"):
+            summary.unreadable = (data["unreadable"].get("byte"), data["unreadable"].get("about_more_records"))
+        summaries.append(summary)
+    return format_summary_table(summaries)
 
 
 def _reasons(counts: Counter[str]) -> str:
     return " ".join(f"{code}={n}" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def reject_line(record: Mapping[str, Any]) -> str:
+    """One rejects.jsonl line. Text that is not valid Unicode (lone surrogates from bad bytes)
+    cannot be written as UTF-8: such a record is written with ASCII escapes, still exact JSON."""
+    line = json.dumps(record, ensure_ascii=False, default=repr) + "\n"
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        line = json.dumps(record, ensure_ascii=True, default=repr) + "\n"
+    return line
 
 
 class RejectsWriter:
@@ -115,7 +209,8 @@ class RejectsWriter:
     def write(self, rejection: RejectRecord) -> None:
         self.count += 1
         if self._fh is not None:
-            self._fh.write(json.dumps(rejection.to_json(), ensure_ascii=False, default=repr) + "\n")
+            self._fh.write(reject_line(rejection.to_json()))
+
 
     def __exit__(self, *exc: object) -> None:
         if self._fh is not None:

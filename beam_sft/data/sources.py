@@ -3,19 +3,29 @@
 Shapes read (by content, not only by extension):
 
 - JSON Lines (``.jsonl``/``.ndjson``, or a ``.json`` whose first line is a whole JSON value):
-  one record per non-blank line; a line that is not JSON becomes a ``BadRecord`` (the run goes on).
+  one record per non-blank line; a line that is not JSON becomes a ``BadRecord`` with its byte
+  offset (the run goes on).
 - A JSON array (``[...]``): its items, decoded incrementally from 1 MiB reads, so memory holds one
   item at a time. An array whose first item looks like a chat message (a ``role`` key) is one
   conversation: the whole array is yielded as a single record. A syntax error inside an array
-  cannot be resynchronised: the rest of the file becomes one ``BadRecord``.
+  cannot be resynchronised: the rest of the file becomes one ``BadRecord`` with ``rest`` set,
+  the byte where reading stopped and an estimate of the records left (from the mean size of
+  those read), so the accounting can say "unreadable from byte N (about M more records)".
+- Text: UTF-8, with or without a byte-order mark (``utf-8-sig``). Bytes that are not UTF-8 are
+  kept as lone surrogates (``surrogateescape``), never replaced: the converter rejects those
+  rows as ``invalid_text``, like a ``"\\ud800"`` escape in valid JSON.
 - A single JSON object spread over lines (a one-conversation file): one record.
 - Parquet (``.parquet``): record batches through pyarrow. Arrow gives every struct the union of
   all keys and fills the missing ones with null, so null-valued keys are dropped from Parquet
   and ``datasets`` records (a genuine null argument cannot be told apart there).
 - A directory: a ``datasets.save_to_disk`` directory (one split), else its data files in sorted
-  order as one source with a running row index.
+  order (``expand_source``): hidden files and folders are skipped, and files of other types are
+  listed as skipped, not passed over in silence. ``iter_located`` names each record's own file
+  and its row number in that file; ``iter_records`` on a directory keeps one running index.
 - A ``datasets`` dataset (a hub id ``org/name[:config][@split]``, or a folder laid out as a hub
   dataset repository): streamed through ``load_dataset`` (``beam_sft.data.hub``).
+- A file that is not readable as its type (a fake or corrupt ``.parquet``) raises ``BeamError``
+  naming the file.
 
 Row indices count records from 0 (blank lines are not records).
 
@@ -39,30 +49,70 @@ from beam_sft.errors import BeamError
 
 CHUNK = 1 << 20
 DATA_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
+ENCODING = "utf-8-sig"  # a byte-order mark is not part of the first record
+ERRORS = "surrogateescape"  # bad bytes survive as lone surrogates, for the converter to reject
+_BOM = b"\xef\xbb\xbf"
 
 
 @dataclass(frozen=True)
 class BadRecord:
-    """A record that could not be decoded: its text and the decoder's complaint."""
+    """A record that could not be decoded: its text and the decoder's complaint.
+
+    ``byte``: where it starts in the file. ``rest``: the decoder could not go on, so this stands
+    for the rest of the file; ``more`` then estimates how many records that rest holds (None
+    when nothing was read before it to estimate from).
+    """
 
     text: str
     error: str
+    byte: int | None = None
+    rest: bool = False
+    more: int | None = None
+
+    def describe(self) -> str:
+        if not self.rest:
+            return self.error
+        about = f"about {self.more} more records" if self.more is not None else "record count unknown"
+        return f"unreadable from byte {self.byte} ({about}): {self.error}"
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: Path
+    reason: str
 
 
 def iter_records(path: str | Path | hub.DatasetRef) -> Iterator[tuple[int, Any]]:
-    """``(row index, record)`` for every record of a local file or directory, or of a ``datasets``
+    """``(row index, record)`` for every record of a local file or directory (one running index
+    over a directory's files; ``iter_located`` gives each file's own), or of a ``datasets``
     dataset (a hub id or a dataset repository folder: ``beam_sft.data.hub`` tells them apart)."""
+    for index, (_, _, record) in enumerate(iter_located(path)):
+        yield index, record
+
+
+def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, Any]]:
+    """``(file, row index in that file, record)``; for a plain file or a dataset, ``file`` is its name."""
     source = path if isinstance(path, hub.DatasetRef) else hub.parse_data_arg(path)
     if isinstance(source, hub.DatasetRef):
+        name = source.label
         for index, record in hub.iter_dataset(source):
-            yield index, _drop_nulls(record)
+            yield name, index, _drop_nulls(record)
         return
     path = Path(path)
     if path.is_dir():
-        yield from _iter_dir(path)
+        files, _ = expand_source(path)
+        for file in files:
+            if file.is_dir():
+                yield from ((str(file), i, r) for i, r in enumerate(_iter_saved_dataset(file)))
+            else:
+                yield from ((str(file), i, r) for i, r in _iter_file(file))
         return
     if not path.is_file():
         raise BeamError(f"{path}: no such file or directory")
+    yield from ((str(path), i, r) for i, r in _iter_file(path))
+
+
+def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         yield from enumerate(_iter_parquet(path))
@@ -72,47 +122,114 @@ def iter_records(path: str | Path | hub.DatasetRef) -> Iterator[tuple[int, Any]]
         yield from enumerate(_iter_json(path))
 
 
-def _iter_dir(path: Path) -> Iterator[tuple[int, Any]]:
+def _hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[SkippedFile]]:
+    """The files a source reads, and the files of a directory it does not read (with why).
+
+    A file is itself; a ``datasets.save_to_disk`` directory is itself; another directory is its
+    data files in sorted order, hidden files and folders left out (``.cache``, ``.git``, ...),
+    other files listed as skipped.
+    """
+    if isinstance(path, hub.DatasetRef) or isinstance(hub.parse_data_arg(path), hub.DatasetRef):
+        return [path], []  # a datasets dataset is one source, named as the user gave it
+    path = Path(path)
+    if not path.is_dir():
+        if not path.exists():
+            raise BeamError(f"{path}: no such file or directory")
+        return [path], []
     if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
-        yield from enumerate(_iter_saved_dataset(path))
-        return
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in DATA_SUFFIXES)
+        return [path], []
+    files: list[Path] = []
+    skipped: list[SkippedFile] = []
+    for p in sorted(path.rglob("*")):
+        if not p.is_file() or _hidden(p, path):
+            continue
+        if p.suffix.lower() in DATA_SUFFIXES:
+            files.append(p)
+        else:
+            skipped.append(SkippedFile(p, f"not a data file ({', '.join(DATA_SUFFIXES)})"))
     if not files:
-        raise BeamError(f"{path}: no data files ({', '.join(DATA_SUFFIXES)}) in the directory")
-    index = 0
-    for file in files:
-        for _, record in iter_records(file):
-            yield index, record
-            index += 1
+        raise BeamError(f"{path}: no data files ({', '.join(DATA_SUFFIXES)}) in the directory"
+                        + (f"; skipped {len(skipped)} other file(s)" if skipped else ""))
+    return files, skipped
 
 
 def _iter_lines(path: Path) -> Iterator[Any]:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
+    offset = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            start = offset
+            offset += len(raw)
+            if start == 0 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            line = raw.decode("utf-8", ERRORS)
             if not line.strip():
                 continue
             try:
                 yield json.loads(line)
             except (ValueError, RecursionError) as exc:
-                yield BadRecord(line.rstrip("\n"), f"not valid JSON: {exc}")
+                yield BadRecord(line.rstrip("\r\n"), f"not valid JSON (line at byte {start}): {exc}", byte=start)
 
 
-def _first_char(fh: IO[str]) -> str:
+def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
+    """``(row index, JSON text, error)`` for each non-blank line of a JSON Lines file, without
+    decoding the JSON (for ``prepare``'s fast path), with the same rules as ``iter_records``: a
+    BOM is dropped, and a line that is not UTF-8 is never replaced. Its text becomes
+    ASCII-escaped JSON that decodes to the same lone surrogates, which the converter rejects as
+    ``invalid_text``; such a line that is not JSON either comes with its error. The text is always
+    valid UTF-8, so an Arrow string column can hold it.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.jsonl"
+    >>> _ = p.write_bytes(b'\\xef\\xbb\\xbf{"a": 1}\\n\\n{"b": "\\xff"}\\n')
+    >>> list(iter_raw_lines(p))
+    [(0, '{"a": 1}', ''), (1, '{"b": "\\\\udcff"}', '')]
+    """
+    index = 0
+    offset = 0
+    with open(path, "rb") as fh:
+        for raw in fh:
+            start = offset
+            offset += len(raw)
+            if start == 0 and raw.startswith(_BOM):
+                raw = raw[len(_BOM) :]
+            try:
+                text, error = raw.decode("utf-8").rstrip("\r\n"), ""
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", ERRORS)
+                try:
+                    text, error = json.dumps(json.loads(line), ensure_ascii=True), ""
+                except (ValueError, RecursionError) as exc:
+                    text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+                    error = f"not valid JSON (line at byte {start}): {exc}"
+            if not text.strip():
+                continue
+            yield index, text, error
+            index += 1
+
+
+def _first_char(fh: IO[str]) -> tuple[str, int]:
+    """The first character that is not whitespace, and the bytes read up to and including it."""
+    n = 0
     while True:
         ch = fh.read(1)
+        n += _bytes(ch)
         if not ch or not ch.isspace():
-            return ch
+            return ch, n
 
 
 def _iter_json(path: Path) -> Iterator[Any]:
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        first = _first_char(fh)
+    with open(path, encoding=ENCODING, errors=ERRORS) as fh:
+        first, consumed = _first_char(fh)
         if first == "[":
-            yield from _iter_array(fh)
+            yield from _iter_array(fh, path, consumed)
             return
     if not first:
         return
-    with open(path, encoding="utf-8", errors="replace") as fh:
+    with open(path, encoding=ENCODING, errors=ERRORS) as fh:
         first_line = next((line for line in fh if line.strip()), "")
     try:
         json.loads(first_line)
@@ -122,14 +239,29 @@ def _iter_json(path: Path) -> Iterator[Any]:
     if whole_line:
         yield from _iter_lines(path)
         return
-    text = path.read_text(encoding="utf-8", errors="replace")
-    yield from _iter_concatenated(text)
+    text = path.read_text(encoding=ENCODING, errors=ERRORS)
+    yield from _iter_concatenated(text, path)
 
 
-def _iter_concatenated(text: str) -> Iterator[Any]:
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8", ERRORS))
+
+
+def _rest(text: str, error: str, path: Path, byte: int, records: int) -> BadRecord:
+    """The rest of a file from ``byte``: one BadRecord, with the records it likely holds."""
+    size = path.stat().st_size
+    more = None
+    if records:
+        more = max(1, round((size - byte) / max(1, byte / records)))
+    return BadRecord(text[:1000], error, byte=byte, rest=True, more=more)
+
+
+def _iter_concatenated(text: str, path: Path) -> Iterator[Any]:
     """One pretty-printed object, or several one after another."""
     decoder = json.JSONDecoder()
     pos = 0
+    records = 0
+    bom = _bom_size(path)
     while True:
         while pos < len(text) and text[pos].isspace():
             pos += 1
@@ -138,25 +270,28 @@ def _iter_concatenated(text: str) -> Iterator[Any]:
         try:
             value, pos = decoder.raw_decode(text, pos)
         except (ValueError, RecursionError) as exc:
-            yield BadRecord(text[pos:], f"not valid JSON: {exc}")
+            yield _rest(text[pos:], f"not valid JSON: {exc}", path, bom + _bytes(text[:pos]), records)
             return
+        records += 1
         yield value
 
 
 _EMPTY = object()
 
 
-def _iter_array(fh: IO[str]) -> Iterator[Any]:
-    """Items of a JSON array whose ``[`` was just read; whole-array conversations are merged."""
-    items = _iter_array_items(fh)
+def _iter_array(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
+    """Items of a JSON array whose ``[`` was just read (``consumed`` bytes after any BOM);
+    whole-array conversations are merged."""
+    items = _iter_array_items(fh, path, consumed)
     first = next(items, _EMPTY)
     if first is _EMPTY:
         return
     if _looks_like_message(first):
         conversation = [first]
         for item in items:
-            if isinstance(item, BadRecord):
-                yield BadRecord(json.dumps(conversation, ensure_ascii=False)[:1000] + item.text, item.error)
+            if isinstance(item, BadRecord):  # the one conversation cannot be read: it is the whole file
+                yield BadRecord(json.dumps(conversation, ensure_ascii=False)[:1000] + item.text, item.error,
+                                byte=item.byte, rest=True, more=0)
                 return
             conversation.append(item)
         yield conversation
@@ -173,11 +308,19 @@ def _looks_like_message(item: Any) -> bool:
     )
 
 
-def _iter_array_items(fh: IO[str]) -> Iterator[Any]:
+def _bom_size(path: Path) -> int:
+    with open(path, "rb") as fh:
+        return len(_BOM) if fh.read(len(_BOM)) == _BOM else 0
+
+
+def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
     decoder = json.JSONDecoder()
     buf, pos, eof = "", 0, False
     need_comma = False
     read_size = CHUNK
+    # Bytes of the file before buf[0]: the BOM, "[" and what was dropped (for error positions).
+    dropped = [_bom_size(path) + consumed]
+    seen = 0
 
     def refill(grow: bool = False) -> bool:
         # Reads double while one item does not fit (so a huge item is decoded O(log n) times,
@@ -187,9 +330,13 @@ def _iter_array_items(fh: IO[str]) -> Iterator[Any]:
             return False
         read_size = read_size * 2 if grow else CHUNK
         chunk = fh.read(read_size)
+        dropped[0] += _bytes(buf[:pos])
         buf, pos = buf[pos:] + chunk, 0
         eof = not chunk
         return bool(chunk)
+
+    def rest(error: str) -> BadRecord:
+        return _rest(buf[pos:], error, path, dropped[0] + _bytes(buf[:pos]), seen)
 
     refill()
     while True:
@@ -199,15 +346,13 @@ def _iter_array_items(fh: IO[str]) -> Iterator[Any]:
             if pos < len(buf) or not refill():
                 break
         if pos >= len(buf):
-            yield BadRecord("", "the JSON array is not closed")
+            yield rest("the JSON array is not closed")
             return
         if buf[pos] == "]":
             return
         if need_comma:
             if buf[pos] != ",":
-                yield BadRecord(
-                    buf[pos:] + fh.read(), f"expected ',' or ']' in the JSON array at {buf[pos : pos + 20]!r}"
-                )
+                yield rest(f"expected ',' or ']' in the JSON array at {buf[pos : pos + 20]!r}")
                 return
             pos += 1
             need_comma = False
@@ -220,7 +365,7 @@ def _iter_array_items(fh: IO[str]) -> Iterator[Any]:
                 if refill(grow):
                     grow = True
                     continue
-                yield BadRecord(buf[pos:], f"not valid JSON: {exc}")
+                yield rest(f"not valid JSON: {exc}")
                 return
             # A value is complete only when a delimiter follows: "-0" may be "-0.5" after the
             # next read, "tru" part of "true".
@@ -232,6 +377,7 @@ def _iter_array_items(fh: IO[str]) -> Iterator[Any]:
                 continue
             break
         yield value
+        seen += 1
         pos = end
         need_comma = True
 
@@ -255,17 +401,25 @@ def _drop_nulls(value: Any) -> Any:
 
 
 def _iter_parquet(path: Path) -> Iterator[Any]:
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=256):
-        for record in batch.to_pylist():
-            yield _drop_nulls(record)
+    try:
+        batches = pq.ParquetFile(path).iter_batches(batch_size=256)
+        for batch in batches:
+            for record in batch.to_pylist():
+                yield _drop_nulls(record)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise BeamError(f"{path}: not a readable Parquet file ({type(exc).__name__}: {exc})") from None
 
 
 def _iter_saved_dataset(path: Path) -> Iterator[Any]:
     import datasets
 
-    ds = datasets.load_from_disk(str(path))
+    try:
+        ds = datasets.load_from_disk(str(path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:  # a broken or foreign folder
+        raise BeamError(f"{path}: not a readable datasets folder ({type(exc).__name__}: {exc})") from None
     if isinstance(ds, datasets.DatasetDict):
         if len(ds) != 1:
             raise BeamError(f"{path}: a DatasetDict with splits {sorted(ds)}; point at one split's directory")

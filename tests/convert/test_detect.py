@@ -48,3 +48,10 @@ def test_detection_per_file(tmp_path):
     assert SourceConversion(tmp_path / "a.jsonl").format == "sharegpt"
     assert SourceConversion(tmp_path / "b.jsonl").format == "openai"
     assert SourceConversion(tmp_path / "b.jsonl", format="sharegpt").detection == "sharegpt: given"
+
+
+def test_classify_reads_content_parts_and_never_raises_on_odd_parts():
+    tagged = {"messages": [{"role": "assistant", "content": [{"type": "text", "text": "<tool_call>x</tool_call>"}]}]}
+    assert classify(tagged, ColumnMap()) == "hermes"
+    odd = {"messages": [{"role": "assistant", "content": [{"type": "text", "text": 5}, 3, None]}]}
+    assert classify(odd, ColumnMap()) == "openai"

@@ -10,7 +10,6 @@ import pytest
 MODULES = [
     "beam_sft.convert.assemble",
     "beam_sft.convert.detect",
-    "beam_sft.convert.export",
     "beam_sft.convert.harmony_text",
     "beam_sft.convert.harmony_tools",
     "beam_sft.convert.hermes",
@@ -26,6 +25,9 @@ MODULES = [
     "beam_sft.convert.validate",
     "beam_sft.data.rejects",
     "beam_sft.data.sources",
+    "beam_sft.errors",
+    "beam_sft.reasons",
+    "tests.convert.export_rows",
 ]
 
 

@@ -192,3 +192,15 @@ def test_typescript_nested_objects_and_arrays():
         "parameters": {"type": "string"},
         "description": "Takes text.",
     }
+
+
+def test_an_object_parameter_whose_description_ends_in_a_line_break_keeps_its_type(render_beam):
+    """Found by hypothesis: ``C:     // 0`` then a blank line, then ``{``."""
+    for description in ("0\n", "\n0", "a\nb c\n\n"):
+        tool = {"type": "function", "function": {"name": "a", "parameters": {"type": "object", "properties": {
+            "C": {"type": "object", "description": description}, "A": {"type": "string"}},
+            "required": ["C", "A"]}}}
+        text = render_beam([{"role": "user", "content": "0"}], tools=[tool])
+        (parsed,) = parse_typescript_tools(text[text.index("# Tools"):])
+        properties = parsed["function"]["parameters"]["properties"]
+        assert properties["C"]["type"] == "object" and properties["A"] == {"type": "string"}, description

@@ -57,12 +57,12 @@ def test_a_non_text_part_is_a_rejection_not_a_silent_drop(part):
     result = convert(
         {"messages": [{"role": "user", "content": [part, {"type": "text", "text": "hi"}]}, turn(content="x")]}
     )
-    assert code(result) == "non_text_part"
+    assert code(result) == "non_text_content"
 
 
 def test_reasoning_parts_only_on_assistant_turns():
     user = {"role": "user", "content": [{"type": "reasoning", "text": "x"}]}
-    assert code(convert({"messages": [user, turn(content="y")]})) == "non_text_part"
+    assert code(convert({"messages": [user, turn(content="y")]})) == "non_text_content"
 
 
 @pytest.mark.parametrize("arguments", ['{"city": "Paris"}', {"city": "Paris"}, '"{\\"city\\": \\"Paris\\"}"'])
@@ -266,7 +266,7 @@ def test_unknown_extra_keys_are_ignored():
 
 
 def test_unknown_role_and_malformed_rows():
-    assert code(convert({"messages": [{"role": "ipython", "content": "x"}]})) == "unknown_role"
+    assert code(convert({"messages": [{"role": "narrator", "content": "x"}]})) == "unknown_role"
     assert code(convert({"messages": [{"content": "x"}]})) == "malformed_row"
     assert code(convert({"messages": "hello"})) == "malformed_row"
     assert code(convert("just text")) == "malformed_row"

@@ -177,3 +177,10 @@ def test_memory_stays_flat_as_input_grows(tmp_path, suffix, monkeypatch):
         sizes[n] = _peak(path, tmp_path)
     # ten times the rows (about 2 MB of input) must not cost ten times the memory
     assert sizes[3000] < 2 * sizes[300] + 200_000, sizes
+
+
+def test_the_format_registry_and_the_cli_choices_come_from_one_list():
+    from beam_sft.convert import FORMAT_CONVERTERS, FORMATS
+
+    assert tuple(FORMAT_CONVERTERS) == FORMATS
+    assert convert_cli.FORMAT_CHOICES == ("auto", *FORMATS)

@@ -8,11 +8,13 @@ import json
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.convert import CONVERTERS, ConvertOptions, Rejection, export_openai, export_sharegpt, validate
+from beam_sft.convert import CONVERTERS, ConvertOptions, Rejection, check_record, convert_row, validate
+from beam_sft.convert.detect import classify
 from beam_sft.convert.openai import convert_openai
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import REASON_CODES
 from beam_sft.convert.sharegpt import convert_sharegpt
+from tests.convert.export_rows import export_openai, export_sharegpt
 from tests.strategies import beam_rows
 
 # Keys and values the converters look at, so that random rows reach deep into them.
@@ -272,6 +274,10 @@ OPTION_SETS = [
 
 def _never_raises(raw, options: ConvertOptions) -> None:
     before = copy.deepcopy(raw)
+    classify(raw, options.columns)  # the per-row format guess runs outside any converter's guard
+    check_record(raw)
+    auto = convert_row(raw, format="auto", options=options, source="s", row=0)
+    assert isinstance(auto, Rejection) and auto.code in REASON_CODES or isinstance(auto, dict)
     for name, converter in CONVERTERS.items():
         result = converter(raw, options=options)
         assert repr(raw) == repr(before), f"{name} modified its input"
@@ -342,6 +348,7 @@ def _inline_safe(row: dict) -> bool:
             text = msg.get("reasoning_content", "") + msg.get("content", "")
             if (
                 "think>" in text
+                or "thinking>" in text
                 or "reasoning>" in text
                 or "answer>" in text
                 or not msg.get("content", "x").strip()

@@ -8,7 +8,6 @@ from beam_sft.convert import ConvertOptions, Rejection, convert_row
 from beam_sft.convert.openai import convert_openai
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.reasoning import split_inline_reasoning, strip_answer_tags
-from beam_sft.convert.rows import Reject
 
 OPTIONS = ConvertOptions(require_declared_tools=False)
 
@@ -72,11 +71,13 @@ def test_reasoning_that_cannot_be_one_analysis_message(fields, expected):
     assert assistant(**fields).code == expected
 
 
-def test_a_tag_later_in_the_answer_is_text():
-    assert split_inline_reasoning("Use <think> tags like <think>this</think>.") == (
-        None,
-        "Use <think> tags like <think>this</think>.",
-    )
+def test_a_tag_later_in_the_answer_is_never_trained_text():
+    """Issue 12.1: tags anywhere are read; what cannot be one analysis block is rejected."""
+    with pytest.raises(Rejection) as info:
+        split_inline_reasoning("Use <think> tags like <think>this</think>.")
+    assert info.value.code == "interleaved_reasoning"
+    assert assistant(content="Plain answer, <think> mentioned later").code == "unclosed_reasoning_tag"
+    assert assistant(content="Answer first.<think>late</think>").code == "interleaved_reasoning"
 
 
 def test_answer_tags():
@@ -95,7 +96,7 @@ def test_answer_tags():
 
 
 def test_reject_is_internal():
-    with pytest.raises(Reject):
+    with pytest.raises(Rejection):
         split_inline_reasoning("<think>")
 
 

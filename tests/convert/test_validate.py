@@ -6,8 +6,7 @@ import copy
 
 import pytest
 
-from beam_sft.convert import ConvertOptions, convert_row, rows, validate
-from beam_sft.convert.rows import REASON_CODES
+from beam_sft.convert import ConvertOptions, convert_row, validate
 
 OPTIONS = ConvertOptions()
 TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
@@ -171,9 +170,3 @@ def test_validate_does_not_modify_the_row():
     before = copy.deepcopy(row)
     validate(row, options=OPTIONS)
     assert row == before
-
-
-def test_every_code_is_documented_in_the_table():
-    doc = rows.__doc__
-    for code in REASON_CODES:
-        assert f"``{code}``" in doc, code

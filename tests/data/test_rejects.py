@@ -56,3 +56,23 @@ def test_writer_without_a_path_only_counts():
     with RejectsWriter(None) as out:
         out.write(Rejection("invalid_json", "x"))
     assert out.count == 1
+
+
+def test_a_record_with_invalid_unicode_is_written_as_exact_escaped_json(tmp_path):
+    from beam_sft.data.rejects import reject_line
+
+    line = reject_line({"code": "invalid_json", "raw": "x\udcffy"})
+    assert json.loads(line)["raw"] == "x\udcffy"
+    line.encode("utf-8")  # writable
+
+
+def test_summary_remarks_empty_and_unreadable_sources():
+    empty = SourceSummary("e.jsonl", "openai")
+    cut = SourceSummary("c.json", "openai")
+    cut.count_kept()
+    cut.count_rejected("unreadable_rest")
+    cut.unreadable = (1234, 99)
+    table = format_summary_table([empty, cut])
+    assert "e.jsonl: the source is empty" in table
+    assert "c.json: unreadable from byte 1234 (about 99 more records)" in table
+    assert round(cut.reject_rate, 2) == 0.99

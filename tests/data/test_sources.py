@@ -132,3 +132,87 @@ def test_streamed_array_equals_json_loads(tmp_path_factory, items, chunk, indent
         assert [v for _, v in records(path)] == json.loads(path.read_text())
     finally:
         sources.CHUNK = original
+
+
+def test_jsonl_bad_lines_carry_their_byte_offset(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a": 1}\n{bad\n')
+    (_, first), (_, bad) = records(path)
+    assert first == {"a": 1} and isinstance(bad, BadRecord) and bad.byte == 9 and not bad.rest
+
+
+def test_a_bom_is_not_part_of_the_first_record(tmp_path):
+    for name, body in [("a.jsonl", b'{"a": 1}\n{"a": 2}\n'), ("a.json", b'[{"a": 1}, {"a": 2}]'),
+                       ("o.json", b'{\n "a": 1\n}\n')]:
+        path = tmp_path / name
+        path.write_bytes(b"\xef\xbb\xbf" + body)
+        assert all(not isinstance(r, BadRecord) for _, r in records(path)), name
+        assert records(path)[0] == (0, {"a": 1})
+
+
+def test_invalid_utf8_survives_as_surrogates_never_replaced(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a": "x\xffy"}\n')
+    ((_, record),) = records(path)
+    assert record["a"] == "x\udcffy"
+
+
+def test_an_unreadable_array_rest_gives_byte_and_estimate(tmp_path):
+    path = tmp_path / "a.json"
+    text = "[" + ", ".join(['{"n": 1}'] * 10) + ", {oops}, " + ", ".join(['{"n": 1}'] * 10) + "]"
+    path.write_text(text)
+    out = records(path)
+    assert len(out) == 11
+    bad = out[-1][1]
+    assert bad.rest and bad.byte == text.index("{oops") and 8 <= bad.more <= 12
+    assert bad.describe().startswith(f"unreadable from byte {bad.byte} (about {bad.more} more records)")
+
+
+def test_a_corrupt_parquet_names_the_file(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    good = tmp_path / "good.parquet"
+    pq.write_table(pa.table({"x": list(range(1000))}), good)
+    cut = tmp_path / "cut.parquet"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    for path in (cut, tmp_path / "fake.parquet"):
+        if path.name == "fake.parquet":
+            path.write_text("PAR1 but not really")
+        with pytest.raises(BeamError, match=str(path.name)):
+            records(path)
+
+
+def test_directories_skip_hidden_entries_and_name_other_files(tmp_path):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "x.json").write_text("[1]")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.jsonl").write_text('{"b": 1}\n{"b": 2}\n')
+    (tmp_path / "a.jsonl").write_text('{"a": 1}\n')
+    (tmp_path / "readme.txt").write_text("hi")
+    files, skipped = sources.expand_source(tmp_path)
+    assert files == [tmp_path / "a.jsonl", tmp_path / "sub" / "b.jsonl"]
+    assert [s.path.name for s in skipped] == ["readme.txt"]
+    assert list(sources.iter_located(tmp_path)) == [
+        (str(tmp_path / "a.jsonl"), 0, {"a": 1}),
+        (str(tmp_path / "sub" / "b.jsonl"), 0, {"b": 1}),
+        (str(tmp_path / "sub" / "b.jsonl"), 1, {"b": 2}),
+    ]
+    assert [i for i, _ in records(tmp_path)] == [0, 1, 2]  # iter_records keeps one running index
+
+
+def test_raw_lines_match_the_records_and_never_hold_invalid_text(tmp_path):
+    from beam_sft.convert import ConvertOptions, convert_row
+
+    path = tmp_path / "a.jsonl"
+    good = b'{"messages": [{"role": "user", "content": "q"}]}'
+    path.write_bytes(b"\xef\xbb\xbf" + good + b"\n\n" + good.replace(b'"q"', b'"\xff"') + b"\n{bad \xff\n")
+    raw = list(sources.iter_raw_lines(path))
+    assert [i for i, _, _ in raw] == [i for i, _ in records(path)] == [0, 1, 2]
+    for _, text, _ in raw:
+        text.encode("utf-8")  # an Arrow string column can hold it
+    assert raw[0] == (0, good.decode(), "")
+    value = json.loads(raw[1][1])
+    assert value == records(path)[1][1]  # the same lone surrogates as the decoding reader gives
+    assert convert_row(value, format="openai", options=ConvertOptions()).code == "invalid_text"
+    assert raw[2][2].startswith("not valid JSON") and "\\xff" in raw[2][1]

@@ -1,4 +1,4 @@
-"""BeamRow -> OpenAI or ShareGPT rows (the inverse of the converters, for tests and for users).
+"""Test helper: BeamRow -> OpenAI or ShareGPT rows (the inverse of the converters; tests only).
 
 ``convert_openai(export_openai(row))`` and ``convert_sharegpt(export_sharegpt(row))`` give the
 row back (without ``meta``) for every valid BeamRow. With ``reasoning="think"`` the ShareGPT

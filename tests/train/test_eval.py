@@ -92,7 +92,9 @@ def test_eval_prepared_with_another_tokenizer_is_refused(fixture_dir, prepared_d
     shutil.copytree(prepared_dir, train_dir)
     eval_dir = write_prepared(tmp_path / "eval", train_rows(8, seed=7), tokenizer)
     for directory, digest in ((train_dir, "aaa"), (eval_dir, "bbb")):
-        (directory / "report.json").write_text(json.dumps({"fingerprint_parts": {"tokenizer": digest, "template": "t"}}))
+        report = json.loads((directory / "report.json").read_text())
+        report["fingerprint_parts"] = {**report.get("fingerprint_parts", {}), "tokenizer": digest, "template": "t"}
+        (directory / "report.json").write_text(json.dumps(report))
     with pytest.raises(ConfigError, match="another tokenizer"):
         build(_recipe(fixture_dir, train_dir, tmp_path / "out", data={"eval": {"prepared": str(eval_dir)}}))
 
@@ -116,8 +118,9 @@ def test_tensorboard_gets_the_run_record_and_the_figures(fixture_dir, prepared_d
 
     report = json.loads((prepared_dir / "report.json").read_text())
     report.update({"tokens": {"rows": 48, "total": 7000, "trained": 2000, "trained_fraction": 0.28},
-                   "verify": {"trained_by_channel": {"analysis": {"fraction_of_trained": 0.4},
-                                                      "final": {"fraction_of_trained": 0.6}}}})
+                   "verify": {**report["verify"],
+                              "trained_by_channel": {"analysis": {"fraction_of_trained": 0.4},
+                                                     "final": {"fraction_of_trained": 0.6}}}})
     import shutil
 
     prepared = tmp_path / "prep"

@@ -8,7 +8,10 @@
 4. One ``datasets.map`` pass over the rest with ``num_proc`` workers (``batch.py``): convert, mix,
    encode, length policy; every record comes back as a row with a status.
 5. Count the statuses, write rejects.jsonl, keep the ``kept`` rows, save the dataset, the tokenizer
-   and report.json (with the files' digests) into a staging folder, move it into place, verify it.
+   and report.json (with the files' digests) into a staging folder.
+6. Verify the staging folder (``beam_sft.verify.verify_prepared``) and publish it (one atomic
+   rename) only when every row passes. A failed verification publishes and caches nothing: the
+   folder is kept aside, as ``.NAME.failed-verification``, with its verify_violations.jsonl.
 """
 
 from __future__ import annotations
@@ -61,6 +64,40 @@ def verify_folder(directory: Path, num_proc: int) -> None:
         )
 
 
+def failed_dir(final: Path) -> Path:
+    """Where a folder that failed verification is kept for inspection (never published, never cached)."""
+    return final.parent / f".{final.name}.failed-verification"
+
+
+def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bool, clock: Clock | None = None) -> Path:
+    """Verify ``staging`` (when asked) and publish it as ``final`` only if every row passes.
+
+    On a violation the staging folder is moved to ``failed_dir(final)`` (replacing an earlier failed
+    one of ours) and VerificationError names it; ``final`` is left as it was.
+    """
+    if verify:
+        from beam_sft.verify import verify_prepared
+
+        started = time.time()
+        result = verify_prepared(staging, num_proc=num_proc)
+        seconds = round(time.time() - started, 3)
+        if clock is not None:
+            clock.phase("verify")
+        report = rep.require_report(staging)
+        timing = report.setdefault("timing", {})
+        timing.setdefault("phases", {})["verify"] = seconds
+        rep.write_report(staging, report)
+        if not result.ok:
+            failed = failed_dir(final)
+            if failed.exists():
+                shutil.rmtree(failed)
+            os.replace(staging, failed)
+            raise VerificationError(
+                f"{final}: {len(result.violations)} mask violation(s): nothing was published or cached. The dataset "
+                f"and verify_violations.jsonl are in {failed}")
+    return output.publish(staging, final)
+
+
 def _cache_hit(final: Path, config: PrepareConfig) -> Path:
     logger.info("cache hit: %s", final)
     report = rep.require_report(final)
@@ -92,13 +129,11 @@ def prepare(config: PrepareConfig) -> Path:
     staging = output.staging_dir(final)
     try:
         report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
-        output.publish(staging, final)
+        verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
         raise
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
-    if config.verify:
-        verify_folder(final, config.resolved_num_proc())
     return final
 
 

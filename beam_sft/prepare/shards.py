@@ -6,7 +6,8 @@ decisions depend on the row alone (``beam_sft.data.mix``), so shards need not ta
 The merge checks that the shards come from the same run (same ``fingerprint_base``), that each
 index from 0 to N-1 is there exactly once, and that each shard's files are what its report recorded;
 then it concatenates the datasets (memory-mapped, so memory stays flat), the rejects, and the
-report counts, through the same report builder as ``prepare``. Rows come shard by shard.
+report counts, through the same report builder as ``prepare``, and publishes the result only once it
+verified (like ``prepare``). Rows come shard by shard.
 """
 
 from __future__ import annotations
@@ -95,12 +96,10 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
             tokens=tokens, timing={"shards": [r.get("timing") for r in reports]}, files=file_digests(staging),
         )
         rep.write_report(staging, report)
-        output.publish(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if verify:
-        from beam_sft.prepare.pipeline import verify_folder
+        from beam_sft.prepare.pipeline import verify_then_publish
 
-        verify_folder(final, num_proc)
+        verify_then_publish(staging, final, num_proc, verify=verify)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
+        raise
     return final

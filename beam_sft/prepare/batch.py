@@ -49,6 +49,7 @@ class EncodeJob:
     seed: int
     max_length: int | None
     length_policy: str
+    max_chars: int | None = None  # rendered text longer than this is too_long untokenized (length.char_bound)
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Pending:
     source: str
     row_index: int
     copies: int
+    chars: int = 0  # length of the record as read (JSON text)
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,8 @@ def convert_records(columns: tuple[list, list, list, list], job: EncodeJob) -> l
                             json.dumps(result.to_json(), ensure_ascii=False, default=repr)))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
-        out.append(Pending(result, source.label, row_index, n) if n else Done(source.label, row_index, MIXED_OUT))
+        out.append(Pending(result, source.label, row_index, n, len(text)) if n
+                   else Done(source.label, row_index, MIXED_OUT))
     return out
 
 
@@ -144,7 +147,7 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
     """The output table of converted items: encoded, length-checked, one row per copy or per reject."""
     out = _Columns()
     pending = [item for item in items if isinstance(item, Pending)]
-    encoded_rows = iter(encoder.encode_batch([p.row for p in pending], plain=True))
+    encoded_rows = iter(encoder.encode_batch([p.row for p in pending], plain=True, max_chars=job.max_chars))
     for item in items:
         if isinstance(item, Done):
             out.done(item)

@@ -13,7 +13,9 @@ Flags override the recipe's ``data.prepare`` section; the tokenizer falls back t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import typing
 from pathlib import Path
@@ -118,14 +120,10 @@ def build_config(args: argparse.Namespace):
 
 
 def _summary(directory: Path) -> str:
-    from beam_sft.prepared.report import require_report
+    from beam_sft.prepared.report import require_report, sources_table
 
     report = require_report(directory)
-    lines = [f"{'source':<40} {'read':>8} {'kept':>8} {'out':>8}  rejected"]
-    for name, entry in report["sources"].items():
-        shown = name if len(name) <= 40 else "…" + name[-39:]
-        codes = " ".join(f"{code}={n}" for code, n in entry["rejected"].items()) or "-"
-        lines.append(f"{shown:<40} {entry['read']:>8} {entry['kept']:>8} {entry['rows_out']:>8}  {codes}")
+    lines = [sources_table(report["sources"])]
     tokens = report["tokens"]
     lines.append(f"rows {tokens['rows']}  tokens {tokens['total']}  trained {tokens['trained']} "
                  f"({100 * tokens['trained_fraction']:.1f}%)  length p50 {tokens['length']['p50']} "
@@ -137,6 +135,43 @@ def _summary(directory: Path) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def _signals_as_exceptions(received: list[int]):
+    """SIGINT and SIGTERM raise Interrupted in this (the main) process, once, so that the staging
+    folder is removed on the way out; ``received`` records the signal. The old handlers come back after."""
+    from beam_sft.errors import Interrupted
+
+    def handler(signum, frame):
+        if not received:  # a second signal during clean-up must not cut the clean-up short
+            received.append(signum)
+            raise Interrupted(signum)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _interruptible(command: str, work) -> int:
+    """Run ``work()``; an interrupt ends it with one line and exit code 128 + the signal number.
+
+    Whatever exception the interrupt turns into on its way out (a library's clean-up may replace
+    ours with its own), the signal decides the outcome.
+    """
+    received: list[int] = []
+    try:
+        with _signals_as_exceptions(received):
+            return work()
+    except BaseException:
+        if not received:
+            raise
+        name = signal.Signals(received[0]).name
+        print(f"beam-sft {command}: interrupted by {name}; nothing was published, staging removed", file=sys.stderr)
+        return 128 + received[0]
+
+
 def run_prepare(args: argparse.Namespace) -> int:
     import logging
 
@@ -144,16 +179,23 @@ def run_prepare(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     config = build_config(args)
-    out = prepare(config)
-    print(_summary(out))
-    print(f"prepared dataset: {out}")
-    return 0
+
+    def work() -> int:
+        out = prepare(config)
+        print(_summary(out))
+        print(f"prepared dataset: {out}")
+        return 0
+
+    return _interruptible("prepare", work)
 
 
 def run_merge(args: argparse.Namespace) -> int:
     from beam_sft.prepare.shards import merge_shards
 
-    out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
-    print(_summary(out))
-    print(f"merged dataset: {out}")
-    return 0
+    def work() -> int:
+        out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
+        print(_summary(out))
+        print(f"merged dataset: {out}")
+        return 0
+
+    return _interruptible("merge-shards", work)

@@ -25,18 +25,21 @@ import shutil
 import time
 from pathlib import Path
 
-from beam_sft.errors import ConfigError, VerificationError
+from beam_sft.errors import ConfigError, NothingKept, VerificationError
 from beam_sft.prepare import cache
 from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
+from beam_sft.prepared.lock import output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 
 logger = logging.getLogger("beam_sft.prepare")
 
 PROBE_SAMPLE = 32
 HEAD_RECORDS = 4 * PROBE_SAMPLE  # converted in this process: enough for PROBE_SAMPLE rows, mostly
+# Rows longer than this (as read) stay out of the probe sample: the probe encodes each twice.
+PROBE_MAX_CHARS = 50_000
 
 
 class Clock:
@@ -122,17 +125,20 @@ def prepare(config: PrepareConfig) -> Path:
     fingerprint, base_fingerprint, parts = cache.fingerprints(config, tokenizer)
     clock.phase("fingerprint")
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
-    if config.cache and cache.is_cached(final, fingerprint):
-        return _cache_hit(final, config)
-
-    output.check_output_target(final)
-    staging = output.staging_dir(final)
-    try:
-        report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
-        verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
-        raise
+    with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
+        if config.cache and cache.is_cached(final, fingerprint):
+            return _cache_hit(final, config)
+        output.check_output_target(final)
+        staging = output.staging_dir(final)
+        try:
+            report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
+            verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock)
+        except OSError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise output.unwritable(final.parent, exc) from exc
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
+            raise
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
     return final
 
@@ -142,6 +148,7 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     from datasets import Dataset, concatenate_datasets
     from datasets.table import InMemoryTable
 
+    from beam_sft.encode.length import char_bound
     from beam_sft.encode.select import choose_encoder
     from beam_sft.prepare import batch as batch_mod
     from beam_sft.prepare import records
@@ -155,12 +162,15 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / "tokenizer"),
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
         length_policy=config.length_policy,
+        max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
     )
     head_count = min(n_records, HEAD_RECORDS)
     head = source_records.select(range(head_count))
     head_items = batch_mod.convert_records(
         tuple(head[name] for name in ("raw", "error", "source_id", "row_index")), job)
-    sample = [item.row for item in head_items if isinstance(item, batch_mod.Pending)][:PROBE_SAMPLE]
+    longest = min(PROBE_MAX_CHARS, job.max_chars or PROBE_MAX_CHARS)
+    sample = [item.row for item in head_items
+              if isinstance(item, batch_mod.Pending) and item.chars <= longest][:PROBE_SAMPLE]
     kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
@@ -170,7 +180,9 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     rest = n_records - head_count
     procs = _effective_procs(config, rest)
     if rest:
-        with _forked_workers_single_threaded(procs > 1):
+        from beam_sft.prepare.children import children_die_with_me
+
+        with _forked_workers_single_threaded(procs > 1), children_die_with_me():
             parts_out.append(_encode(source_records.select(range(head_count, n_records)), job, config, procs, work))
     encoded = concatenate_datasets(parts_out) if len(parts_out) > 1 else parts_out[0]
     clock.phase("encode")
@@ -180,6 +192,12 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     from beam_sft.prepared.rejects import write_rejects
 
     write_rejects(staging / "rejects.jsonl", batch_mod.reject_lines(encoded))
+    for info in infos:
+        if not counts.sources[info.label]["read"]:
+            logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
+    if counts.kept() == 0:
+        raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
+                          f"{rep.sources_table(rep.sources_section(infos, counts))}")
     kept = batch_mod.kept_positions(encoded)
     dataset = encoded if len(kept) == len(encoded) else encoded.select(kept)
     dataset = dataset.remove_columns(list(batch_mod.STATUS_COLUMNS))

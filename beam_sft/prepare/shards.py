@@ -53,8 +53,6 @@ def check_shards(shards: list[Path], reports: list[dict]) -> None:
 
 def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bool = True, num_proc: int = 1) -> Path:
     """Join the prepared shard directories into ``output_dir``; returns it."""
-    from datasets import concatenate_datasets, load_from_disk
-
     shards = [Path(s) for s in shards]
     if not shards:
         raise ConfigError("shards", "no shard directories given")
@@ -65,6 +63,15 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
     final = Path(output_dir)
     if any(final.resolve() == s.resolve() for s in shards):
         raise ConfigError("output", f"{final} is one of the shards being merged")
+    from beam_sft.prepared.lock import output_lock
+
+    with output_lock(final):
+        return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc)
+
+
+def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify: bool, num_proc: int) -> Path:
+    from datasets import concatenate_datasets, load_from_disk
+
     output.check_output_target(final)
     staging = output.staging_dir(final)
     try:
@@ -99,6 +106,9 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
         from beam_sft.prepare.pipeline import verify_then_publish
 
         verify_then_publish(staging, final, num_proc, verify=verify)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise output.unwritable(final.parent, exc) from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
         raise

@@ -9,7 +9,7 @@ import pytest
 
 from beam_sft.data.synthetic import synthetic_rows
 from beam_sft.encode import encode_row
-from beam_sft.errors import ConfigError
+from beam_sft.errors import ConfigError, NothingKept
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from tests.encode.conftest import simple_row, write_jsonl
 
@@ -146,8 +146,9 @@ def test_column_map_and_missing_reasoning_reach_the_converter(tmp_path, tokenize
                  {"role": "user", "content": "b"}, {"role": "assistant", "reasoning_content": "r", "content": "ok"}]
     path = write_jsonl(tmp_path / "dialogs.jsonl", [{"dialog": two_turns}])
     source = SourceSpec(path=str(path), format="openai", column_map={"messages": "dialog"})
-    out = run(tmp_path / "drop", tokenizer_dir, [source], verify=False)
-    assert json.loads((out / "report.json").read_text())["sources"][str(path)]["rejected"] == {"missing_reasoning": 1}
+    with pytest.raises(NothingKept, match=r"missing_reasoning=1"):  # its one row rejected: nothing to prepare
+        run(tmp_path / "drop", tokenizer_dir, [source], verify=False)
+    assert not (tmp_path / "drop" / "out").exists()
     out = run(tmp_path / "unmask", tokenizer_dir, [source], verify=False, missing_reasoning="unmask")
     (record,) = load(out)
     row = json.loads(record["row"])

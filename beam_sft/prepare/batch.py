@@ -50,6 +50,7 @@ class EncodeJob:
     max_length: int | None
     length_policy: str
     max_chars: int | None = None  # rendered text longer than this is too_long untokenized (length.char_bound)
+    added_tokens: tuple[str, ...] = ()  # no text may contain one (encode.special)
 
 
 @dataclass
@@ -145,7 +146,19 @@ def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
 
 def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
     """The output table of converted items: encoded, length-checked, one row per copy or per reject."""
+    from beam_sft.encode.special import check_row
+
     out = _Columns()
+    checked: list[Pending | Done] = []
+    for item in items:
+        if isinstance(item, Pending):
+            try:
+                check_row(item.row, job.added_tokens)
+            except RowError as exc:
+                item = Done(item.source, item.row_index, exc.code,
+                            reject_line(item.source, item.row_index, exc.code, exc.detail, item.row))
+        checked.append(item)
+    items = checked
     pending = [item for item in items if isinstance(item, Pending)]
     encoded_rows = iter(encoder.encode_batch([p.row for p in pending], plain=True, max_chars=job.max_chars))
     for item in items:

@@ -150,6 +150,7 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
 
     from beam_sft.encode.length import char_bound
     from beam_sft.encode.select import choose_encoder
+    from beam_sft.encode.special import added_token_strings
     from beam_sft.prepare import batch as batch_mod
     from beam_sft.prepare import records
 
@@ -163,6 +164,7 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
         length_policy=config.length_policy,
         max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
+        added_tokens=added_token_strings(tokenizer),
     )
     head_count = min(n_records, HEAD_RECORDS)
     head = source_records.select(range(head_count))
@@ -170,7 +172,8 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         tuple(head[name] for name in ("raw", "error", "source_id", "row_index")), job)
     longest = min(PROBE_MAX_CHARS, job.max_chars or PROBE_MAX_CHARS)
     sample = [item.row for item in head_items
-              if isinstance(item, batch_mod.Pending) and item.chars <= longest][:PROBE_SAMPLE]
+              if isinstance(item, batch_mod.Pending) and item.chars <= longest and not _has_added_token(item.row, job)]
+    sample = sample[:PROBE_SAMPLE]
     kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
@@ -219,6 +222,17 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     report["timing"]["phases"] = dict(clock.phases)
     rep.write_report(staging, report)
     return report
+
+
+def _has_added_token(row: dict, job) -> bool:
+    from beam_sft.encode.special import check_row
+    from beam_sft.errors import RowError
+
+    try:
+        check_row(row, job.added_tokens)
+    except RowError:
+        return True
+    return False
 
 
 def _effective_procs(config: PrepareConfig, rows: int) -> int:

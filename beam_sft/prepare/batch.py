@@ -57,6 +57,7 @@ class EncodeJob:
 class WorkerState:
     tokenizer: Any
     encoder: Any
+    counter: Any = None  # beam_sft.prepare.progress.Counter, inherited by forked workers
 
 
 @dataclass(frozen=True)
@@ -80,9 +81,9 @@ class Done:
     reject: str | None = None
 
 
-def install_state(job: EncodeJob, tokenizer, encoder) -> WorkerState:
-    """Put the tokenizer and a warmed encoder where forked workers will find them."""
-    state = WorkerState(tokenizer, encoder)
+def install_state(job: EncodeJob, tokenizer, encoder, counter=None) -> WorkerState:
+    """Put the tokenizer, a warmed encoder (and a progress counter) where forked workers find them."""
+    state = WorkerState(tokenizer, encoder, counter)
     _STATE[job.key] = state
     return state
 
@@ -190,7 +191,10 @@ def process_batch(batch, *, job: EncodeJob):
     """
     state = _state(job)
     columns = tuple(batch.column(name).to_pylist() for name in ("raw", "error", "source_id", "row_index"))
-    return encode_items(convert_records(columns, job), job, state.encoder)
+    table = encode_items(convert_records(columns, job), job, state.encoder)
+    if state.counter is not None:
+        state.counter.add(len(columns[0]))
+    return table
 
 
 class _Columns:

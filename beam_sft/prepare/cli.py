@@ -54,6 +54,7 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--encoder", choices=_choices("encoder"))
     prepare.add_argument("--no-cache", action="store_true", help="encode again even if the output is up to date")
     prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
+    prepare.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     prepare.set_defaults(func=run_prepare)
 
     merge = subparsers.add_parser(
@@ -66,6 +67,7 @@ def register(subparsers: Any) -> None:
     merge.add_argument("--output", "-o", required=True, type=Path)
     merge.add_argument("--num-proc", type=int, default=1, metavar="N", help="processes for verification")
     merge.add_argument("--no-verify", action="store_true")
+    merge.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     merge.set_defaults(func=run_merge)
 
 
@@ -176,12 +178,15 @@ def run_prepare(args: argparse.Namespace) -> int:
     import logging
 
     from beam_sft.prepare.pipeline import prepare
+    from beam_sft.prepare.progress import cli_progress
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("beam_sft").setLevel(logging.WARNING if args.quiet else logging.INFO)
     config = build_config(args)
 
     def work() -> int:
-        out = prepare(config)
+        with cli_progress(args.quiet) as interval:
+            out = prepare(config, progress_interval=interval)
         print(_summary(out))
         print(f"prepared dataset: {out}")
         return 0
@@ -190,10 +195,12 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 
 def run_merge(args: argparse.Namespace) -> int:
+    from beam_sft.prepare.progress import cli_progress
     from beam_sft.prepare.shards import merge_shards
 
     def work() -> int:
-        out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
+        with cli_progress(args.quiet):
+            out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
         print(_summary(out))
         print(f"merged dataset: {out}")
         return 0

@@ -48,6 +48,7 @@ class Clock:
     def __init__(self) -> None:
         self.started = self.last = time.time()
         self.phases: dict[str, float] = {}
+        self.progress_interval = 0.0
 
     def phase(self, name: str) -> None:
         now = time.time()
@@ -113,9 +114,13 @@ def _cache_hit(final: Path, config: PrepareConfig) -> Path:
     return final
 
 
-def prepare(config: PrepareConfig) -> Path:
-    """Prepare (or reuse) the dataset ``config`` describes; returns its directory."""
+def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
+    """Prepare (or reuse) the dataset ``config`` describes; returns its directory.
+
+    ``progress_interval`` > 0 logs a progress line (records, rows/s, ETA) that often while encoding.
+    """
     clock = Clock()
+    clock.progress_interval = progress_interval
     if not config.sources:
         raise ConfigError("sources", "no data sources given")
     if config.output:
@@ -177,7 +182,10 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
-    batch_mod.install_state(job, tokenizer, encoder)
+    from beam_sft.prepare.progress import Counter, heartbeat
+
+    counter = Counter() if clock.progress_interval > 0 else None
+    batch_mod.install_state(job, tokenizer, encoder, counter)
     parts_out = [Dataset(InMemoryTable(batch_mod.encode_items(head_items, job, encoder).cast(
         batch_mod.output_features().arrow_schema)))]
     rest = n_records - head_count
@@ -185,7 +193,10 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     if rest:
         from beam_sft.prepare.children import children_die_with_me
 
-        with _forked_workers_single_threaded(procs > 1), children_die_with_me():
+        if counter is not None:
+            counter.add(head_count)
+        with _forked_workers_single_threaded(procs > 1), children_die_with_me(), \
+                heartbeat("encode", n_records, counter, clock.progress_interval):
             parts_out.append(_encode(source_records.select(range(head_count, n_records)), job, config, procs, work))
     encoded = concatenate_datasets(parts_out) if len(parts_out) > 1 else parts_out[0]
     clock.phase("encode")

@@ -130,8 +130,12 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     fingerprint, base_fingerprint, parts = cache.fingerprints(config, tokenizer)
     clock.phase("fingerprint")
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
+    # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
+    # other processes of a training run all read it at once, after the first one prepared it).
+    if config.cache and cache.is_cached(final, fingerprint):
+        return _cache_hit(final, config)
     with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
-        if config.cache and cache.is_cached(final, fingerprint):
+        if config.cache and cache.is_cached(final, fingerprint):  # finished while we looked
             return _cache_hit(final, config)
         output.check_output_target(final)
         staging = output.staging_dir(final)

@@ -184,3 +184,11 @@ def test_workers_die_with_a_killed_parent(tmp_path, fixture_dir):
     prepare(PrepareConfig(sources=[SourceSpec(path=str(write_jsonl(tmp_path / "small.jsonl", [simple_row(0)])))],
                           tokenizer=str(fixture_dir), output=str(tmp_path / "out"), num_proc=1, verify=False))
     assert not list(tmp_path.glob(".out.staging-*"))
+
+
+def test_readers_of_a_cache_hit_need_no_lock(tmp_path, fixture_dir):
+    """The ranks of a training run read the folder the first one prepared, all at once."""
+    config = _config(tmp_path, fixture_dir)
+    out = prepare(config)
+    with output_lock(Path(config.output)):  # as if another run held it
+        assert prepare(config) == out

@@ -160,3 +160,20 @@ def pipeline_tokenizer(directory):
     from beam_sft.prepared.tokenizer import load_tokenizer
 
     return load_tokenizer(str(directory))
+
+
+def test_each_record_is_decoded_and_converted_once(tmp_path, tokenizer_dir, monkeypatch):
+    """The probe's rows are the first records, converted in this process and then encoded here too:
+    no record goes through json.loads or the converter twice (issue 10)."""
+    import beam_sft.convert.pipeline as convert_pipeline
+    from beam_sft.prepare import batch
+
+    data = write_jsonl(tmp_path / "rows.jsonl", small_rows(300))
+    decoded, converted = [], []
+    real_decode, real_convert = batch.decode, convert_pipeline.convert_row
+    monkeypatch.setattr(batch, "decode", lambda text, error: decoded.append(text) or real_decode(text, error))
+    monkeypatch.setattr(convert_pipeline, "convert_row",
+                        lambda raw, **kw: converted.append(kw["row"]) or real_convert(raw, **kw))
+    out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(data))], verify=False, batch_size=64)
+    assert len(load(out)) == 300
+    assert sorted(converted) == list(range(300)) and len(decoded) == 300

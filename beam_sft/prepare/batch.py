@@ -50,7 +50,7 @@ class EncodeJob:
     max_length: int | None
     length_policy: str
     max_chars: int | None = None  # rendered text longer than this is too_long untokenized (length.char_bound)
-    added_tokens: tuple[str, ...] = ()  # no text may contain one (encode.special)
+    added_tokens: tuple[str, ...] = ()  # no text may contain one (prepare.special)
 
 
 @dataclass
@@ -147,7 +147,7 @@ def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
 
 def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
     """The output table of converted items: encoded, length-checked, one row per copy or per reject."""
-    from beam_sft.encode.special import check_row
+    from beam_sft.prepare.special import check_row
 
     out = _Columns()
     checked: list[Pending | Done] = []

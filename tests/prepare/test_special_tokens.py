@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from beam_sft.encode.special import added_token_strings
+from beam_sft.prepare.special import added_token_strings
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from tests.encode.conftest import write_jsonl
 

@@ -141,7 +141,7 @@ def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
     cmd = [sys.executable, "-m", "beam_sft", "prepare", "--data", str(data), "--format", "openai",
            "--tokenizer", str(tokenizer_dir), "--output", str(out), "--num-proc", str(cores), "--no-cache"]
     start = time.perf_counter()
-    done = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"beam-sft prepare failed ({done.returncode}):\n{done.stderr[-3000:]}")

@@ -159,9 +159,9 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
 
     from beam_sft.encode.length import char_bound
     from beam_sft.encode.select import choose_encoder
-    from beam_sft.prepare.special import added_token_strings
     from beam_sft.prepare import batch as batch_mod
     from beam_sft.prepare import records
+    from beam_sft.prepare.special import added_token_strings
 
     work = staging / ".work"
     save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
@@ -240,8 +240,8 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
 
 
 def _has_added_token(row: dict, job) -> bool:
-    from beam_sft.prepare.special import check_row
     from beam_sft.errors import RowError
+    from beam_sft.prepare.special import check_row
 
     try:
         check_row(row, job.added_tokens)

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from beam_sft.prepare.special import added_token_strings
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
+from beam_sft.prepare.special import added_token_strings
 from tests.encode.conftest import write_jsonl
 
 BASE = {

@@ -45,4 +45,5 @@ def children_die_with_me() -> Iterator[None]:
     try:
         yield
     finally:
-        _armed_for.clear()
+        if _armed_for:  # (nested use: the outer block stays armed)
+            _armed_for.pop()

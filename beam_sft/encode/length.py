@@ -74,3 +74,40 @@ def fit_by_trimming(row: dict, length: int, max_length: int, encode: Callable[[d
     if best is None:
         raise too_long(length, max_length)
     return best
+
+
+def max_chars_per_token(tokenizer) -> int | None:
+    """The most characters of text one token can stand for, or None when it cannot be bounded.
+
+    With no normalizer, a token's text is a piece of the input: a byte-level BPE token of k
+    characters in its vocabulary spelling stands for k bytes, hence at most k characters (a
+    character is at least one byte); a Metaspace token spells each input character as one; byte
+    fallback tokens (``<0x0A>``) spell one byte with six characters. So the longest vocabulary or
+    added token, in characters, bounds every token from above. A normalizer may delete characters
+    (control characters, accents), so then no bound holds.
+
+    >>> from beam_sft.harmony.fixture import build_tokenizer
+    >>> 1 < max_chars_per_token(build_tokenizer()) < 64
+    True
+    """
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or backend.normalizer is not None:
+        return None
+    vocab = backend.get_vocab(with_added_tokens=True)
+    return max((len(token) for token in vocab), default=0) or None
+
+
+def char_bound(tokenizer, max_length: int | None, policy: str) -> int | None:
+    """Rows whose rendered text has more characters than this cannot fit ``max_length`` tokens
+    whatever their tokenization (``max_length * max_chars_per_token``), so ``drop`` rejects them
+    as ``too_long`` before tokenizing. None: no bound (no max_length, another policy, or no
+    per-token bound for this tokenizer). ``trim_turns`` gets none: a cut row may still fit."""
+    if max_length is None or policy != "drop":
+        return None
+    per_token = max_chars_per_token(tokenizer)
+    return None if per_token is None else max_length * per_token
+
+
+def too_many_chars(chars: int, bound: int) -> RowError:
+    return RowError("too_long", f"{chars} characters rendered: more than max_length tokens whatever the "
+                                f"tokenization (the bound is {bound} characters), so it was not tokenized")

@@ -65,6 +65,30 @@ def template_encode_raw(row: dict, tokenizer) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(out["input_ids"], dtype=np.int64), np.asarray(out["assistant_masks"], dtype=np.int8)
 
 
+def template_render(row: dict, tokenizer) -> str:
+    """The rendered text alone (``apply_chat_template(tokenize=False)``)."""
+    messages, tools, kwargs = template_args(row)
+    try:
+        return tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, **kwargs)
+    except Exception as exc:
+        raise template_error(exc) from exc
+
+
+def text_chars(value) -> int:
+    """Characters in every string value of a JSON-like value (a cheap first look at a row's size).
+
+    >>> text_chars({"messages": [{"role": "user", "content": "hello"}], "n": 3})
+    9
+    """
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(text_chars(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(text_chars(v) for v in value)
+    return 0
+
+
 def encode_row(row: dict, tokenizer) -> dict[str, list[int]]:
     """Encode one BeamRow exactly as ``apply_chat_template`` does, then zero weight-0 turns.
 
@@ -85,10 +109,18 @@ class TemplateEncoder:
         self.tokenizer = tokenizer
         self.stats = {"rows": 0, "fallback_rows": 0}
 
-    def encode_batch(self, rows, *, plain: bool = False):
+    def encode_batch(self, rows, *, plain: bool = False, max_chars: int | None = None):
+        """Like ``FastEncoder.encode_batch``; a row whose text fields alone exceed ``max_chars`` is
+        rendered first (no tokenizing) and is ``too_long`` when its rendered text exceeds it."""
+        from beam_sft.encode.length import too_many_chars
+
         out = []
         for row in rows:
             try:
+                if max_chars is not None and text_chars(row) > max_chars:
+                    chars = len(template_render(row, self.tokenizer))
+                    if chars > max_chars:
+                        raise too_many_chars(chars, max_chars)
                 ids, mask = template_encode_raw(row, self.tokenizer)
                 mask = apply_weights(mask, mask_runs(mask), assistant_weights(row["messages"]))
             except RowError as exc:

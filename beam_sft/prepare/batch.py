@@ -49,12 +49,15 @@ class EncodeJob:
     seed: int
     max_length: int | None
     length_policy: str
+    max_chars: int | None = None  # rendered text longer than this is too_long untokenized (length.char_bound)
+    added_tokens: tuple[str, ...] = ()  # no text may contain one (prepare.special)
 
 
 @dataclass
 class WorkerState:
     tokenizer: Any
     encoder: Any
+    counter: Any = None  # beam_sft.prepare.progress.Counter, inherited by forked workers
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,7 @@ class Pending:
     source: str
     row_index: int
     copies: int
+    chars: int = 0  # length of the record as read (JSON text)
 
 
 @dataclass(frozen=True)
@@ -77,9 +81,9 @@ class Done:
     reject: str | None = None
 
 
-def install_state(job: EncodeJob, tokenizer, encoder) -> WorkerState:
-    """Put the tokenizer and a warmed encoder where forked workers will find them."""
-    state = WorkerState(tokenizer, encoder)
+def install_state(job: EncodeJob, tokenizer, encoder, counter=None) -> WorkerState:
+    """Put the tokenizer, a warmed encoder (and a progress counter) where forked workers find them."""
+    state = WorkerState(tokenizer, encoder, counter)
     _STATE[job.key] = state
     return state
 
@@ -123,7 +127,8 @@ def convert_records(columns: tuple[list, list, list, list], job: EncodeJob) -> l
                             json.dumps(result.to_json(), ensure_ascii=False, default=repr)))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
-        out.append(Pending(result, source.label, row_index, n) if n else Done(source.label, row_index, MIXED_OUT))
+        out.append(Pending(result, source.label, row_index, n, len(text)) if n
+                   else Done(source.label, row_index, MIXED_OUT))
     return out
 
 
@@ -142,9 +147,21 @@ def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
 
 def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
     """The output table of converted items: encoded, length-checked, one row per copy or per reject."""
+    from beam_sft.prepare.special import check_row
+
     out = _Columns()
+    checked: list[Pending | Done] = []
+    for item in items:
+        if isinstance(item, Pending):
+            try:
+                check_row(item.row, job.added_tokens)
+            except RowError as exc:
+                item = Done(item.source, item.row_index, exc.code,
+                            reject_line(item.source, item.row_index, exc.code, exc.detail, item.row))
+        checked.append(item)
+    items = checked
     pending = [item for item in items if isinstance(item, Pending)]
-    encoded_rows = iter(encoder.encode_batch([p.row for p in pending], plain=True))
+    encoded_rows = iter(encoder.encode_batch([p.row for p in pending], plain=True, max_chars=job.max_chars))
     for item in items:
         if isinstance(item, Done):
             out.done(item)
@@ -174,7 +191,10 @@ def process_batch(batch, *, job: EncodeJob):
     """
     state = _state(job)
     columns = tuple(batch.column(name).to_pylist() for name in ("raw", "error", "source_id", "row_index"))
-    return encode_items(convert_records(columns, job), job, state.encoder)
+    table = encode_items(convert_records(columns, job), job, state.encoder)
+    if state.counter is not None:
+        state.counter.add(len(columns[0]))
+    return table
 
 
 class _Columns:

@@ -13,7 +13,9 @@ Flags override the recipe's ``data.prepare`` section; the tokenizer falls back t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
 import sys
 import typing
 from pathlib import Path
@@ -56,6 +58,7 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--encoder", choices=_choices("encoder"))
     prepare.add_argument("--no-cache", action="store_true", help="encode again even if the output is up to date")
     prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
+    prepare.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     prepare.set_defaults(func=run_prepare)
 
     merge = subparsers.add_parser(
@@ -68,6 +71,7 @@ def register(subparsers: Any) -> None:
     merge.add_argument("--output", "-o", required=True, type=Path)
     merge.add_argument("--num-proc", type=int, default=1, metavar="N", help="processes for verification")
     merge.add_argument("--no-verify", action="store_true")
+    merge.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     merge.set_defaults(func=run_merge)
 
 
@@ -122,14 +126,10 @@ def build_config(args: argparse.Namespace):
 
 
 def _summary(directory: Path) -> str:
-    from beam_sft.prepared.report import require_report
+    from beam_sft.prepared.report import require_report, sources_table
 
     report = require_report(directory)
-    lines = [f"{'source':<40} {'read':>8} {'kept':>8} {'out':>8}  rejected"]
-    for name, entry in report["sources"].items():
-        shown = name if len(name) <= 40 else "…" + name[-39:]
-        codes = " ".join(f"{code}={n}" for code, n in entry["rejected"].items()) or "-"
-        lines.append(f"{shown:<40} {entry['read']:>8} {entry['kept']:>8} {entry['rows_out']:>8}  {codes}")
+    lines = [sources_table(report["sources"])]
     tokens = report["tokens"]
     lines.append(f"rows {tokens['rows']}  tokens {tokens['total']}  trained {tokens['trained']} "
                  f"({100 * tokens['trained_fraction']:.1f}%)  length p50 {tokens['length']['p50']} "
@@ -141,23 +141,97 @@ def _summary(directory: Path) -> str:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def _signals_as_exceptions(received: list[int]):
+    """SIGINT and SIGTERM raise Interrupted in this (the main) process, so that the staging folder is
+    removed on the way out; ``received`` records the signal. The old handlers come back after.
+
+    A signal can land where Python swallows the exception (an at-fork hook, a finalizer: "Exception
+    ignored in ..."); then it is raised again a moment later (SIGALRM), and the swallowed one is not
+    printed.
+    """
+    from beam_sft.errors import Interrupted
+
+    def handler(signum, frame):
+        if not received:  # a second signal during clean-up must not cut the clean-up short
+            received.append(signum)
+            raise Interrupted(signum)
+
+    def again(signum, frame):
+        raise Interrupted(received[0])
+
+    def unraisable(info):
+        if isinstance(info.exc_value, Interrupted):
+            signal.setitimer(signal.ITIMER_REAL, 0.05)  # swallowed: raise it again where it counts
+            return
+        previous_hook(info)
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, again)
+    previous_hook, sys.unraisablehook = sys.unraisablehook, unraisable
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.unraisablehook = previous_hook
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _interruptible(command: str, work) -> int:
+    """Run ``work()``; an interrupt ends it with one line and exit code 128 + the signal number.
+
+    Whatever exception the interrupt turns into on its way out (a library's clean-up may replace
+    ours with its own), the signal decides the outcome.
+    """
+    from beam_sft.prepare.children import children_die_with_me
+
+    received: list[int] = []
+    try:
+        with _signals_as_exceptions(received), children_die_with_me():  # every child: dies with us, quietly
+            code = work()
+    except BaseException:
+        if not received:
+            raise
+        name = signal.Signals(received[0]).name
+        print(f"beam-sft {command}: interrupted by {name}; nothing was published, staging removed", file=sys.stderr)
+        return 128 + received[0]
+    if received:  # it arrived as the run finished: the result was published whole (one rename)
+        print(f"beam-sft {command}: {signal.Signals(received[0]).name} arrived as the run finished; "
+              "its result is complete", file=sys.stderr)
+        return 128 + received[0]
+    return code
+
+
 def run_prepare(args: argparse.Namespace) -> int:
     import logging
 
     from beam_sft.prepare.pipeline import prepare
+    from beam_sft.prepare.progress import cli_progress
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("beam_sft").setLevel(logging.WARNING if args.quiet else logging.INFO)
     config = build_config(args)
-    out = prepare(config)
-    print(_summary(out))
-    print(f"prepared dataset: {out}")
-    return 0
+
+    def work() -> int:
+        with cli_progress(args.quiet) as interval:
+            out = prepare(config, progress_interval=interval)
+        print(_summary(out))
+        print(f"prepared dataset: {out}")
+        return 0
+
+    return _interruptible("prepare", work)
 
 
 def run_merge(args: argparse.Namespace) -> int:
+    from beam_sft.prepare.progress import cli_progress
     from beam_sft.prepare.shards import merge_shards
 
-    out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
-    print(_summary(out))
-    print(f"merged dataset: {out}")
-    return 0
+    def work() -> int:
+        with cli_progress(args.quiet):
+            out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
+        print(_summary(out))
+        print(f"merged dataset: {out}")
+        return 0
+
+    return _interruptible("merge-shards", work)

@@ -8,7 +8,10 @@
 4. One ``datasets.map`` pass over the rest with ``num_proc`` workers (``batch.py``): convert, mix,
    encode, length policy; every record comes back as a row with a status.
 5. Count the statuses, write rejects.jsonl, keep the ``kept`` rows, save the dataset, the tokenizer
-   and report.json (with the files' digests) into a staging folder, move it into place, verify it.
+   and report.json (with the files' digests) into a staging folder.
+6. Verify the staging folder (``beam_sft.verify.verify_prepared``) and publish it (one atomic
+   rename) only when every row passes. A failed verification publishes and caches nothing: the
+   folder is kept aside, as ``.NAME.failed-verification``, with its verify_violations.jsonl.
 """
 
 from __future__ import annotations
@@ -22,18 +25,21 @@ import shutil
 import time
 from pathlib import Path
 
-from beam_sft.errors import ConfigError, VerificationError
+from beam_sft.errors import ConfigError, NothingKept, VerificationError
 from beam_sft.prepare import cache
 from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
+from beam_sft.prepared.lock import output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 
 logger = logging.getLogger("beam_sft.prepare")
 
 PROBE_SAMPLE = 32
 HEAD_RECORDS = 4 * PROBE_SAMPLE  # converted in this process: enough for PROBE_SAMPLE rows, mostly
+# Rows longer than this (as read) stay out of the probe sample: the probe encodes each twice.
+PROBE_MAX_CHARS = 50_000
 
 
 class Clock:
@@ -42,6 +48,7 @@ class Clock:
     def __init__(self) -> None:
         self.started = self.last = time.time()
         self.phases: dict[str, float] = {}
+        self.progress_interval = 0.0
 
     def phase(self, name: str) -> None:
         now = time.time()
@@ -52,13 +59,51 @@ class Clock:
 
 def verify_folder(directory: Path, num_proc: int) -> None:
     """Run ``beam_sft.verify`` on a prepared folder; VerificationError naming it on any violation."""
+    from beam_sft.prepare.children import children_die_with_me
     from beam_sft.verify import verify_prepared
 
-    result = verify_prepared(directory, num_proc=num_proc)
+    with children_die_with_me():
+        result = verify_prepared(directory, num_proc=num_proc)
     if not result.ok:
         raise VerificationError(
             f"{directory}: {len(result.violations)} mask violation(s); see report.json and verify_violations.jsonl"
         )
+
+
+def failed_dir(final: Path) -> Path:
+    """Where a folder that failed verification is kept for inspection (never published, never cached)."""
+    return final.parent / f".{final.name}.failed-verification"
+
+
+def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bool, clock: Clock | None = None) -> Path:
+    """Verify ``staging`` (when asked) and publish it as ``final`` only if every row passes.
+
+    On a violation the staging folder is moved to ``failed_dir(final)`` (replacing an earlier failed
+    one of ours) and VerificationError names it; ``final`` is left as it was.
+    """
+    if verify:
+        from beam_sft.prepare.children import children_die_with_me
+        from beam_sft.verify import verify_prepared
+
+        started = time.time()
+        with children_die_with_me():  # verify's worker processes too
+            result = verify_prepared(staging, num_proc=num_proc)
+        seconds = round(time.time() - started, 3)
+        if clock is not None:
+            clock.phase("verify")
+        report = rep.require_report(staging)
+        timing = report.setdefault("timing", {})
+        timing.setdefault("phases", {})["verify"] = seconds
+        rep.write_report(staging, report)
+        if not result.ok:
+            failed = failed_dir(final)
+            if failed.exists():
+                shutil.rmtree(failed)
+            os.replace(staging, failed)
+            raise VerificationError(
+                f"{final}: {len(result.violations)} mask violation(s): nothing was published or cached. The dataset "
+                f"and verify_violations.jsonl are in {failed}")
+    return output.publish(staging, final)
 
 
 def _cache_hit(final: Path, config: PrepareConfig) -> Path:
@@ -73,9 +118,13 @@ def _cache_hit(final: Path, config: PrepareConfig) -> Path:
     return final
 
 
-def prepare(config: PrepareConfig) -> Path:
-    """Prepare (or reuse) the dataset ``config`` describes; returns its directory."""
+def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
+    """Prepare (or reuse) the dataset ``config`` describes; returns its directory.
+
+    ``progress_interval`` > 0 logs a progress line (records, rows/s, ETA) that often while encoding.
+    """
     clock = Clock()
+    clock.progress_interval = progress_interval
     if not config.sources:
         raise ConfigError("sources", "no data sources given")
     if config.output:
@@ -85,20 +134,25 @@ def prepare(config: PrepareConfig) -> Path:
     fingerprint, base_fingerprint, parts = cache.fingerprints(config, tokenizer)
     clock.phase("fingerprint")
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
+    # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
+    # other processes of a training run all read it at once, after the first one prepared it).
     if config.cache and cache.is_cached(final, fingerprint):
         return _cache_hit(final, config)
-
-    output.check_output_target(final)
-    staging = output.staging_dir(final)
-    try:
-        report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
-        output.publish(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
+        if config.cache and cache.is_cached(final, fingerprint):  # finished while we looked
+            return _cache_hit(final, config)
+        output.check_output_target(final)
+        staging = output.staging_dir(final)
+        try:
+            report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
+            verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock)
+        except OSError as exc:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise output.unwritable(final.parent, exc) from exc
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
+            raise
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
-    if config.verify:
-        verify_folder(final, config.resolved_num_proc())
     return final
 
 
@@ -107,9 +161,11 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     from datasets import Dataset, concatenate_datasets
     from datasets.table import InMemoryTable
 
+    from beam_sft.encode.length import char_bound
     from beam_sft.encode.select import choose_encoder
     from beam_sft.prepare import batch as batch_mod
     from beam_sft.prepare import records
+    from beam_sft.prepare.special import added_token_strings
 
     work = staging / ".work"
     save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
@@ -120,22 +176,35 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / "tokenizer"),
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
         length_policy=config.length_policy,
+        max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
+        added_tokens=added_token_strings(tokenizer),
     )
     head_count = min(n_records, HEAD_RECORDS)
     head = source_records.select(range(head_count))
     head_items = batch_mod.convert_records(
         tuple(head[name] for name in ("raw", "error", "source_id", "row_index")), job)
-    sample = [item.row for item in head_items if isinstance(item, batch_mod.Pending)][:PROBE_SAMPLE]
+    longest = min(PROBE_MAX_CHARS, job.max_chars or PROBE_MAX_CHARS)
+    sample = [item.row for item in head_items
+              if isinstance(item, batch_mod.Pending) and item.chars <= longest and not _has_added_token(item.row, job)]
+    sample = sample[:PROBE_SAMPLE]
     kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
-    batch_mod.install_state(job, tokenizer, encoder)
+    from beam_sft.prepare.progress import Counter, heartbeat
+
+    counter = Counter() if clock.progress_interval > 0 else None
+    batch_mod.install_state(job, tokenizer, encoder, counter)
     parts_out = [Dataset(InMemoryTable(batch_mod.encode_items(head_items, job, encoder).cast(
         batch_mod.output_features().arrow_schema)))]
     rest = n_records - head_count
     procs = _effective_procs(config, rest)
     if rest:
-        with _forked_workers_single_threaded(procs > 1):
+        from beam_sft.prepare.children import children_die_with_me
+
+        if counter is not None:
+            counter.add(head_count)
+        with _forked_workers_single_threaded(procs > 1), children_die_with_me(), \
+                heartbeat("encode", n_records, counter, clock.progress_interval):
             parts_out.append(_encode(source_records.select(range(head_count, n_records)), job, config, procs, work))
     encoded = concatenate_datasets(parts_out) if len(parts_out) > 1 else parts_out[0]
     clock.phase("encode")
@@ -145,6 +214,12 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     from beam_sft.prepared.rejects import write_rejects
 
     write_rejects(staging / "rejects.jsonl", batch_mod.reject_lines(encoded))
+    for info in infos:
+        if not counts.sources[info.label]["read"]:
+            logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
+    if counts.kept() == 0:
+        raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
+                          f"{rep.sources_table(rep.sources_section(infos, counts))}")
     kept = batch_mod.kept_positions(encoded)
     dataset = encoded if len(kept) == len(encoded) else encoded.select(kept)
     dataset = dataset.remove_columns(list(batch_mod.STATUS_COLUMNS))
@@ -166,6 +241,17 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     report["timing"]["phases"] = dict(clock.phases)
     rep.write_report(staging, report)
     return report
+
+
+def _has_added_token(row: dict, job) -> bool:
+    from beam_sft.errors import RowError
+    from beam_sft.prepare.special import check_row
+
+    try:
+        check_row(row, job.added_tokens)
+    except RowError:
+        return True
+    return False
 
 
 def _effective_procs(config: PrepareConfig, rows: int) -> int:

@@ -6,7 +6,8 @@ decisions depend on the row alone (``beam_sft.data.mix``), so shards need not ta
 The merge checks that the shards come from the same run (same ``fingerprint_base``), that each
 index from 0 to N-1 is there exactly once, and that each shard's files are what its report recorded;
 then it concatenates the datasets (memory-mapped, so memory stays flat), the rejects, and the
-report counts, through the same report builder as ``prepare``. Rows come shard by shard.
+report counts, through the same report builder as ``prepare``, and publishes the result only once it
+verified (like ``prepare``). Rows come shard by shard.
 """
 
 from __future__ import annotations
@@ -52,8 +53,6 @@ def check_shards(shards: list[Path], reports: list[dict]) -> None:
 
 def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bool = True, num_proc: int = 1) -> Path:
     """Join the prepared shard directories into ``output_dir``; returns it."""
-    from datasets import concatenate_datasets, load_from_disk
-
     shards = [Path(s) for s in shards]
     if not shards:
         raise ConfigError("shards", "no shard directories given")
@@ -64,6 +63,15 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
     final = Path(output_dir)
     if any(final.resolve() == s.resolve() for s in shards):
         raise ConfigError("output", f"{final} is one of the shards being merged")
+    from beam_sft.prepared.lock import output_lock
+
+    with output_lock(final):
+        return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc)
+
+
+def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify: bool, num_proc: int) -> Path:
+    from datasets import concatenate_datasets, load_from_disk
+
     output.check_output_target(final)
     staging = output.staging_dir(final)
     try:
@@ -95,12 +103,13 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
             tokens=tokens, timing={"shards": [r.get("timing") for r in reports]}, files=file_digests(staging),
         )
         rep.write_report(staging, report)
-        output.publish(staging, final)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if verify:
-        from beam_sft.prepare.pipeline import verify_folder
+        from beam_sft.prepare.pipeline import verify_then_publish
 
-        verify_folder(final, num_proc)
+        verify_then_publish(staging, final, num_proc, verify=verify)
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise output.unwritable(final.parent, exc) from exc
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
+        raise
     return final

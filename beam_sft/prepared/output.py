@@ -8,13 +8,19 @@ only when it is absent, empty, or a prepared folder of ours (identified by its r
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shutil
 from pathlib import Path
 
 from beam_sft.errors import OutputRefused
 from beam_sft.prepared.layout import OWN_ENTRIES, OWN_PATTERNS
+from beam_sft.prepared.lock import pid_alive
+from beam_sft.prepared.oserrors import unwritable
 from beam_sft.prepared.report import read_report
+
+logger = logging.getLogger("beam_sft.prepare")
 
 
 def check_output_target(final: Path) -> None:
@@ -43,13 +49,36 @@ def check_output_target(final: Path) -> None:
 
 
 def staging_dir(final: Path) -> Path:
-    """A fresh directory beside ``final`` to write into (same filesystem, so the rename is atomic)."""
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = final.parent / f".{final.name}.staging-{os.getpid()}"
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir()
+    """A fresh directory beside ``final`` to write into (same filesystem, so the rename is atomic).
+
+    Staging left behind by dead processes (a kill -9) is removed first.
+    """
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        clean_stale(final)
+        staging = final.parent / f".{final.name}.staging-{os.getpid()}"
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir()
+    except OSError as exc:
+        raise unwritable(final.parent, exc) from exc
     return staging
+
+
+def clean_stale(final: Path) -> list[Path]:
+    """Remove ``.NAME.staging-PID`` and ``.NAME.old-PID`` folders beside ``final`` whose process is
+    dead; returns what was removed."""
+    pattern = re.compile(rf"\.{re.escape(final.name)}\.(staging|old)-(\d+)")
+    removed = []
+    if not final.parent.is_dir():
+        return removed
+    for entry in final.parent.iterdir():
+        match = pattern.fullmatch(entry.name)
+        if match and entry.is_dir() and not entry.is_symlink() and not pid_alive(int(match.group(2))):
+            logger.info("removing %s, left by process %s which is gone", entry, match.group(2))
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 def publish(staging: Path, final: Path) -> Path:

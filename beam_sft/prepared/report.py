@@ -186,9 +186,26 @@ def sources_section(infos: Iterable[SourceInfo], counts: Counts) -> dict:
             "path": info.path, "format": info.format, "detection": info.detection, "weight": info.weight,
             "read": entry["read"], "kept": entry["kept"],
             "rejected": dict(sorted(counts.rejected[name].items())),
-            "selected": entry["selected"], "rows_out": entry["rows_out"],
+            "selected": entry["selected"], "rows_out": entry["rows_out"], "empty": entry["read"] == 0,
         }
     return out
+
+
+def sources_table(sources: Mapping[str, Mapping]) -> str:
+    """The per-source table of a report's sources section, for the terminal.
+
+    >>> print(sources_table({"a.jsonl": {"read": 2, "kept": 1, "rows_out": 1, "rejected": {"too_long": 1}}}))
+    source                                       read     kept      out  rejected
+    a.jsonl                                         2        1        1  too_long=1
+    """
+    lines = [f"{'source':<40} {'read':>8} {'kept':>8} {'out':>8}  rejected"]
+    for name, entry in sources.items():
+        shown = name if len(name) <= 40 else "…" + name[-39:]
+        codes = " ".join(f"{code}={n}" for code, n in entry["rejected"].items()) or "-"
+        if not entry["read"]:
+            codes = "(empty source: no records)"
+        lines.append(f"{shown:<40} {entry['read']:>8} {entry['kept']:>8} {entry['rows_out']:>8}  {codes}")
+    return "\n".join(lines)
 
 
 def infos_from_report(report: Mapping) -> list[SourceInfo]:

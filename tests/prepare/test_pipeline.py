@@ -9,7 +9,7 @@ import pytest
 
 from beam_sft.data.synthetic import synthetic_rows
 from beam_sft.encode import encode_row
-from beam_sft.errors import ConfigError
+from beam_sft.errors import ConfigError, NothingKept
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from tests.encode.conftest import simple_row, write_jsonl
 
@@ -146,8 +146,9 @@ def test_column_map_and_missing_reasoning_reach_the_converter(tmp_path, tokenize
                  {"role": "user", "content": "b"}, {"role": "assistant", "reasoning_content": "r", "content": "ok"}]
     path = write_jsonl(tmp_path / "dialogs.jsonl", [{"dialog": two_turns}])
     source = SourceSpec(path=str(path), format="openai", column_map={"messages": "dialog"})
-    out = run(tmp_path / "drop", tokenizer_dir, [source], verify=False)
-    assert json.loads((out / "report.json").read_text())["sources"][str(path)]["rejected"] == {"missing_reasoning": 1}
+    with pytest.raises(NothingKept, match=r"missing_reasoning=1"):  # its one row rejected: nothing to prepare
+        run(tmp_path / "drop", tokenizer_dir, [source], verify=False)
+    assert not (tmp_path / "drop" / "out").exists()
     out = run(tmp_path / "unmask", tokenizer_dir, [source], verify=False, missing_reasoning="unmask")
     (record,) = load(out)
     row = json.loads(record["row"])
@@ -159,3 +160,20 @@ def pipeline_tokenizer(directory):
     from beam_sft.prepared.tokenizer import load_tokenizer
 
     return load_tokenizer(str(directory))
+
+
+def test_each_record_is_decoded_and_converted_once(tmp_path, tokenizer_dir, monkeypatch):
+    """The probe's rows are the first records, converted in this process and then encoded here too:
+    no record goes through json.loads or the converter twice (issue 10)."""
+    import beam_sft.convert.pipeline as convert_pipeline
+    from beam_sft.prepare import batch
+
+    data = write_jsonl(tmp_path / "rows.jsonl", small_rows(300))
+    decoded, converted = [], []
+    real_decode, real_convert = batch.decode, convert_pipeline.convert_row
+    monkeypatch.setattr(batch, "decode", lambda text, error: decoded.append(text) or real_decode(text, error))
+    monkeypatch.setattr(convert_pipeline, "convert_row",
+                        lambda raw, **kw: converted.append(kw["row"]) or real_convert(raw, **kw))
+    out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(data))], verify=False, batch_size=64)
+    assert len(load(out)) == 300
+    assert sorted(converted) == list(range(300)) and len(decoded) == 300

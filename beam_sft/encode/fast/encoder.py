@@ -244,11 +244,16 @@ class FastEncoder:
                 return False
         return True
 
-    def encode_batch(self, rows: Sequence[dict], *, plain: bool = False) -> list[Encoded | RowError]:
+    def encode_batch(self, rows: Sequence[dict], *, plain: bool = False,
+                     max_chars: int | None = None) -> list[Encoded | RowError]:
         """Encode ``rows``; a row the template or the weights reject comes back as its RowError.
 
-        ``plain=True`` promises rows decoded from JSON (no defensive copy before rendering).
+        ``plain=True`` promises rows decoded from JSON (no defensive copy before rendering); a row
+        whose rendered text is longer than ``max_chars`` is ``too_long`` without being tokenized
+        (``beam_sft.encode.length.char_bound``).
         """
+        from beam_sft.encode.length import too_many_chars
+
         rendered: list[tuple[list[str], list[tuple[int, int]]] | RowError] = []
         pieces: set[str] = set()
         for row in rows:
@@ -256,6 +261,9 @@ class FastEncoder:
                 text, spans = self.render(row, plain=plain)
             except RowError as exc:
                 rendered.append(exc)
+                continue
+            if max_chars is not None and len(text) > max_chars:
+                rendered.append(too_many_chars(len(text), max_chars))
                 continue
             parts = self.split_re.split(text)  # text, marker, text, marker, ..., text
             pieces.update(p for p in parts[::2] if p)

@@ -93,9 +93,28 @@ def _describe(result) -> str:
     return f"{len(result.input_ids)} tokens, {int(result.assistant_masks.sum())} trained"
 
 
+def error_kind(error: RowError) -> tuple[str, str | None]:
+    """What an error is, not how it is worded: its reason code and the type of the exception behind it.
+
+    The two encoders reach the same failure by different roads (a RecursionError from a deep schema is
+    raised at a different depth, with other words), so comparing messages would call them different.
+
+    >>> try:
+    ...     try:
+    ...         raise RecursionError("maximum recursion depth exceeded while calling a Python object")
+    ...     except RecursionError as exc:
+    ...         raise RowError("template_error", f"RecursionError: {exc}") from exc
+    ... except RowError as err:
+    ...     error_kind(err)
+    ('template_error', 'RecursionError')
+    """
+    cause = error.__cause__
+    return error.code, type(cause).__name__ if cause is not None else None
+
+
 def _same(a, b) -> bool:
     if isinstance(a, RowError) or isinstance(b, RowError):
-        return isinstance(a, RowError) and isinstance(b, RowError) and a.code == b.code and a.detail == b.detail
+        return isinstance(a, RowError) and isinstance(b, RowError) and error_kind(a) == error_kind(b)
     return np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.assistant_masks, b.assistant_masks)
 
 

@@ -1,0 +1,84 @@
+"""One writer per output folder: ``output_lock(final)`` holds ``.NAME.lock`` beside it.
+
+The lock is an ``flock`` on that file, so the kernel releases it when the holder dies, however it
+dies; the file also records the holder's pid, so a refusal can say who holds it, and a lock file left
+by a dead process is reported as taken over. Two ``prepare`` runs into one folder: the second is
+refused with the first one's pid, instead of the two mixing their data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from beam_sft.errors import OutputLocked
+from beam_sft.prepared.oserrors import unwritable
+
+logger = logging.getLogger("beam_sft.prepare")
+
+
+def lock_path(final: Path) -> Path:
+    return Path(final).parent / f".{Path(final).name}.lock"
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (on this machine)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def _read_pid(fd: int) -> int | None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    text = os.read(fd, 64).decode("ascii", "replace").strip()
+    return int(text) if text.isdigit() else None
+
+
+@contextlib.contextmanager
+def output_lock(final: Path) -> Iterator[Path]:
+    """Hold the lock of ``final`` for the duration; OutputLocked when a live process holds it."""
+    path = lock_path(final)
+    while True:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise unwritable(path.parent, exc) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_pid(fd)
+            os.close(fd)
+            who = f"process {holder}" if holder is not None else "another process"
+            raise OutputLocked(f"{final} is being written by {who} (lock {path}); wait for it to finish, "
+                               "or give another --output") from None
+        try:  # the file we locked must still be the one at the path (a releaser may have removed it)
+            if os.fstat(fd).st_ino != os.stat(path).st_ino:
+                raise FileNotFoundError
+        except FileNotFoundError:
+            os.close(fd)
+            continue
+        break
+    try:
+        previous = _read_pid(fd)
+        if previous is not None and previous != os.getpid():
+            state = "dead" if not pid_alive(previous) else "no longer holding it"
+            logger.warning("taking over the stale lock %s of process %s (%s)", path, previous, state)
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield path
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        os.close(fd)  # releases the flock

@@ -45,9 +45,9 @@ def register(subparsers) -> None:
 def _num_proc(requested: int, directory: Path) -> int:
     if requested > 0:
         return requested
-    from beam_sft.verify.api import load_dataset
+    from beam_sft.verify.api import load_prepared_dataset
 
-    rows = len(load_dataset(directory))
+    rows = len(load_prepared_dataset(directory))
     return 1 if rows < AUTO_PARALLEL_ROWS else max(1, min(os.cpu_count() or 1, 16))
 
 

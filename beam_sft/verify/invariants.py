@@ -240,9 +240,11 @@ def _first_difference(a: str, b: str) -> int:
 def _region(ctx: RowContext, start: int, end: int) -> str:
     """Which rule owns a text difference over tokens [start, end): inside a span, after the last, or before."""
     last_end = ctx.spans[-1][1] if ctx.spans else 0
+    if start >= last_end:
+        return "tail_mismatch"
     if any(a <= start and end <= b for a, b in ctx.spans):
         return "parse_mismatch"
-    return "tail_mismatch" if start >= last_end else "prompt_parity"
+    return "prompt_parity"
 
 
 def text_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:

@@ -232,7 +232,7 @@ def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dic
     parts = split_markers(text.full)
     if len(parts) == 2 * len(where) + 1:  # else some marker text is not a marker token: see check_structure
         text.align(parts, where)
-    messages, problems = parse_messages(ids, env.markers, text.text)
+    messages, problems = parse_messages(ids, env.markers, text.text, where)
     turns, turn_problems = group_turns(messages)
     spans = mask_runs(mask) if len(mask) == len(ids) else []
     return RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),

@@ -58,25 +58,29 @@ class TableDecoder:
     def build(cls, tokenizer, vocab_size: int) -> TableDecoder:
         backend = tokenizer.backend_tokenizer
         alphabet = _byte_level_alphabet()
-        table = {ord(c): chr(b) for c, b in alphabet.items()}
-        outside = re.compile("[^" + re.escape("".join(alphabet)) + "]")
         by_id = {i: t for t, i in backend.get_vocab(with_added_tokens=True).items()}
-        pieces: list[bytes] = []
-        holes = set()
-        for i in range(vocab_size):
-            token = by_id.get(i)
-            if token is None:
-                holes.add(i)
-                pieces.append(b"")
-            elif outside.search(token):  # the decoder takes such a token's UTF-8 bytes as they are
-                pieces.append(token.encode("utf-8"))
-            else:
-                pieces.append(token.translate(table).encode("latin-1"))
-        lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=len(pieces))
-        starts = np.zeros(len(pieces), dtype=np.int64)
+        tokens = [by_id.get(i) for i in range(vocab_size)]
+        holes = frozenset(i for i, t in enumerate(tokens) if t is None)
+        tokens = ["" if t is None else t for t in tokens]
+        # A token with a character outside the byte alphabet is taken as its UTF-8 bytes, as the
+        # decoder does; every other token maps character by character to bytes. One pass for all.
+        outside = re.compile("[^" + re.escape("".join(alphabet)) + "]")
+        odd = [i for i, t in enumerate(tokens) if outside.search(t)]
+        plain = list(tokens)
+        for i in odd:
+            plain[i] = ""
+        table = {ord(c): chr(b) for c, b in alphabet.items()}
+        head = "".join(plain).translate(table).encode("latin-1")
+        lengths = np.fromiter(map(len, plain), dtype=np.int64, count=vocab_size)
+        starts = np.zeros(vocab_size, dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
-        blob = np.frombuffer(b"".join(pieces), dtype=np.uint8)
-        return cls(blob, starts, lengths, frozenset(holes))
+        tail = bytearray()
+        for i in odd:
+            raw = tokens[i].encode("utf-8")
+            starts[i], lengths[i] = len(head) + len(tail), len(raw)
+            tail += raw
+        blob = np.frombuffer(head + bytes(tail), dtype=np.uint8)
+        return cls(blob, starts, lengths, holes)
 
     def gather(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(bytes of all ``ids`` end to end, byte offset of each token and of the end)."""

@@ -14,7 +14,7 @@ import bisect
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -158,6 +158,7 @@ class Problem:
     message: str
 
 
+@lru_cache(maxsize=8192)
 def parse_header(header: str) -> tuple[str, str | None, str | None]:
     """Split a decoded header into (author, recipient, channel).
 
@@ -178,16 +179,18 @@ def parse_header(header: str) -> tuple[str, str | None, str | None]:
     return author, recipient, channel
 
 
-def parse_messages(ids: np.ndarray, marker_ids: MarkerIds, text: TextOf) -> tuple[list[Message], list[Problem]]:
+def parse_messages(ids: np.ndarray, marker_ids: MarkerIds, text: TextOf,
+                   where: Sequence[int] | None = None) -> tuple[list[Message], list[Problem]]:
     """Find every message in ``ids``; tokens that belong to no well-formed message become Problems.
 
-    Markers are found by id over the whole row at once; only headers and bodies are decoded
-    (``text(start, end)``), once each.
+    Markers are found by id over the whole row at once (``where``: their positions, when the caller
+    has them); only headers and bodies are decoded (``text(start, end)``), once each.
     """
     ids = np.asarray(ids)
-    where = np.flatnonzero(np.isin(ids, marker_ids.array))
-    positions = where.tolist()
-    kinds = ids[where].tolist()
+    if where is None:
+        where = np.flatnonzero(np.isin(ids, marker_ids.array)).tolist()
+    positions = list(where)
+    kinds = ids[positions].tolist()
     terminators = marker_ids.terminators
     messages: list[Message] = []
     problems: list[Problem] = []

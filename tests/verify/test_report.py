@@ -31,7 +31,8 @@ def test_verify_section_golden(make_prepared):
     directory = make_prepared()
     result = verify_prepared(directory, histogram=False)
     assert result.ok
-    assert set(result.stats["timing"]) == {"seconds", "num_proc"}
+    assert set(result.stats["timing"]) == {"seconds", "phases", "num_proc"}
+    assert set(result.stats["timing"]["phases"]) == {"load", "start", "rows", "folder"}
     untimed = {k: v for k, v in result.stats.items() if k != "timing"}  # the one part that varies
     assert_golden("verify_section.json", dump_json(untimed))
     assert_golden("verify_table.txt", format_table(result.stats) + "\n")

@@ -28,7 +28,7 @@ from beam_sft.verify.stats import STATS_VERSION, Aggregator, row_stats
 
 CHUNK_ROWS = 128
 MAX_KEPT_VIOLATIONS = 10_000
-PARITY_SAMPLE = 64  # rows that also get the sampled rules (tokenization and prompts re-rendered)
+PARITY_SAMPLE = 32  # rows that also get the sampled rules (tokenization and prompts re-rendered)
 
 
 @dataclass(frozen=True)
@@ -76,19 +76,19 @@ def select_positions(num_rows: int, sample: int | None, seed: int = 0) -> list[i
 def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggregator]:
     """Every rule on every row of ``batch``, and the batch's statistics."""
     bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
-    forbidden = batch.forbidden_rows(env.forbidden)
+    safe = env.safe_ids(batch.ids) if bad else batch.ids  # rows with bad ids are not decoded
+    forbidden = batch.rows_where(env.forbidden_table, safe)
+    markers = batch.split_by_row(env.marker_table, safe)
     data = offsets = None
     if isinstance(env.decoder, TableDecoder):
-        ids = batch.ids
-        if bad:  # rows with such ids are not decoded; keep the gather in bounds
-            ids = env.safe_ids(ids)
-        data, offsets = env.decoder.gather(ids)
+        data, offsets = env.decoder.gather(safe)
     violations: list[Violation] = []
     totals = Aggregator()
     for k, position in enumerate(batch.positions):
         ids, mask, columns = batch.row(k)
         text = RowText(env.decoder, ids, data, offsets, int(batch.id_offsets[k]))
-        ctx = build_context(position, ids, mask, columns, env, text, bad.get(k, ()), forbidden.get(k, ()))
+        ctx = build_context(position, ids, mask, columns, env, text, bad.get(k, ()), forbidden.get(k, ()),
+                            markers[k])
         violations.extend(check_row(ctx, env))
         totals.add(row_stats(ctx))
     return violations, totals
@@ -300,7 +300,7 @@ def load_row(directory: str | Path, position: int) -> tuple[RowContext, CheckEnv
     env.sampled = frozenset({position})
     batch = TokenBatch.from_table(_read(_columns(folder.dataset), range(position, position + 1)), [position])
     bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
-    forbidden = batch.forbidden_rows(env.forbidden)
+    forbidden = batch.rows_where(env.forbidden_table, env.safe_ids(batch.ids))
     ids, mask, columns = batch.row(0)
     text = RowText(env.decoder, env.safe_ids(ids))
     return build_context(position, ids, mask, columns, env, text, bad.get(0, ()), forbidden.get(0, ())), env

@@ -80,11 +80,15 @@ class TokenBatch:
             bad |= np.isin(self.ids, np.fromiter(holes, dtype=np.int64))
         return self._positions_by_row(bad)
 
-    def forbidden_rows(self, forbidden: np.ndarray) -> dict[int, np.ndarray]:
-        """Per batch row holding any of the ``forbidden`` ids: their positions in the row."""
-        if not len(forbidden):
-            return {}
-        return self._positions_by_row(np.isin(self.ids, forbidden))
+    def rows_where(self, table: np.ndarray, safe_ids: np.ndarray) -> dict[int, np.ndarray]:
+        """Per batch row holding ids with ``table[id]`` set: their positions in the row."""
+        return self._positions_by_row(table[safe_ids])
+
+    def split_by_row(self, table: np.ndarray, safe_ids: np.ndarray) -> list[list[int]]:
+        """For every batch row, the positions in the row of its ids with ``table[id]`` set."""
+        hits = np.flatnonzero(table[safe_ids])
+        bounds = np.searchsorted(hits, self.id_offsets)
+        return [(hits[bounds[k]:bounds[k + 1]] - self.id_offsets[k]).tolist() for k in range(len(self))]
 
     def _positions_by_row(self, hits: np.ndarray) -> dict[int, np.ndarray]:
         where = np.flatnonzero(hits)

@@ -106,6 +106,19 @@ class CheckEnv:
         return cls(tokenizer, marker_ids, decoder, vocab_size, forbidden, {v: k for k, v in added.items()},
                    token_splitter(texts), decoder_note=note, max_length=max_length)
 
+    @cached_property
+    def marker_table(self) -> np.ndarray:
+        """``marker_table[id]``: whether the id is a Harmony marker (a lookup, not a search, per token)."""
+        table = np.zeros(self.vocab_size, dtype=bool)
+        table[self.markers.array] = True
+        return table
+
+    @cached_property
+    def forbidden_table(self) -> np.ndarray:
+        table = np.zeros(self.vocab_size, dtype=bool)
+        table[self.forbidden] = True
+        return table
+
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         """Every token as written, markers included (only <|return|> is special in Beam)."""
         return self.decoder.decode(self.safe_ids(ids))
@@ -160,6 +173,7 @@ class RowContext:
     sampled: bool = False
     bad_ids: tuple[int, ...] = ()  # positions of ids outside the vocabulary
     forbidden_at: tuple[int, ...] = ()  # positions of added tokens no rendered row may hold
+    marker_positions: tuple[int, ...] = ()  # positions of the Harmony marker tokens
     messages: tuple[Message, ...] = ()
     turns: tuple[Turn, ...] = ()
     problems: tuple[Problem, ...] = ()
@@ -217,8 +231,10 @@ def load_row_json(text) -> tuple[dict | None, str | None]:
 
 
 def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dict, env: CheckEnv,
-                  text: RowText | None, bad_ids: Sequence[int] = (), forbidden_at: Sequence[int] = ()) -> RowContext:
-    """Read one row (its token arrays and its other columns) into a RowContext."""
+                  text: RowText | None, bad_ids: Sequence[int] = (), forbidden_at: Sequence[int] = (),
+                  marker_positions: Sequence[int] | None = None) -> RowContext:
+    """Read one row (its token arrays and its other columns) into a RowContext; ``marker_positions``
+    when the caller found them for a whole batch at once."""
     raw = columns.get("row")
     row, row_error = load_row_json(raw)
     base = dict(position=position, source=str(columns.get("source") or ""), row_index=columns.get("row_index"),
@@ -228,7 +244,8 @@ def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dic
                 forbidden_at=tuple(int(i) for i in forbidden_at))
     if len(bad_ids) or text is None:
         return RowContext(**base)
-    where = np.flatnonzero(np.isin(ids, env.markers.array)).tolist()
+    where = list(marker_positions) if marker_positions is not None else \
+        np.flatnonzero(np.isin(ids, env.markers.array)).tolist()
     parts = split_markers(text.full)
     if len(parts) == 2 * len(where) + 1:  # else some marker text is not a marker token: see check_structure
         text.align(parts, where)
@@ -236,5 +253,5 @@ def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dic
     turns, turn_problems = group_turns(messages)
     spans = mask_runs(mask) if len(mask) == len(ids) else []
     return RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),
-                      problems=tuple(problems + turn_problems), spans=tuple(spans))
+                      problems=tuple(problems + turn_problems), spans=tuple(spans), marker_positions=tuple(where))
 

@@ -269,7 +269,7 @@ def text_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
                                   "markers are spelled by ordinary tokens, not marker tokens"))
         return out
     want = split_markers(rendered)
-    where = np.flatnonzero(np.isin(ctx.ids, env.markers.array)).tolist()
+    where = list(ctx.marker_positions)
     names = env.markers.names
     bounds = [-1, *where, len(ctx.ids)]
     got: list[str] = []
@@ -315,7 +315,7 @@ def check_prompt_parity(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     if not ctx.sampled or ctx.row is None or out or "rendered" not in ctx.cache:
         return out
     full = ctx.cache["rendered"]
-    where = np.flatnonzero(np.isin(ctx.ids, env.markers.array)).tolist()
+    where = ctx.marker_positions
     for n, (index, message) in enumerate(ctx.assistant_sources):
         if not is_trained_message(message) or index == 0:
             continue  # an assistant message first has no prompt to render

@@ -28,6 +28,7 @@ from beam_sft.verify.stats import STATS_VERSION, Aggregator, row_stats
 
 CHUNK_ROWS = 128
 MAX_KEPT_VIOLATIONS = 10_000
+REOPEN_ROWS = 1024  # see _Rows
 PARITY_SAMPLE = 32  # rows that also get the sampled rules (tokenization and prompts re-rendered)
 
 
@@ -123,10 +124,6 @@ def _read(dataset, chunk: range | list[int]):
     return arrow[list(chunk)]
 
 
-def _check_chunk_in(dataset, env: CheckEnv, chunk: range | list[int]) -> tuple[list[Violation], Aggregator]:
-    return check_batch(TokenBatch.from_table(_read(dataset, chunk), chunk), env)
-
-
 # Worker processes get the dataset and the environment once: inherited on fork, loaded on spawn.
 _WORKER: dict = {}
 
@@ -137,11 +134,29 @@ def _init_worker(directory: str, max_length: int | None, sampled: frozenset[int]
     folder = open_prepared(directory)
     env = CheckEnv.create(folder.tokenizer, max_length=max_length)
     env.sampled = sampled
-    _WORKER.update(dataset=_columns(folder.dataset), env=env)
+    _WORKER.update(rows=_Rows(Path(directory), _columns(folder.dataset)), env=env)
+
+
+class _Rows:
+    """The dataset's columns, re-opened every REOPEN_ROWS rows read: the Arrow files are memory-mapped,
+    and every page a process has read stays in its resident set until the mapping goes, so without
+    this a process's RSS would grow with the rows it checked (page cache, but counted all the same)."""
+
+    def __init__(self, directory: Path, dataset=None):
+        self.directory = directory
+        self.dataset = dataset if dataset is not None else _columns(open_prepared(directory).dataset)
+        self.read = 0
+
+    def table(self, chunk: range | list[int]):
+        if self.read >= REOPEN_ROWS:
+            self.dataset = _columns(open_prepared(self.directory).dataset)
+            self.read = 0
+        self.read += len(chunk)
+        return _read(self.dataset, chunk)
 
 
 def _check_chunk(chunk: range | list[int]) -> tuple[list[Violation], Aggregator]:
-    return _check_chunk_in(_WORKER["dataset"], _WORKER["env"], chunk)
+    return check_batch(TokenBatch.from_table(_WORKER["rows"].table(chunk), chunk), _WORKER["env"])
 
 
 def _columns(dataset):
@@ -159,8 +174,9 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
     """(violations, statistics) chunk by chunk, in row order, from this process or a pool."""
     dataset = _columns(folder.dataset)
     if num_proc <= 1 or len(positions) < 2:
+        rows = _Rows(folder.directory, dataset)
         for chunk in _chunks(positions, CHUNK_ROWS):
-            yield _check_chunk_in(dataset, env, chunk)
+            yield check_batch(TokenBatch.from_table(rows.table(chunk), chunk), env)
         return
     import multiprocessing
 
@@ -169,7 +185,7 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
     # already built; spawn builds them again in each worker.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     if method == "fork":
-        _WORKER.update(dataset=dataset, env=env)
+        _WORKER.update(rows=_Rows(folder.directory, dataset), env=env)
     try:
         context = multiprocessing.get_context(method)
         with context.Pool(num_proc, initializer=_init_worker,

@@ -69,10 +69,6 @@ class TokenBatch:
         mask = self.mask[self.mask_offsets[k]:self.mask_offsets[k + 1]]
         return ids, mask, {name: values[k] for name, values in self.columns.items()}
 
-    def row_of_token(self) -> np.ndarray:
-        """For every id, the batch row it belongs to."""
-        return np.repeat(np.arange(len(self)), np.diff(self.id_offsets))
-
     def bad_id_rows(self, vocab_size: int, holes: frozenset[int]) -> dict[int, np.ndarray]:
         """Per batch row with ids outside the vocabulary (negative, too large, or no token): their positions."""
         bad = (self.ids < 0) | (self.ids >= vocab_size)

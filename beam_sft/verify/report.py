@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from beam_sft.verify.folder import REPORT_FILE, read_report
+
 VIOLATIONS_FILE = "verify_violations.jsonl"
 HISTOGRAM_FILE = "report_lengths.png"
 

@@ -88,6 +88,9 @@ class CheckEnv:
     parser_name: str = PARSER_NAME
     max_length: int | None = None
     sampled: frozenset[int] = frozenset()  # positions that get the sampled rules too
+    # Off the sample, compare a row with tools against the template rendered without them plus one
+    # block that declares each tool (see ``invariants.rendered_text``); False renders every row whole.
+    declarations_by_sample: bool = True
 
     @classmethod
     def create(cls, tokenizer, *, max_length: int | None = None) -> CheckEnv:
@@ -129,11 +132,12 @@ class CheckEnv:
         bad = (ids < 0) | (ids >= self.vocab_size)
         return np.where(bad, self.markers.start, ids) if bad.any() else ids
 
-    def render(self, row: dict, upto: int | None = None) -> str:
-        """The tokenizer's chat template on the row (``messages[:upto]`` with a generation prompt)."""
+    def render(self, row: dict, upto: int | None = None, *, tools: bool = True) -> str:
+        """The tokenizer's chat template on the row (``messages[:upto]`` with a generation prompt;
+        without the row's tools when ``tools`` is False)."""
         messages = row["messages"] if upto is None else row["messages"][:upto]
         return self.tokenizer.apply_chat_template(
-            messages, tools=row.get("tools") or None, add_generation_prompt=upto is not None,
+            messages, tools=(row.get("tools") or None) if tools else None, add_generation_prompt=upto is not None,
             tokenize=False, **(row.get("chat_template_kwargs") or {}),
         )
 

@@ -24,7 +24,8 @@ of a small dataset; the report's ``coverage`` says how many):
   of an added token (markers included), which the tokenizer would turn into a control token.
 - ``prompt_parity``: the row's tokens, decoded, are what the tokenizer's chat template renders for
   the row, everywhere before its last trained span (the context every trained turn is trained
-  on). *Sampled*: the prompt before each trained turn, rendered with add_generation_prompt=True, is
+  on). Off the sample, the tool declarations are held to each tool's name, description and
+  parameters (``rendered_text``); the rest of the text exactly. *Sampled*: the prompt before each trained turn, rendered with add_generation_prompt=True, is
   a prefix of the row's text that ends at the <|channel|> where that turn's span starts (markers
   are added tokens, so it is a token prefix too).
 - ``parse_mismatch``: each trained span is the template's text of its source message, and parsed
@@ -257,7 +258,7 @@ def text_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     if ctx.row is None:
         return out
     try:
-        rendered = env.render(ctx.row)
+        rendered = rendered_text(ctx, env)
     except Exception as exc:  # the template's own error is the finding
         out.append(_violation(ctx, env, "prompt_parity", f"the row does not render through the chat template: "
                               f"{type(exc).__name__}: {exc}"))
@@ -299,6 +300,85 @@ def text_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
                           f"row holds {len(got) // 2}; first difference at token {a}: template {shown_want!r}, row "
                           f"{shown_got!r}", a, max(a + 1, b)))
     return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the longest common prefix (binary search over C-level slice compares)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def inserted_block(text: str, bare: str) -> tuple[int, int] | None:
+    """``(start, end)`` when ``text`` is ``bare`` with one block inserted at ``start``, else None.
+
+    >>> inserted_block("ab# Toolscd", "abcd")
+    (2, 9)
+    >>> inserted_block("x<|end|><|start|>dev<|end|><|start|>user", "x<|end|><|start|>user")
+    (1, 20)
+    >>> inserted_block("abXd", "abcd") is None
+    True
+    """
+    extra = len(text) - len(bare)
+    if extra < 0:
+        return None
+    p = _common_prefix(text, bare)
+    # If any insertion point works, the end of the longest common prefix does; then slide the block
+    # to its leftmost equivalent place (``<|start|>`` + a new message + ``<|end|>`` reads as that).
+    if text[p + extra:] != bare[p:]:
+        return None
+    start, end = p, p + extra
+    while start > 0 and text[start - 1] == text[end - 1]:
+        start, end = start - 1, end - 1
+    return start, end
+
+
+def declares_tools(block: str, tools: list) -> bool:
+    """Whether ``block`` names every tool, its description (line by line) and its parameters, in order."""
+    at = 0
+    for tool in tools:
+        fn = tool.get("function", tool) if isinstance(tool, dict) else None
+        if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            return False
+        found = block.find(fn["name"], at)
+        if found < 0:
+            return False
+        at = found
+        words = [line.strip() for line in str(fn.get("description") or "").splitlines() if line.strip()]
+        params = (fn.get("parameters") or {}).get("properties") if isinstance(fn.get("parameters"), dict) else None
+        words += [str(k) for k in params] if isinstance(params, dict) else []
+        if any(word not in block for word in words):
+            return False
+    return True
+
+
+def rendered_text(ctx: RowContext, env: CheckEnv) -> str:
+    """What the template renders for the row, for comparing with its decoded tokens.
+
+    The tool declarations (a TypeScript rendering of each JSON schema) are most of the cost of
+    rendering a row, so off the parity sample a row with tools is first compared with the template
+    rendered without its tools: when the decoded row is exactly that text with one block inserted
+    before the first user or assistant message, and the block declares every tool (name,
+    description, parameters, in order), the row's text is taken as the template's. Anything else,
+    and every sampled row, is compared with the whole rendering.
+    """
+    tools = ctx.row.get("tools")
+    if ctx.sampled or not tools or not env.declarations_by_sample or not isinstance(tools, list):
+        return env.render(ctx.row)
+    bare = env.render(ctx.row, tools=False)
+    text = ctx.text.full
+    block = inserted_block(text, bare)
+    if block is not None:
+        starts = [i for i in (bare.find("<|start|>user"), bare.find("<|start|>assistant")) if i >= 0]
+        if block[0] <= min(starts, default=len(bare)) and declares_tools(text[block[0]:block[1]], tools):
+            ctx.cache["declarations"] = "checked by name"
+            return text
+    return env.render(ctx.row)
 
 
 def _text_rule(code: str) -> Callable[[RowContext, CheckEnv], list[Violation]]:
@@ -454,7 +534,8 @@ RULES: dict[str, Rule] = {
 # Rules that run only on the parity sample, or whose named part does (the report's ``coverage``).
 SAMPLED_PARTS: dict[str, str] = {
     "template_parity": "ids and mask equal the template's apply_chat_template(..., return_assistant_tokens_mask)",
-    "prompt_parity": "each trained turn's prompt rendered with add_generation_prompt=True ends where its span starts",
+    "prompt_parity": "each trained turn's prompt rendered with add_generation_prompt=True ends where its span starts; "
+                     "the tool declarations are the template's exactly (elsewhere: names, descriptions, parameters)",
     "parse_mismatch": "the shipped response template reads each span as the strict reader does, with tool types",
 }
 FOLDER_RULES: tuple[str, ...] = ("row_count", "duplicate_row", "rejects_count")

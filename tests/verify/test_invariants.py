@@ -260,10 +260,45 @@ def test_sampled_prompt_parity_catches_a_prompt_that_is_not_a_prefix(clean_recor
     # matches the template, only re-rendering each prompt shows it, and only on sampled rows.
     original = CheckEnv.render
 
-    def render(self, row, upto=None):
-        text = original(self, row, upto)
+    def render(self, row, upto=None, **kwargs):
+        text = original(self, row, upto, **kwargs)
         return text if upto is None else text.replace("Weather in Paris?", "Weather in Lyon?")
 
     monkeypatch.setattr(CheckEnv, "render", render)
     assert rules_by_row(check(clean_records, env)) == {1: {"prompt_parity"}}
     assert check(clean_records, env_unsampled) == []
+
+
+def _retype_days(records, tokenizer):
+    """Row 2's declaration of get_weather with ``days`` typed as a string: same names, other text."""
+    r = records[2]
+    row = json.loads(r["row"])
+    row["tools"][0]["function"]["parameters"]["properties"]["days"]["type"] = "string"
+    r["row"] = json.dumps(row)
+
+
+def test_wrong_tool_declaration_is_caught_on_sampled_rows(clean_records, tokenizer, env):
+    records = copy.deepcopy(clean_records)
+    _retype_days(records, tokenizer)
+    assert rules_by_row(check(records, env)) == {2: {"prompt_parity"}}
+
+
+def test_off_the_sample_declarations_are_held_to_names(clean_records, tokenizer, env_unsampled):
+    # A renamed tool or parameter is caught on every row; a changed type only on the sample (above).
+    records = copy.deepcopy(clean_records)
+    row = json.loads(records[2]["row"])
+    row["tools"][0]["function"]["parameters"]["properties"]["town"] = \
+        row["tools"][0]["function"]["parameters"]["properties"].pop("city")
+    records[2]["row"] = json.dumps(row)
+    assert rules_by_row(check(records, env_unsampled)) == {2: {"prompt_parity"}}
+    records = copy.deepcopy(clean_records)
+    _retype_days(records, tokenizer)
+    assert check(records, env_unsampled) == []
+
+
+def test_declarations_can_be_rendered_on_every_row(clean_records, tokenizer):
+    env = CheckEnv.create(tokenizer, max_length=512)
+    env.declarations_by_sample = False
+    records = copy.deepcopy(clean_records)
+    _retype_days(records, tokenizer)
+    assert rules_by_row(check(records, env)) == {2: {"prompt_parity"}}

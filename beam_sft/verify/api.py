@@ -247,6 +247,8 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
     num_rows = len(folder.dataset)
     positions: Sequence[int] = range(num_rows) if sample is None or sample >= num_rows else \
         select_positions(num_rows, sample, seed)
+    if parity_sample < 0:
+        raise VerificationError(f"--parity-sample must be at least 0, got {parity_sample}")
     picks = select_positions(len(positions), max(1, min(parity_sample, len(positions))), seed + 1)
     env.sampled = frozenset(positions[i] for i in picks) if parity_sample > 0 else frozenset()
     totals = Aggregator()

@@ -19,7 +19,10 @@ def register(subparsers) -> None:
     verify.add_argument("--num-proc", type=int, default=0,
                         help="worker processes (default: all cores for large datasets, else 1)")
     verify.add_argument("--sample", type=int, default=None, metavar="N", help="check N random rows only")
-    verify.add_argument("--seed", type=int, default=0, help="seed for --sample")
+    verify.add_argument("--seed", type=int, default=0, help="seed for --sample and the parity sample")
+    verify.add_argument("--parity-sample", type=int, default=None, metavar="N",
+                        help="rows that also get the sampled rules: re-tokenized, prompts re-rendered "
+                             "(default 32; the report's coverage says which rules)")
     verify.add_argument("--max-length", type=int, default=None,
                         help="longest allowed row (default: report.json's length_policy.max_length)")
     verify.add_argument("--max-violations", type=int, default=20, metavar="N",
@@ -55,9 +58,12 @@ def run_verify(args: argparse.Namespace) -> int:
     from beam_sft.verify.api import verify_prepared
     from beam_sft.verify.report import VIOLATIONS_FILE, format_table
 
+    from beam_sft.verify.api import PARITY_SAMPLE
+
+    parity = PARITY_SAMPLE if args.parity_sample is None else args.parity_sample
     result = verify_prepared(args.directory, num_proc=_num_proc(args.num_proc, args.directory),
                              sample=args.sample, seed=args.seed, max_length=args.max_length,
-                             histogram=not args.no_histogram)
+                             histogram=not args.no_histogram, parity_sample=parity)
     print(format_table(result.stats))
     if result.ok:
         return 0

@@ -55,10 +55,8 @@ def _num_proc(requested: int, directory: Path) -> int:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from beam_sft.verify.api import verify_prepared
+    from beam_sft.verify.api import PARITY_SAMPLE, verify_prepared
     from beam_sft.verify.report import VIOLATIONS_FILE, format_table
-
-    from beam_sft.verify.api import PARITY_SAMPLE
 
     parity = PARITY_SAMPLE if args.parity_sample is None else args.parity_sample
     result = verify_prepared(args.directory, num_proc=_num_proc(args.num_proc, args.directory),

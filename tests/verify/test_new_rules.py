@@ -263,3 +263,72 @@ def test_rules_run_on_arrow_int32_columns(clean_dir):
     assert str(features["input_ids"].feature.dtype) == "int32"
     assert verify_prepared(clean_dir, write=False).ok
     assert np.dtype("int8") == np.dtype(str(features["assistant_masks"].feature.dtype))
+
+
+# --- every added token, in every kind of rendered field ---------------------------------------------------
+
+
+def _fields(token: str) -> dict[str, dict]:
+    """One row per rendered field, holding ``token`` inside its text."""
+    from tests.verify.conftest import BOOK
+
+    text = f"a{token}b"
+    base = beam_rows()
+    out = {
+        "user": row_with({(0, "content"): text}),
+        "reasoning": row_with({(1, "reasoning_content"): text}),
+        "answer": row_with({(1, "content"): text}),
+        "model_identity": {**beam_rows()[0], "chat_template_kwargs": {"model_identity": text}},
+    }
+    call = copy.deepcopy(base[5])
+    call["messages"][1]["tool_calls"][1]["function"]["arguments"]["command"] = text
+    out["argument"] = call
+    described = copy.deepcopy(base[5])
+    described["tools"][0] = copy.deepcopy(BOOK)
+    described["tools"][0]["function"]["description"] = text
+    out["tool_description"] = described
+    tool_result = copy.deepcopy(base[1])
+    tool_result["messages"][3]["content"] = text
+    out["tool_result"] = tool_result
+    return out
+
+
+def _added_tokens(tokenizer) -> list[str]:
+    return sorted(tokenizer.get_added_vocab())
+
+
+def test_every_added_token_in_every_field_is_caught(tokenizer, env):
+    missed, tried = [], 0
+    for token in _added_tokens(tokenizer):
+        for field, row in _fields(token).items():
+            try:
+                [record] = one(row, tokenizer)
+            except Exception:  # the template itself refuses (a marker breaking the layout): nothing to train
+                continue
+            tried += 1
+            rules = rules_by_row(check([record], env)).get(0, set())
+            if "special_token" not in rules:
+                missed.append((token, field, rules))
+    assert missed == []
+    assert tried >= 7 * len(_added_tokens(tokenizer)) - 8, tried  # nearly every (token, field) was planted
+
+
+@pytest.mark.realistic
+def test_every_added_token_of_the_realistic_tokenizer_is_caught():
+    import os
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    path = Path(os.environ.get("BEAM_REALISTIC_TOKENIZER")
+                or Path(__file__).resolve().parents[2] / ".cache" / "gptoss-tokenizer" / "beam")
+    if not path.is_dir():
+        pytest.skip(f"realistic tokenizer not built at {path} (scripts/get_realistic_tokenizer.sh)")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    env = CheckEnv.create(tokenizer)
+    missed = []
+    for token in _added_tokens(tokenizer):
+        [record] = one(row_with({(0, "content"): f"a{token}b"}), tokenizer)
+        if "special_token" not in rules_by_row(check([record], env)).get(0, set()):
+            missed.append(token)
+    assert missed == []

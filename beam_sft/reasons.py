@@ -114,6 +114,15 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("prompt_parity", "verify", "the generation prompt before a trained turn is not a prefix of the row"),
     ("parse_mismatch", "verify", "a trained span does not parse back to its source message"),
     ("unreadable_reject_line", "verify", "a line of rejects.jsonl is not a JSON record"),
+    ("bad_token_id", "verify", "an id is negative, past the vocabulary, or a hole in it"),
+    ("special_token", "verify", "an added or special token other than the Harmony markers in the ids, "
+                                "or an added token's text inside the row's text"),
+    ("tail_mismatch", "verify", "the tokens after the last trained span are not what the template renders"),
+    ("reasoning_markup", "verify", "reasoning markup (<think>, <thinking>, <reasoning>) in a trained analysis message"),
+    ("template_parity", "verify", "(sampled) apply_chat_template's ids and mask differ from the row's"),
+    ("row_count", "verify", "rows per source differ from the report's counts or the mix's plan"),
+    ("duplicate_row", "verify", "more copies of a source row than the mix planned"),
+    ("rejects_count", "verify", "rejects.jsonl holds more or fewer lines than the report counts"),
 )
 
 # The verify stage's own "too_long" rule shares the encoder's code: one meaning, given at both stages.

@@ -9,9 +9,7 @@ from pathlib import Path
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "beam_sft"
 
 # Cycles that other work in flight removes; each must still exist (remove it here once it is gone).
-KNOWN_CYCLES: set[frozenset[str]] = {
-    frozenset({"beam_sft.verify.compare", "beam_sft.verify.context"}),  # helper "verify" removes it
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def modules() -> dict[str, Path]:

@@ -39,10 +39,11 @@ from beam_sft.convert.options import FORMATS, ConvertOptions
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.sharegpt import convert_sharegpt
-from beam_sft.convert.validate import is_trained, row_notes, validate
+from beam_sft.convert.validate import row_notes, validate
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
 from beam_sft.data.sources import BadRecord, SkippedFile, expand_source, iter_located
 from beam_sft.errors import BeamError
+from beam_sft.harmony.spans import is_trained
 
 Converter = Callable[..., "BeamRow | Rejection"]
 

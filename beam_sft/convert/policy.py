@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from beam_sft.convert.options import MissingReasoning
 from beam_sft.convert.rows import BeamRow, has_reasoning
-from beam_sft.convert.validate import is_trained
+from beam_sft.harmony.spans import is_trained
 
 
 def apply_missing_reasoning(row: BeamRow, policy: MissingReasoning) -> BeamRow:

@@ -52,6 +52,7 @@ from beam_sft.convert.options import ConvertOptions
 from beam_sft.convert.reasoning import REASONING_MARKUP
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
+from beam_sft.harmony.spans import is_trained
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _TOOL_NAME_RE = re.compile(r"[^\s<]+")
@@ -113,10 +114,6 @@ def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
         if problem is not None:
             return Rejection(*problem)
     return None
-
-
-def is_trained(msg: dict) -> bool:
-    return msg["role"] == "assistant" and msg.get("weight", 1) != 0
 
 
 def _shape(row: Any, options: ConvertOptions) -> tuple[str, str] | None:

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
-from beam_sft.encode.weights import apply_weights, assistant_weights, mask_runs
+from beam_sft.encode.weights import apply_weights, assistant_weights
 from beam_sft.errors import RowError
+from beam_sft.harmony.spans import mask_runs
 
 # Keys the template call itself uses: a per-row kwarg by one of these names would collide with them.
 RESERVED_TEMPLATE_KWARGS = frozenset(

@@ -30,17 +30,6 @@ def assistant_weights(messages: list[dict]) -> list[int]:
     return weights
 
 
-def mask_runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """Token ranges ``[start, end)`` of the runs of 1s in a 0/1 mask.
-
-    >>> mask_runs(np.array([0, 1, 1, 0, 1]))
-    [(1, 3), (4, 5)]
-    """
-    padded = np.concatenate(([0], np.asarray(mask, dtype=np.int8), [0]))
-    edges = np.flatnonzero(np.diff(padded))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
-
-
 def apply_weights(mask: np.ndarray, turn_spans: list[tuple[int, int]], weights: list[int]) -> np.ndarray:
     """Zero the mask over the token span of every assistant turn whose weight is 0.
 

@@ -245,7 +245,7 @@ def _row_name(dataset, idx: int) -> str:
 def span_problems(ids: list[int], mask: list[int], tokenizer) -> list[str]:
     """Structural rule: every trained span starts at ``<|channel|>`` and ends at ``<|return|>`` or
     ``<|call|>`` (or at the end of a truncated row)."""
-    from beam_sft.encode.template_encode import mask_runs
+    from beam_sft.harmony.spans import mask_runs
 
     if len(ids) != len(mask):
         return [f"{len(ids)} input_ids but {len(mask)} mask values"]

@@ -1,7 +1,10 @@
 """Verify a prepared dataset's masks before a run starts, and inspect single rows.
 
-``verify_prepared(directory, *, num_proc=1, sample=None) -> VerifyResult`` checks every row against
-the rules in ``invariants`` (codes in ``RULE_CODES``) and writes report.json's "verify" section.
+``verify_prepared(directory, *, num_proc=1, sample=None, ...) -> VerifyResult`` checks every row
+against the rules in ``invariants`` and the folder's counts against its report (``counts``), and
+writes report.json's "verify" section (codes in ``RULE_CODES``; what runs on every row and what
+on the parity sample is in the section's ``coverage``). Nothing here imports ``beam_sft.encode``:
+an encoder bug cannot hide in code the two share.
 """
 
 from beam_sft.verify.api import VerifyResult, inspect_row, verify_prepared

@@ -1,10 +1,16 @@
-"""``verify_prepared``: check every row (or a sample) of a prepared dataset, in parallel, and report."""
+"""``verify_prepared``: check every row (or a sample) of a prepared dataset, in parallel, and report.
+
+Rows stream in Arrow batches (flat numpy arrays per batch, see ``arrays``); worker processes each
+check a run of rows and send back only their violations and a histogram-based aggregate, so memory
+stays flat in rows. The folder rules (counts, duplicates, rejects.jsonl) read only the small
+columns of every row.
+"""
 
 from __future__ import annotations
 
-import json
 import math
 import random
+import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -12,15 +18,18 @@ from pathlib import Path
 
 from beam_sft.errors import VerificationError
 from beam_sft.verify import report as report_io
-from beam_sft.verify.context import CheckEnv, Violation, build_context
-from beam_sft.verify.invariants import RULE_CODES, check_row
-from beam_sft.verify.stats import STATS_VERSION, Aggregator, RowStats, rejections, row_stats
+from beam_sft.verify.arrays import COLUMNS, TokenBatch
+from beam_sft.verify.context import CheckEnv, RowContext, Violation, build_context
+from beam_sft.verify.counts import FolderCounts
+from beam_sft.verify.decode import RowText, TableDecoder
+from beam_sft.verify.folder import PreparedFolder, open_prepared
+from beam_sft.verify.invariants import FOLDER_RULES, RULE_CODES, RULES, SAMPLED_PARTS, check_row
+from beam_sft.verify.stats import STATS_VERSION, Aggregator, row_stats
 
-COLUMNS = ("input_ids", "assistant_masks", "row", "source", "row_index", "num_tokens", "num_trained")
-REQUIRED_COLUMNS = ("input_ids", "assistant_masks", "row")
-REJECTS_FILE = "rejects.jsonl"
-CHUNK_ROWS = 256
+CHUNK_ROWS = 128
 MAX_KEPT_VIOLATIONS = 10_000
+REOPEN_ROWS = 1024  # see _Rows
+PARITY_SAMPLE = 32  # rows that also get the sampled rules (tokenization and prompts re-rendered)
 
 
 @dataclass(frozen=True)
@@ -39,29 +48,12 @@ class VerifyResult:
 
 def load_tokenizer(directory: str | Path):
     """The tokenizer saved beside the dataset (DIR/tokenizer)."""
-    path = Path(directory) / "tokenizer"
-    if not path.is_dir():
-        raise VerificationError(f"{path}: no tokenizer saved with the prepared dataset")
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(path)
+    return open_prepared(directory).tokenizer
 
 
-def load_dataset(directory: str | Path):
+def load_prepared_dataset(directory: str | Path):
     """The prepared dataset, checked for the columns verify needs."""
-    from datasets import load_from_disk
-
-    path = Path(directory)
-    try:
-        dataset = load_from_disk(str(path))
-    except (FileNotFoundError, ValueError) as exc:
-        raise VerificationError(f"{path}: not a prepared dataset ({exc})") from exc
-    except IndexError as exc:  # datasets saves 0 rows as 0 shards, then cannot load them
-        raise VerificationError(f"{path}: the prepared dataset has no rows") from exc
-    missing = [c for c in REQUIRED_COLUMNS if c not in dataset.column_names]
-    if missing:
-        raise VerificationError(f"{path}: prepared dataset lacks columns {missing}")
-    return dataset
+    return open_prepared(directory).dataset
 
 
 def select_positions(num_rows: int, sample: int | None, seed: int = 0) -> list[int]:
@@ -79,72 +71,128 @@ def select_positions(num_rows: int, sample: int | None, seed: int = 0) -> list[i
     return sorted(random.Random(seed).sample(range(num_rows), sample))
 
 
-def read_records(dataset, positions: Sequence[int]) -> Iterable[tuple[int, dict]]:
-    """(position, record) for each position, reading columns in batches."""
-    columns = [c for c in COLUMNS if c in dataset.column_names]
-    for begin in range(0, len(positions), 256):
-        chunk = list(positions[begin:begin + 256])
-        batch = dataset.select_columns(columns)[chunk]
-        for k, position in enumerate(chunk):
-            yield position, {c: batch[c][k] for c in columns}
+# --- checking batches -------------------------------------------------------------------------------------
 
 
-def check_records(records: Iterable[tuple[int, dict]], env: CheckEnv) -> tuple[list[Violation], list[RowStats]]:
-    """Run every rule and collect statistics over ``records``."""
+def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggregator]:
+    """Every rule on every row of ``batch``, and the batch's statistics."""
+    bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
+    safe = env.safe_ids(batch.ids) if bad else batch.ids  # rows with bad ids are not decoded
+    forbidden = batch.rows_where(env.forbidden_table, safe)
+    markers = batch.split_by_row(env.marker_table, safe)
+    data = offsets = None
+    if isinstance(env.decoder, TableDecoder):
+        data, offsets = env.decoder.gather(safe)
     violations: list[Violation] = []
-    stats: list[RowStats] = []
-    for position, record in records:
-        ctx = build_context(position, record, env)
+    totals = Aggregator()
+    for k, position in enumerate(batch.positions):
+        ids, mask, columns = batch.row(k)
+        text = RowText(env.decoder, ids, data, offsets, int(batch.id_offsets[k]))
+        ctx = build_context(position, ids, mask, columns, env, text, bad.get(k, ()), forbidden.get(k, ()),
+                            markers[k])
         violations.extend(check_row(ctx, env))
-        stats.append(row_stats(ctx))
-    return violations, stats
+        totals.add(row_stats(ctx))
+    return violations, totals
 
 
-# Worker processes load the dataset and tokenizer once, in the initializer (not passed per task).
+def check_records(records: Iterable[tuple[int, dict]], env: CheckEnv) -> tuple[list[Violation], Aggregator]:
+    """Every rule on rows given as (position, dict of columns), through the same path as a dataset."""
+    violations: list[Violation] = []
+    totals = Aggregator()
+    chunk: list[tuple[int, dict]] = []
+
+    def flush() -> None:
+        found, counted = check_batch(TokenBatch.from_records([r for _, r in chunk], [p for p, _ in chunk]), env)
+        violations.extend(found)
+        totals.merge(counted)
+        chunk.clear()
+
+    for item in records:
+        chunk.append(item)
+        if len(chunk) >= CHUNK_ROWS:
+            flush()
+    if chunk:
+        flush()
+    return violations, totals
+
+
+def _read(dataset, chunk: range | list[int]):
+    """Rows ``chunk`` of the dataset as an Arrow table (only the columns the checks read)."""
+    arrow = dataset.with_format("arrow")
+    if isinstance(chunk, range):
+        return arrow[chunk.start:chunk.stop]
+    return arrow[list(chunk)]
+
+
+# Worker processes get the dataset and the environment once: inherited on fork, loaded on spawn.
 _WORKER: dict = {}
 
 
-def _init_worker(directory: str, max_length: int | None) -> None:
-    _WORKER["dataset"] = load_dataset(directory)
-    _WORKER["env"] = CheckEnv.create(load_tokenizer(directory), max_length=max_length)
+def _init_worker(directory: str, max_length: int | None, sampled: frozenset[int]) -> None:
+    if "env" in _WORKER:
+        return
+    folder = open_prepared(directory)
+    env = CheckEnv.create(folder.tokenizer, max_length=max_length)
+    env.sampled = sampled
+    _WORKER.update(rows=_Rows(Path(directory), _columns(folder.dataset)), env=env)
 
 
-def _check_chunk(positions: list[int]) -> tuple[list[Violation], list[RowStats]]:
-    return check_records(read_records(_WORKER["dataset"], positions), _WORKER["env"])
+class _Rows:
+    """The dataset's columns, re-opened every REOPEN_ROWS rows read: the Arrow files are memory-mapped,
+    and every page a process has read stays in its resident set until the mapping goes, so without
+    this a process's RSS would grow with the rows it checked (page cache, but counted all the same)."""
+
+    def __init__(self, directory: Path, dataset=None):
+        self.directory = directory
+        self.dataset = dataset if dataset is not None else _columns(open_prepared(directory).dataset)
+        self.read = 0
+
+    def table(self, chunk: range | list[int]):
+        if self.read >= REOPEN_ROWS:
+            self.dataset = _columns(open_prepared(self.directory).dataset)
+            self.read = 0
+        self.read += len(chunk)
+        return _read(self.dataset, chunk)
 
 
-def _iter_checks(directory: Path, positions: list[int], num_proc: int, max_length: int | None,
-                 env: CheckEnv) -> Iterator[tuple[list[Violation], list[RowStats]]]:
-    """(violations, row stats) chunk by chunk, in row order, from this process or a pool."""
+def _check_chunk(chunk: range | list[int]) -> tuple[list[Violation], Aggregator]:
+    return check_batch(TokenBatch.from_table(_WORKER["rows"].table(chunk), chunk), _WORKER["env"])
+
+
+def _columns(dataset):
+    return dataset.select_columns([c for c in COLUMNS if c in dataset.column_names])
+
+
+def _chunks(positions: Sequence[int], size: int) -> list[range | list[int]]:
+    if isinstance(positions, range):
+        return [range(i, min(i + size, positions.stop)) for i in range(positions.start, positions.stop, size)]
+    return [list(positions[i:i + size]) for i in range(0, len(positions), size)]
+
+
+def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int,
+                 env: CheckEnv) -> Iterator[tuple[list[Violation], Aggregator]]:
+    """(violations, statistics) chunk by chunk, in row order, from this process or a pool."""
+    dataset = _columns(folder.dataset)
     if num_proc <= 1 or len(positions) < 2:
-        dataset = load_dataset(directory)
-        for begin in range(0, len(positions), CHUNK_ROWS):
-            yield check_records(read_records(dataset, positions[begin:begin + CHUNK_ROWS]), env)
+        rows = _Rows(folder.directory, dataset)
+        for chunk in _chunks(positions, CHUNK_ROWS):
+            yield check_batch(TokenBatch.from_table(rows.table(chunk), chunk), env)
         return
     import multiprocessing
 
     size = max(1, min(CHUNK_ROWS, math.ceil(len(positions) / (num_proc * 8))))
-    chunks = [positions[i:i + size] for i in range(0, len(positions), size)]
-    # fork starts workers in milliseconds with everything imported (spawn re-imports transformers
-    # in each, seconds). Workers only tokenize and decode; each loads its own tokenizer.
+    # fork starts workers in milliseconds with the dataset and the environment (byte table included)
+    # already built; spawn builds them again in each worker.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
-    context = multiprocessing.get_context(method)
-    with context.Pool(num_proc, initializer=_init_worker, initargs=(str(directory), max_length)) as pool:
-        yield from pool.imap(_check_chunk, chunks)
-
-
-def _read_rejects(directory: Path) -> list[dict]:
-    path = directory / REJECTS_FILE
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                out.append(json.loads(line))
-            except ValueError:
-                out.append({"code": "unreadable_reject_line"})
-    return out
+    if method == "fork":
+        _WORKER.update(rows=_Rows(folder.directory, dataset), env=env)
+    try:
+        context = multiprocessing.get_context(method)
+        with context.Pool(num_proc, initializer=_init_worker,
+                          initargs=(str(folder.directory), env.max_length, env.sampled)) as pool:
+            yield from pool.imap(_check_chunk, _chunks(positions, size))
+    finally:
+        _WORKER.clear()
 
 
 def configured_max_length(report: dict) -> int | None:
@@ -158,78 +206,141 @@ def configured_max_length(report: dict) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def _folder_counts(folder: PreparedFolder) -> FolderCounts:
+    counts = FolderCounts()
+    small = [c for c in ("source", "row_index") if c in folder.dataset.column_names]
+    position = 0
+    for table in folder.dataset.select_columns(small).with_format("arrow").iter(batch_size=65_536):
+        counts.add_table(table, position)
+        position += table.num_rows
+    return counts
+
+
 def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | None = None, seed: int = 0,
-                    max_length: int | None = None, write: bool = True, histogram: bool = True) -> VerifyResult:
-    """Check every row of a prepared dataset (or ``sample`` rows) against every rule.
+                    max_length: int | None = None, write: bool = True, histogram: bool = True,
+                    parity_sample: int = PARITY_SAMPLE) -> VerifyResult:
+    """Check every row of a prepared dataset (or ``sample`` rows) against every rule, and the folder's
+    counts against its report.
 
     Writes report.json's "verify" section (other sections kept), DIR/verify_violations.jsonl and
     DIR/report_lengths.png unless ``write``/``histogram`` are False. ``max_length`` defaults to the
-    one report.json's length policy records.
+    one report.json's length policy records. ``parity_sample`` rows (seeded) also get the sampled
+    rules. Works on a staging folder as well as a published one.
     """
+    started = time.perf_counter()
+    phases: dict[str, float] = {}
+    clock = [started]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(now - clock[0], 3)
+        clock[0] = now
+
     directory = Path(directory)
-    dataset = load_dataset(directory)
-    report = report_io.read_report(directory)
+    folder = open_prepared(directory)
+    report = folder.report
     max_length = max_length if max_length is not None else configured_max_length(report)
-    env = CheckEnv.create(load_tokenizer(directory), max_length=max_length)
-    positions = select_positions(len(dataset), sample, seed)
+    tokenizer = folder.tokenizer
+    phase("load")
+    env = CheckEnv.create(tokenizer, max_length=max_length)
+    phase("start")
+    num_rows = len(folder.dataset)
+    positions: Sequence[int] = range(num_rows) if sample is None or sample >= num_rows else \
+        select_positions(num_rows, sample, seed)
+    if parity_sample < 0:
+        raise VerificationError(f"--parity-sample must be at least 0, got {parity_sample}")
+    picks = select_positions(len(positions), max(1, min(parity_sample, len(positions))), seed + 1)
+    env.sampled = frozenset(positions[i] for i in picks) if parity_sample > 0 else frozenset()
     totals = Aggregator()
     by_rule: Counter = Counter()
     rows_with: set[int] = set()
     kept: list[Violation] = []
+
+    def record(violation: Violation, out) -> None:
+        by_rule[violation.rule] += 1
+        if violation.row is not None:
+            rows_with.add(violation.row)
+        out.write(violation)
+        if len(kept) < MAX_KEPT_VIOLATIONS:
+            kept.append(violation)
+
     # Violations stream to the file, so a dataset broken on every row does not fill memory.
     with report_io.ViolationWriter(directory if write else None) as out:
-        for found, counted in _iter_checks(directory, positions, num_proc, max_length, env):
+        for found, counted in _iter_checks(folder, positions, num_proc, env):
             for violation in found:
-                by_rule[violation.rule] += 1
-                rows_with.add(violation.row)
-                out.write(violation)
-                if len(kept) < MAX_KEPT_VIOLATIONS:
-                    kept.append(violation)
-            for row in counted:
-                totals.add(row)
+                record(violation, out)
+            totals.merge(counted)
+        phase("rows")
+        folder_found, rejections = _folder_counts(folder).check(report, folder.rejects)
+        for violation in folder_found:
+            record(violation, out)
+        phase("folder")
     total = sum(by_rule.values())
     section = {
         "version": STATS_VERSION,
         "ok": total == 0,
-        "rows": len(dataset),
+        "rows": num_rows,
         "sample": sample,
         **totals.result(),
         "max_length": max_length,
-        "rejections": rejections(report, _read_rejects(directory)),
+        "rejections": rejections,
         "violations": {"total": total, "rows": len(rows_with),
                        "by_rule": {code: by_rule[code] for code in RULE_CODES if by_rule[code]}},
+        "coverage": {
+            "every_row": [code for code in RULES if code not in ("template_parity",)],
+            "sampled": {"rows": len(env.sampled), "of": len(positions),
+                        "parts": {code: SAMPLED_PARTS[code] for code in RULES if code in SAMPLED_PARTS}},
+            "folder": list(FOLDER_RULES),
+        },
         "parser": env.parser_name,
+        "decoder": env.decoder.name,
+        "timing": {"seconds": 0.0, "phases": phases, "num_proc": max(1, num_proc)},
     }
+    if write and histogram and totals.rows:
+        report_io.write_histogram(directory, totals.lengths, totals.fractions)
+        phase("histogram")
+    # Everything but writing the section itself (the one thing that cannot time itself).
+    section["timing"]["seconds"] = round(time.perf_counter() - started, 3)
     if write:
         report_io.merge_verify_section(directory, section)
-        if histogram and len(totals.lengths):
-            report_io.write_histogram(directory, totals.lengths, totals.trained_fractions)
     return VerifyResult(total == 0, kept, section, directory)
 
 
-def load_row(directory: str | Path, position: int):
-    """(RowContext, CheckEnv) for the row at ``position``, for inspection."""
-    dataset = load_dataset(directory)
-    if not 0 <= position < len(dataset):
-        raise VerificationError(f"row {position} is out of range: the dataset has {len(dataset)} rows")
-    env = CheckEnv.create(load_tokenizer(directory))
-    [(_, record)] = list(read_records(dataset, [position]))
-    return build_context(position, record, env), env
+# --- one row, for inspect ---------------------------------------------------------------------------------
+
+
+def load_row(directory: str | Path, position: int) -> tuple[RowContext, CheckEnv]:
+    """(RowContext, CheckEnv) for the row at ``position``, for inspection (reads that row only)."""
+    folder = open_prepared(directory)
+    if not 0 <= position < len(folder.dataset):
+        raise VerificationError(f"row {position} is out of range: the dataset has {len(folder.dataset)} rows")
+    env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report))
+    env.sampled = frozenset({position})
+    batch = TokenBatch.from_table(_read(_columns(folder.dataset), range(position, position + 1)), [position])
+    bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
+    forbidden = batch.rows_where(env.forbidden_table, env.safe_ids(batch.ids))
+    ids, mask, columns = batch.row(0)
+    text = RowText(env.decoder, env.safe_ids(ids))
+    return build_context(position, ids, mask, columns, env, text, bad.get(0, ()), forbidden.get(0, ())), env
 
 
 def inspect_row(directory: str | Path, position: int, *, color: bool = True,
                 html: bool = False) -> tuple[str, str | None]:
-    """The terminal view of one row, and its HTML page when ``html``."""
+    """The terminal view of one row, and its HTML page when ``html``. Ids outside the vocabulary are
+    shown as ``⟨bad id N⟩`` (and reported), never decoded."""
     from beam_sft.verify.tokens import token_texts
     from beam_sft.verify.view_terminal import render_terminal
 
     ctx, env = load_row(directory, position)
-    env.max_length = configured_max_length(report_io.read_report(Path(directory)))
     violations = check_row(ctx, env)
-    texts = token_texts(ctx.ids, env.decode)
+    safe = env.safe_ids(ctx.ids)
+    texts = token_texts(safe, env.decode)
+    raw = env.tokenizer.convert_ids_to_tokens(safe.tolist())
+    for i in ctx.bad_ids:
+        texts[i] = raw[i] = f"⟨bad id {int(ctx.ids[i])}⟩"
     page = None
     if html:
         from beam_sft.verify.view_html import render_html
 
-        page = render_html(ctx, texts, env.tokenizer.convert_ids_to_tokens(ctx.ids), violations)
+        page = render_html(ctx, texts, raw, violations)
     return render_terminal(ctx, texts, color=color, violations=violations), page

@@ -19,7 +19,10 @@ def register(subparsers) -> None:
     verify.add_argument("--num-proc", type=int, default=0,
                         help="worker processes (default: all cores for large datasets, else 1)")
     verify.add_argument("--sample", type=int, default=None, metavar="N", help="check N random rows only")
-    verify.add_argument("--seed", type=int, default=0, help="seed for --sample")
+    verify.add_argument("--seed", type=int, default=0, help="seed for --sample and the parity sample")
+    verify.add_argument("--parity-sample", type=int, default=None, metavar="N",
+                        help="rows that also get the sampled rules: re-tokenized, prompts re-rendered "
+                             "(default 32; the report's coverage says which rules)")
     verify.add_argument("--max-length", type=int, default=None,
                         help="longest allowed row (default: report.json's length_policy.max_length)")
     verify.add_argument("--max-violations", type=int, default=20, metavar="N",
@@ -45,19 +48,20 @@ def register(subparsers) -> None:
 def _num_proc(requested: int, directory: Path) -> int:
     if requested > 0:
         return requested
-    from beam_sft.verify.api import load_dataset
+    from beam_sft.verify.api import load_prepared_dataset
 
-    rows = len(load_dataset(directory))
+    rows = len(load_prepared_dataset(directory))
     return 1 if rows < AUTO_PARALLEL_ROWS else max(1, min(os.cpu_count() or 1, 16))
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    from beam_sft.verify.api import verify_prepared
+    from beam_sft.verify.api import PARITY_SAMPLE, verify_prepared
     from beam_sft.verify.report import VIOLATIONS_FILE, format_table
 
+    parity = PARITY_SAMPLE if args.parity_sample is None else args.parity_sample
     result = verify_prepared(args.directory, num_proc=_num_proc(args.num_proc, args.directory),
                              sample=args.sample, seed=args.seed, max_length=args.max_length,
-                             histogram=not args.no_histogram)
+                             histogram=not args.no_histogram, parity_sample=parity)
     print(format_table(result.stats))
     if result.ok:
         return 0

@@ -4,31 +4,6 @@ from __future__ import annotations
 
 import json
 
-from beam_sft.verify.context import Parser
-
-
-def resolve_parser(tokenizer) -> tuple[Parser | None, str]:
-    """The response parser to use, and its name for the report.
-
-    beam-sft's own ``parse_assistant_turn`` first; otherwise the tokenizer's ``response_template``
-    (Transformers' ``parse_response``); otherwise none, and the parse rule is skipped.
-    """
-    try:
-        from beam_sft.harmony.response import parse_assistant_turn
-    except ImportError:
-        parse_assistant_turn = None
-    if parse_assistant_turn is not None:
-        def parse_with_beam(text: str, prompt: str, tools: list | None) -> dict:
-            return parse_assistant_turn(text, tools=tools)
-
-        return parse_with_beam, "beam_sft.harmony.response.parse_assistant_turn"
-    if getattr(tokenizer, "response_template", None):
-        def parse_with_template(text: str, prompt: str, tools: list | None) -> dict:
-            return tokenizer.parse_response(text, prefix=prompt, tools=tools)
-
-        return parse_with_template, "tokenizer.parse_response"
-    return None, "unavailable"
-
 
 def reasoning_of(message: dict) -> str:
     """The reasoning the template renders: ``thinking``, else ``reasoning_content``, else ``reasoning``.

@@ -1,29 +1,37 @@
-"""What the rules look at: one prepared row read back into messages, turns and spans, plus the
-tokenizer-side helpers (decode, render, parse) the rules share, and the Violation they return."""
+"""What the rules look at: one prepared row read back into messages, turns and spans, the
+tokenizer-side helpers the rules share (``CheckEnv``), and the Violation they return.
+
+Nothing here comes from ``beam_sft.encode``: the row is read from its token ids, decoded text and
+the tokenizer's own chat template, so an encoder bug cannot hide itself in shared code.
+"""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
 
-from beam_sft.harmony import markers
-from beam_sft.verify.spans import MarkerIds, Message, Problem, Turn, group_turns, mask_runs, parse_messages
+import numpy as np
 
-# Parser signature: (generated_text, prompt_text, tools) -> {"thinking", "content", "tool_calls"}.
-Parser = Callable[[str, str, list | None], dict]
+from beam_sft.harmony.response import parse_assistant_turn
+from beam_sft.harmony.spans import is_trained, mask_runs, split_markers, token_splitter
+from beam_sft.verify.decode import RowText, build_decoder
+from beam_sft.verify.spans import MarkerIds, Message, Problem, Turn, group_turns, parse_messages
 
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160
+PARSER_NAME = "beam_sft.harmony.response.parse_assistant_turn"
 
 
 @dataclass(frozen=True)
 class Violation:
-    """One broken rule in one row. ``row`` is the dataset position (what ``inspect --row`` takes)."""
+    """One broken rule. ``row`` is the dataset position (what ``inspect --row`` takes); None for a
+    finding about the whole folder (counts, rejects.jsonl)."""
 
     rule: str
-    row: int
+    row: int | None
     source: str
     row_index: int | None
     message: str
@@ -35,10 +43,32 @@ class Violation:
         return asdict(self)
 
     def format(self) -> str:
-        where = f"row {self.row} ({self.source}:{self.row_index})"
+        where = "dataset" if self.row is None else f"row {self.row}"
+        where += f" ({self.source}:{self.row_index})" if self.row_index is not None else (
+            f" ({self.source})" if self.source else "")
         tokens = f" tokens [{self.start}, {self.end})" if self.start is not None else ""
         text = f"{where} [{self.rule}]{tokens}: {self.message}"
         return text + (f"\n    {self.excerpt}" if self.excerpt else "")
+
+
+def strict_parser(text: str, prompt: str, tools: list | None) -> dict:
+    """The strict reader of one trained span (the format's own, not the encoder's)."""
+    return parse_assistant_turn(text, check_response_template=False)
+
+
+def template_parser(text: str, prompt: str, tools: list | None) -> dict:
+    """The strict reader, then the shipped response template and the tools' schema types too."""
+    return parse_assistant_turn(text, tools=tools, check_response_template=True)
+
+
+def _template_placed_ids(tokenizer, added: dict[str, int]) -> set[int]:
+    """Added tokens the chat template itself writes in a plain conversation (a BOS, say)."""
+    probe = [{"role": "user", "content": "x"}, {"role": "assistant", "reasoning_content": "r", "content": "a"}]
+    try:
+        ids = tokenizer.apply_chat_template(probe, tokenize=True, return_dict=True)["input_ids"]
+    except Exception:  # a template that cannot render this is every row's finding, not start-up's
+        return set()
+    return set(ids) & set(added.values())
 
 
 @dataclass
@@ -47,25 +77,67 @@ class CheckEnv:
 
     tokenizer: object
     markers: MarkerIds
-    parser: Parser | None = None
-    parser_name: str = "unavailable"
+    decoder: object
+    vocab_size: int
+    forbidden: np.ndarray  # added/special ids that no rendered row may hold (not markers, not template-placed)
+    added_names: dict[int, str]
+    added_text: re.Pattern  # every added token's text, raw and JSON-escaped
+    decoder_note: str | None = None
+    parser: object = strict_parser
+    sample_parser: object = template_parser
+    parser_name: str = PARSER_NAME
     max_length: int | None = None
+    sampled: frozenset[int] = frozenset()  # positions that get the sampled rules too
+    # Off the sample, compare a row with tools against the template rendered without them plus one
+    # block that declares each tool (see ``invariants.rendered_text``); False renders every row whole.
+    declarations_by_sample: bool = True
 
     @classmethod
     def create(cls, tokenizer, *, max_length: int | None = None) -> CheckEnv:
-        from beam_sft.verify.compare import resolve_parser
+        marker_ids = MarkerIds.from_tokenizer(tokenizer)
+        added = {str(k): int(v) for k, v in tokenizer.get_added_vocab().items()}
+        for token in getattr(tokenizer, "all_special_tokens", []) or []:
+            tid = tokenizer.convert_tokens_to_ids(token)
+            if isinstance(tid, int) and tid >= 0:
+                added.setdefault(str(token), tid)
+        vocab_size = len(tokenizer)
+        allowed = marker_ids.all | _template_placed_ids(tokenizer, added)
+        forbidden = np.array(sorted(set(added.values()) - allowed), dtype=np.int64)
+        texts = set(added) | {json.dumps(t)[1:-1] for t in added} | {json.dumps(t, ensure_ascii=False)[1:-1]
+                                                                     for t in added}
+        decoder, note = build_decoder(tokenizer, vocab_size)
+        return cls(tokenizer, marker_ids, decoder, vocab_size, forbidden, {v: k for k, v in added.items()},
+                   token_splitter(texts), decoder_note=note, max_length=max_length)
 
-        parser, name = resolve_parser(tokenizer)
-        return cls(tokenizer, MarkerIds.from_tokenizer(tokenizer), parser, name, max_length)
+    @cached_property
+    def marker_table(self) -> np.ndarray:
+        """``marker_table[id]``: whether the id is a Harmony marker (a lookup, not a search, per token)."""
+        table = np.zeros(self.vocab_size, dtype=bool)
+        table[self.markers.array] = True
+        return table
 
-    def decode(self, ids: Sequence[int]) -> str:
+    @cached_property
+    def forbidden_table(self) -> np.ndarray:
+        table = np.zeros(self.vocab_size, dtype=bool)
+        table[self.forbidden] = True
+        return table
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         """Every token as written, markers included (only <|return|> is special in Beam)."""
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        return self.decoder.decode(self.safe_ids(ids))
 
-    def render_prompt(self, row: dict, upto: int) -> str:
-        """The text of ``messages[:upto]`` rendered with ``add_generation_prompt=True``."""
+    def safe_ids(self, ids) -> np.ndarray:
+        """``ids`` with ids outside the vocabulary replaced, so a broken row can still be shown."""
+        ids = np.asarray(ids, dtype=np.int64)
+        bad = (ids < 0) | (ids >= self.vocab_size)
+        return np.where(bad, self.markers.start, ids) if bad.any() else ids
+
+    def render(self, row: dict, upto: int | None = None, *, tools: bool = True) -> str:
+        """The tokenizer's chat template on the row (``messages[:upto]`` with a generation prompt;
+        without the row's tools when ``tools`` is False)."""
+        messages = row["messages"] if upto is None else row["messages"][:upto]
         return self.tokenizer.apply_chat_template(
-            row["messages"][:upto], tools=row.get("tools") or None, add_generation_prompt=True,
+            messages, tools=(row.get("tools") or None) if tools else None, add_generation_prompt=upto is not None,
             tokenize=False, **(row.get("chat_template_kwargs") or {}),
         )
 
@@ -87,40 +159,6 @@ class CheckEnv:
         return (left + "⟦" + region + "⟧" + right).replace("\n", "\\n")
 
 
-class PieceTokenizer:
-    """Tokenize many prompts of one row, each distinct text between markers only once.
-
-    Markers are added tokens, which the tokenizer splits off before its model runs, so a text's
-    tokens are its pieces' tokens joined. That turns checking every turn's prompt from quadratic
-    into linear work; ``check_prompt_parity`` still tokenizes the longest prompt whole and falls
-    back to whole-text tokenization for the row if the two ever differ.
-    """
-
-    def __init__(self, env: CheckEnv):
-        self._env = env
-        self._marker_ids = {markers.START: env.markers.start, markers.END: env.markers.end,
-                            markers.MESSAGE: env.markers.message, markers.CHANNEL: env.markers.channel,
-                            markers.CONSTRAIN: env.markers.constrain, markers.CALL: env.markers.call,
-                            markers.RETURN: env.markers.ret}
-        self._split = re.compile("(" + "|".join(re.escape(m) for m in markers.ALL_MARKERS) + ")")
-        self._cache: dict[str, list[int]] = {}
-
-    def encode(self, text: str) -> list[int]:
-        out: list[int] = []
-        for piece in self._split.split(text):
-            if not piece:
-                continue
-            marker = self._marker_ids.get(piece)
-            if marker is not None:
-                out.append(marker)
-                continue
-            ids = self._cache.get(piece)
-            if ids is None:
-                ids = self._cache[piece] = self._env.tokenize(piece)
-            out.extend(ids)
-        return out
-
-
 @dataclass(frozen=True)
 class RowContext:
     """One prepared row, parsed once and shared by every rule."""
@@ -128,20 +166,38 @@ class RowContext:
     position: int
     source: str
     row_index: int | None
-    ids: list[int]
-    mask: list[int]
+    ids: np.ndarray
+    mask: np.ndarray
     num_tokens: int | None
     num_trained: int | None
+    raw_row: str | None
     row: dict | None  # None when the row column is not a JSON object with a messages list
     row_error: str | None
+    text: RowText | None = None
+    sampled: bool = False
+    bad_ids: tuple[int, ...] = ()  # positions of ids outside the vocabulary
+    forbidden_at: tuple[int, ...] = ()  # positions of added tokens no rendered row may hold
+    marker_positions: tuple[int, ...] = ()  # positions of the Harmony marker tokens
     messages: tuple[Message, ...] = ()
     turns: tuple[Turn, ...] = ()
     problems: tuple[Problem, ...] = ()
     spans: tuple[tuple[int, int], ...] = ()
+    cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def shape_ok(self) -> bool:
-        return len(self.ids) == len(self.mask) and all(m in (0, 1) for m in self.mask)
+        return len(self.ids) == len(self.mask) and not np.any((self.mask != 0) & (self.mask != 1))
+
+    @cached_property
+    def trained_before(self) -> np.ndarray:
+        """``trained_before[i]``: trained tokens in ``[0, i)``."""
+        out = np.zeros(len(self.mask) + 1, dtype=np.int64)
+        np.cumsum(self.mask != 0, out=out[1:])
+        return out
+
+    def trained_in(self, start: int, end: int) -> int:
+        """Trained tokens in ``[start, end)``."""
+        return int(self.trained_before[end] - self.trained_before[start])
 
     @property
     def assistant_sources(self) -> list[tuple[int, dict]]:
@@ -159,34 +215,47 @@ class RowContext:
 def is_trained_message(message: dict) -> bool:
     """A source assistant message is trained unless its weight is 0.
 
-    >>> is_trained_message({"role": "assistant", "weight": 0})
-    False
-    >>> is_trained_message({"role": "assistant"})
-    True
+    >>> is_trained_message({"role": "assistant", "weight": 0}), is_trained_message({"role": "assistant"})
+    (False, True)
     """
-    return message.get("weight", 1) != 0
+    return is_trained(message)
 
 
-def _load_row(text) -> tuple[dict | None, str | None]:
+def load_row_json(text) -> tuple[dict | None, str | None]:
+    """The row column as a BeamRow, or why it is not one."""
     try:
         row = json.loads(text) if isinstance(text, str) else text
     except (TypeError, ValueError) as exc:
         return None, f"row column is not JSON: {exc}"
     if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
         return None, "row column is not a BeamRow (an object with a messages list)"
+    if not all(isinstance(m, dict) for m in row["messages"]):
+        return None, "row column is not a BeamRow (a message is not an object)"
     return row, None
 
 
-def build_context(position: int, record: dict, env: CheckEnv) -> RowContext:
-    """Read one record of the prepared dataset (its columns as a dict) into a RowContext."""
-    ids = list(record.get("input_ids") or [])
-    mask = list(record.get("assistant_masks") or [])
-    row, row_error = _load_row(record.get("row"))
-    base = dict(position=position, source=str(record.get("source", "")), row_index=record.get("row_index"),
-                ids=ids, mask=mask, num_tokens=record.get("num_tokens"), num_trained=record.get("num_trained"),
-                row=row, row_error=row_error)
-    messages, problems = parse_messages(ids, env.markers, env.decode)
+def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dict, env: CheckEnv,
+                  text: RowText | None, bad_ids: Sequence[int] = (), forbidden_at: Sequence[int] = (),
+                  marker_positions: Sequence[int] | None = None) -> RowContext:
+    """Read one row (its token arrays and its other columns) into a RowContext; ``marker_positions``
+    when the caller found them for a whole batch at once."""
+    raw = columns.get("row")
+    row, row_error = load_row_json(raw)
+    base = dict(position=position, source=str(columns.get("source") or ""), row_index=columns.get("row_index"),
+                ids=ids, mask=mask, num_tokens=columns.get("num_tokens"), num_trained=columns.get("num_trained"),
+                raw_row=raw if isinstance(raw, str) else None, row=row, row_error=row_error,
+                sampled=position in env.sampled, bad_ids=tuple(int(i) for i in bad_ids),
+                forbidden_at=tuple(int(i) for i in forbidden_at))
+    if len(bad_ids) or text is None:
+        return RowContext(**base)
+    where = list(marker_positions) if marker_positions is not None else \
+        np.flatnonzero(np.isin(ids, env.markers.array)).tolist()
+    parts = split_markers(text.full)
+    if len(parts) == 2 * len(where) + 1:  # else some marker text is not a marker token: see check_structure
+        text.align(parts, where)
+    messages, problems = parse_messages(ids, env.markers, text.text, where)
     turns, turn_problems = group_turns(messages)
     spans = mask_runs(mask) if len(mask) == len(ids) else []
-    return RowContext(**base, messages=tuple(messages), turns=tuple(turns),
-                      problems=tuple(problems + turn_problems), spans=tuple(spans))
+    return RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),
+                      problems=tuple(problems + turn_problems), spans=tuple(spans), marker_positions=tuple(where))
+

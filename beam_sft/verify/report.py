@@ -5,43 +5,16 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-REPORT_FILE = "report.json"
-VIOLATIONS_FILE = "verify_violations.jsonl"
-HISTOGRAM_FILE = "report_lengths.png"
-
-
-def dump_json(value) -> str:
-    """The one JSON layout verify writes (stable, so the golden test can pin it byte for byte)."""
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def read_report(directory: Path) -> dict:
-    path = Path(directory) / REPORT_FILE
-    if not path.is_file():
-        return {}
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError:
-        return {}
-    return report if isinstance(report, dict) else {}
+from beam_sft.prepared.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F401 (re-exported names)
+from beam_sft.prepared.report import update_report
 
 
 def merge_verify_section(directory: Path, section: dict) -> Path:
-    """Set report.json's "verify" section, keeping every other section as it is."""
-    path = Path(directory) / REPORT_FILE
-    report = read_report(directory)
-    report["verify"] = section
-    _write_atomic(path, dump_json(report))
-    return path
+    """Set report.json's "verify" section, keeping every other section as it is (atomically)."""
+    return update_report(directory, "verify", section)
 
 
 class ViolationWriter:
@@ -95,14 +68,20 @@ def format_table(section: dict) -> str:
         lines += ["", f"rejected {rejected['total']}: {codes}"]
     if section.get("notes"):
         lines += ["", "notes (not violations): " + ", ".join(f"{k} {n}" for k, n in section["notes"].items())]
+    coverage = section.get("coverage")
+    if coverage:
+        sampled = coverage["sampled"]
+        lines += ["", f"every rule on {section['rows_checked']} rows; sampled parts ("
+                  f"{', '.join(sampled['parts'])}) on {sampled['rows']} of them"]
     found = section["violations"]
     lines += ["", f"violations {found['total']}" + (
         ": " + ", ".join(f"{rule} {n}" for rule, n in found["by_rule"].items()) if found["total"] else " — OK")]
     return "\n".join(lines)
 
 
-def write_histogram(directory: Path, lengths: Sequence[int], fractions: Sequence[float]) -> Path | None:
-    """DIR/report_lengths.png: row lengths and per-row trained fraction. None without matplotlib."""
+def write_histogram(directory: Path, lengths: Mapping[int, int], fractions: Sequence[int]) -> Path | None:
+    """DIR/report_lengths.png: row lengths (``{length: rows}``) and the per-row trained fraction
+    (rows per bin of equal width over [0, 1]). None without matplotlib."""
     try:
         # The object API with the Agg canvas: no pyplot, so no global backend switch.
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -114,11 +93,13 @@ def write_histogram(directory: Path, lengths: Sequence[int], fractions: Sequence
     fig = Figure(figsize=(10, 3.5))
     FigureCanvasAgg(fig)
     left, right = fig.subplots(1, 2)
-    left.hist(lengths, bins=min(50, max(1, len(set(lengths)))), color="#4477aa")
+    values = sorted(lengths)
+    left.hist(values, weights=[lengths[v] for v in values], bins=min(50, max(1, len(values))), color="#4477aa")
     left.set_xlabel("tokens per row")
     left.set_ylabel("rows")
     left.set_title("row length")
-    right.hist(fractions, bins=20, range=(0.0, 1.0), color="#228833")
+    edges = [i / len(fractions) for i in range(len(fractions) + 1)]
+    right.stairs(list(fractions), edges, fill=True, color="#228833")
     right.set_xlabel("trained tokens / tokens")
     right.set_title("trained fraction per row")
     fig.tight_layout()

@@ -13,12 +13,16 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+
+import numpy as np
 
 from beam_sft.errors import VerificationError
 from beam_sft.harmony import markers
 
-Decode = Callable[[Sequence[int]], str]
+# (start, end) -> the decoded text of tokens [start, end) of the row being read.
+TextOf = Callable[[int, int], str]
 
 CONTEXT_ROLES = ("system", "developer", "user", "tool")
 _RECIPIENT = re.compile(r"(?:^|\s)to=([^\s<]+)")
@@ -57,6 +61,17 @@ class MarkerIds:
     def all(self) -> frozenset[int]:
         return frozenset((self.start, self.end, self.message, self.channel, self.constrain, self.call, self.ret))
 
+    @cached_property
+    def names(self) -> dict[int, str]:
+        """Marker text by token id."""
+        return {self.start: markers.START, self.end: markers.END, self.message: markers.MESSAGE,
+                self.channel: markers.CHANNEL, self.constrain: markers.CONSTRAIN, self.call: markers.CALL,
+                self.ret: markers.RETURN}
+
+    @cached_property
+    def array(self) -> np.ndarray:
+        return np.array(sorted(self.all), dtype=np.int64)
+
 
 @dataclass(frozen=True)
 class Message:
@@ -70,6 +85,7 @@ class Message:
     recipient: str | None
     channel: str | None
     channel_index: int | None  # index of the first <|channel|> token in the header
+    body: str = field(default="", compare=False, repr=False)  # decoded text between <|message|> and the end
 
     @property
     def role(self) -> str:
@@ -142,6 +158,7 @@ class Problem:
     message: str
 
 
+@lru_cache(maxsize=8192)
 def parse_header(header: str) -> tuple[str, str | None, str | None]:
     """Split a decoded header into (author, recipient, channel).
 
@@ -162,17 +179,27 @@ def parse_header(header: str) -> tuple[str, str | None, str | None]:
     return author, recipient, channel
 
 
-def parse_messages(ids: Sequence[int], marker_ids: MarkerIds, decode: Decode) -> tuple[list[Message], list[Problem]]:
-    """Find every message in ``ids``; tokens that belong to no well-formed message become Problems."""
-    positions = [i for i, t in enumerate(ids) if t in marker_ids.all]
+def parse_messages(ids: np.ndarray, marker_ids: MarkerIds, text: TextOf,
+                   where: Sequence[int] | None = None) -> tuple[list[Message], list[Problem]]:
+    """Find every message in ``ids``; tokens that belong to no well-formed message become Problems.
+
+    Markers are found by id over the whole row at once (``where``: their positions, when the caller
+    has them); only headers and bodies are decoded (``text(start, end)``), once each.
+    """
+    ids = np.asarray(ids)
+    if where is None:
+        where = np.flatnonzero(np.isin(ids, marker_ids.array)).tolist()
+    positions = list(where)
+    kinds = ids[positions].tolist()
     terminators = marker_ids.terminators
     messages: list[Message] = []
     problems: list[Problem] = []
     covered_to = 0  # first index not yet accounted for
     p = 0
+    n = len(ids)
     while p < len(positions):
         i = positions[p]
-        if ids[i] != marker_ids.start:
+        if kinds[p] != marker_ids.start:
             p += 1
             continue
         if i > covered_to:
@@ -180,21 +207,21 @@ def parse_messages(ids: Sequence[int], marker_ids: MarkerIds, decode: Decode) ->
         # Header: from <|start|> to the first <|message|>; only <|channel|>/<|constrain|> may sit inside.
         q = p + 1
         channel_index = None
-        while q < len(positions) and ids[positions[q]] in (marker_ids.channel, marker_ids.constrain):
-            if ids[positions[q]] == marker_ids.channel and channel_index is None:
+        while q < len(positions) and kinds[q] in (marker_ids.channel, marker_ids.constrain):
+            if kinds[q] == marker_ids.channel and channel_index is None:
                 channel_index = positions[q]
             q += 1
-        if q >= len(positions) or ids[positions[q]] != marker_ids.message:
-            stop = positions[q] if q < len(positions) else len(ids)
+        if q >= len(positions) or kinds[q] != marker_ids.message:
+            stop = positions[q] if q < len(positions) else n
             problems.append(Problem(i, stop, "message header without <|message|>"))
             covered_to, p = stop, q
             continue
         j = positions[q]
         r = q + 1
-        while r < len(positions) and ids[positions[r]] not in terminators and ids[positions[r]] != marker_ids.start:
+        while r < len(positions) and kinds[r] not in terminators and kinds[r] != marker_ids.start:
             r += 1
-        if r >= len(positions) or ids[positions[r]] == marker_ids.start:
-            stop = positions[r] if r < len(positions) else len(ids)
+        if r >= len(positions) or kinds[r] == marker_ids.start:
+            stop = positions[r] if r < len(positions) else n
             problems.append(Problem(i, stop, "message without <|end|>, <|call|> or <|return|>"))
             covered_to, p = stop, r
             continue
@@ -202,11 +229,12 @@ def parse_messages(ids: Sequence[int], marker_ids: MarkerIds, decode: Decode) ->
             stray = positions[q + 1]
             problems.append(Problem(stray, stray + 1, "marker token inside a message body"))
         k = positions[r]
-        author, recipient, channel = parse_header(decode(ids[i + 1:j]))
-        messages.append(Message(i, j, k, terminators[ids[k]], author, recipient, channel, channel_index))
+        author, recipient, channel = parse_header(text(i + 1, j))
+        messages.append(Message(i, j, k, terminators[kinds[r]], author, recipient, channel, channel_index,
+                                text(j + 1, k)))
         covered_to, p = k + 1, r + 1
-    if covered_to < len(ids):
-        problems.append(Problem(covered_to, len(ids), "tokens outside any message"))
+    if covered_to < n:
+        problems.append(Problem(covered_to, n, "tokens outside any message"))
     return messages, problems
 
 
@@ -239,39 +267,6 @@ def group_turns(messages: Sequence[Message]) -> tuple[list[Turn], list[Problem]]
             close(None)
     close("assistant turn not closed by <|return|> or <|call|>")
     return turns, problems
-
-
-def mask_runs(mask: Sequence[int]) -> list[tuple[int, int]]:
-    """Maximal runs of trained tokens as half-open ``(start, end)`` ranges.
-
-    >>> mask_runs([0, 1, 1, 0, 1])
-    [(1, 3), (4, 5)]
-    """
-    runs: list[tuple[int, int]] = []
-    start = None
-    for i, value in enumerate(mask):
-        if value and start is None:
-            start = i
-        elif not value and start is not None:
-            runs.append((start, i))
-            start = None
-    if start is not None:
-        runs.append((start, len(mask)))
-    return runs
-
-
-def message_at(messages: Sequence[Message], index: int) -> Message | None:
-    """The message whose tokens include ``index`` (messages are sorted and disjoint)."""
-    lo, hi = 0, len(messages)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if messages[mid].end < index:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < len(messages) and messages[lo].start <= index <= messages[lo].end:
-        return messages[lo]
-    return None
 
 
 def turn_at(turns: Sequence[Turn], index: int) -> int | None:

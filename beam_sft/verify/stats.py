@@ -1,19 +1,26 @@
-"""Statistics for the report: per-row counts, then one aggregate over the rows checked."""
+"""Statistics for the report: per-row counts, then one streaming aggregate over the rows checked.
+
+Memory does not grow with rows: lengths go into an exact histogram (one counter per distinct
+length), trained fractions into fixed bins, the rest into a few counters. Aggregates from worker
+processes merge.
+"""
 
 from __future__ import annotations
 
 import math
-from array import array
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from beam_sft.verify.compare import content_beside_tool_calls
 from beam_sft.verify.context import RowContext, is_trained_message
 
 CHANNELS = ("analysis", "final", "tool_call", "other")
 PERCENTILES = (50, 90, 99)
-STATS_VERSION = 1
+FRACTION_BINS = 20
+STATS_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -37,17 +44,18 @@ def row_stats(ctx: RowContext) -> RowStats:
     Trained tokens of an assistant message count as ``analysis``, ``final`` or ``tool_call`` (a
     message addressed ``to=NAME``); trained tokens anywhere else count as ``other``.
     """
-    mask = ctx.mask if len(ctx.mask) == len(ctx.ids) else []
+    shaped = len(ctx.mask) == len(ctx.ids)
+    total = int(np.count_nonzero(ctx.mask)) if shaped else 0
     by_channel = dict.fromkeys(CHANNELS, 0)
     inside = 0
-    for message in ctx.messages:
-        if message.role != "assistant":
-            continue
-        trained = sum(1 for m in mask[message.start:message.end + 1] if m)
-        part = message.part if message.part in CHANNELS else "other"
-        by_channel[part] += trained
-        inside += trained
-    total = sum(1 for m in mask if m)
+    if shaped:
+        for message in ctx.messages:
+            if message.role != "assistant":
+                continue
+            trained = ctx.trained_in(message.start, message.end + 1)
+            part = message.part if message.part in CHANNELS else "other"
+            by_channel[part] += trained
+            inside += trained
     by_channel["other"] += total - inside
     notes = {}
     dropped = sum(1 for _, m in ctx.assistant_sources if is_trained_message(m) and content_beside_tool_calls(m))
@@ -56,17 +64,26 @@ def row_stats(ctx: RowContext) -> RowStats:
     return RowStats(ctx.source, len(ctx.ids), total, by_channel, notes)
 
 
-def percentile(values: Sequence[int], p: float) -> int:
-    """Nearest-rank percentile (an actual value, so the report stays integral and stable).
+def percentile(counts: dict[int, int] | Iterable[int], p: float) -> int:
+    """Nearest-rank percentile (an actual value, so the report stays integral and stable), from a
+    histogram ``{value: count}`` or from the values themselves.
 
     >>> percentile([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], 90)
     9
+    >>> percentile({1: 9, 100: 1}, 90), percentile({1: 9, 100: 1}, 99)
+    (1, 100)
     """
-    if not values:
+    histogram = counts if isinstance(counts, dict) else Counter(counts)
+    total = sum(histogram.values())
+    if not total:
         return 0
-    ordered = sorted(values)
-    rank = max(1, math.ceil(p / 100 * len(ordered)))
-    return ordered[rank - 1]
+    rank = max(1, math.ceil(p / 100 * total))
+    seen = 0
+    for value in sorted(histogram):
+        seen += histogram[value]
+        if seen >= rank:
+            return value
+    return max(histogram)
 
 
 def _fraction(part: int, whole: int) -> float:
@@ -74,18 +91,24 @@ def _fraction(part: int, whole: int) -> float:
 
 
 class Aggregator:
-    """Adds rows up one at a time, keeping only what the report needs (a few numbers per row)."""
+    """Adds rows up one at a time, keeping only histograms and counters (flat in rows)."""
 
     def __init__(self) -> None:
-        self.lengths = array("q")
-        self.trained = array("q")
+        self.lengths: Counter = Counter()  # length -> rows
+        self.fractions = np.zeros(FRACTION_BINS, dtype=np.int64)
+        self.rows = 0
+        self.tokens = 0
+        self.trained = 0
         self.channels: Counter = Counter()
         self.notes: Counter = Counter()
         self.sources: dict[str, dict] = {}
 
     def add(self, row: RowStats) -> None:
-        self.lengths.append(row.num_tokens)
-        self.trained.append(row.num_trained)
+        self.rows += 1
+        self.tokens += row.num_tokens
+        self.trained += row.num_trained
+        self.lengths[row.num_tokens] += 1
+        self.fractions[min(FRACTION_BINS - 1, int(row.trained_fraction * FRACTION_BINS))] += 1
         self.channels.update(row.trained_by_channel)
         self.notes.update(row.notes)
         src = self.sources.setdefault(row.source, {"rows": 0, "tokens": 0, "trained_tokens": 0})
@@ -93,59 +116,40 @@ class Aggregator:
         src["tokens"] += row.num_tokens
         src["trained_tokens"] += row.num_trained
 
-    @property
-    def trained_fractions(self) -> list[float]:
-        return [t / n if n else 0.0 for t, n in zip(self.trained, self.lengths, strict=True)]
+    def merge(self, other: Aggregator) -> None:
+        self.rows += other.rows
+        self.tokens += other.tokens
+        self.trained += other.trained
+        self.lengths.update(other.lengths)
+        self.fractions += other.fractions
+        self.channels.update(other.channels)
+        self.notes.update(other.notes)
+        for name, entry in other.sources.items():
+            mine = self.sources.setdefault(name, {"rows": 0, "tokens": 0, "trained_tokens": 0})
+            for key, value in entry.items():
+                mine[key] += value
 
     def result(self) -> dict:
         """Rows, tokens, trained fraction by channel and by source, and length percentiles."""
-        lengths = sorted(self.lengths)
-        tokens = sum(lengths)
-        trained = sum(self.trained)
         sources = {name: {**self.sources[name], "trained_fraction": _fraction(
             self.sources[name]["trained_tokens"], self.sources[name]["tokens"])} for name in sorted(self.sources)}
         return {
-            "rows_checked": len(lengths),
-            "tokens": tokens,
-            "trained_tokens": trained,
-            "trained_fraction": _fraction(trained, tokens),
+            "rows_checked": self.rows,
+            "tokens": self.tokens,
+            "trained_tokens": self.trained,
+            "trained_fraction": _fraction(self.trained, self.tokens),
             "trained_by_channel": {
                 name: {"tokens": self.channels.get(name, 0),
-                       "fraction_of_trained": _fraction(self.channels.get(name, 0), trained)}
+                       "fraction_of_trained": _fraction(self.channels.get(name, 0), self.trained)}
                 for name in CHANNELS
             },
             "by_source": sources,
             "lengths": {
-                "min": lengths[0] if lengths else 0,
-                **{f"p{p}": percentile(lengths, p) for p in PERCENTILES},
-                "max": lengths[-1] if lengths else 0,
-                "mean": round(tokens / len(lengths), 3) if lengths else 0.0,
+                "min": min(self.lengths) if self.lengths else 0,
+                **{f"p{p}": percentile(self.lengths, p) for p in PERCENTILES},
+                "max": max(self.lengths) if self.lengths else 0,
+                "mean": round(self.tokens / self.rows, 3) if self.rows else 0.0,
             },
             # Not violations: things the template itself leaves out, counted so they are seen.
             "notes": dict(sorted(self.notes.items())),
         }
-
-
-def rejections(report: dict, rejects: Iterable[dict]) -> dict:
-    """Rejections by code: counted from rejects.jsonl, and by source from report.json's "sources".
-
-    >>> rejections({"sources": {"a": {"rejected": {"empty": 2}}}}, [{"code": "empty"}, {"code": "empty"}])
-    {'total': 2, 'by_code': {'empty': 2}, 'by_source': {'a': {'empty': 2}}, 'consistent': True}
-    """
-    by_code = Counter(str(r.get("code", "unknown")) for r in rejects)
-    by_source: dict[str, dict[str, int]] = {}
-    for name, entry in sorted((report.get("sources") or {}).items()):
-        rejected = entry.get("rejected") if isinstance(entry, dict) else None
-        if isinstance(rejected, dict):
-            by_source[name] = {code: int(n) for code, n in sorted(rejected.items())}
-    from_report = Counter()
-    for counts in by_source.values():
-        from_report.update(counts)
-    if not by_code and from_report:
-        by_code = from_report  # no rejects.jsonl: the report's totals are all there is
-    return {
-        "total": sum(by_code.values()),
-        "by_code": dict(sorted(by_code.items())),
-        "by_source": by_source,
-        "consistent": not by_source or from_report == by_code,
-    }

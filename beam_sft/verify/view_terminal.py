@@ -68,7 +68,7 @@ def render_terminal(ctx: RowContext, texts: list[str], *, color: bool = True,
     """The row as text: a header, ``[label] message text`` for every message, then the row's violations."""
     mask = ctx.mask if len(ctx.mask) == len(ctx.ids) else [0] * len(ctx.ids)
     trained = sum(1 for m in mask if m)
-    share = 100 * trained / len(ctx.ids) if ctx.ids else 0.0
+    share = 100 * trained / len(ctx.ids) if len(ctx.ids) else 0.0
     lines = [f"row {ctx.position}  source {ctx.source}  row_index {ctx.row_index}  "
              f"tokens {len(ctx.ids)}  trained {trained} ({share:.1f}%)"]
     if color:

@@ -159,10 +159,14 @@ REPORT = {
     "version": 1,
     "fingerprint": "test",
     "sources": {
-        "alpha.jsonl": {"read": 4, "kept": 3, "rejected": {"missing_reasoning": 1}},
-        "beta.jsonl": {"read": 5, "kept": 3, "rejected": {"marker_in_text": 1, "missing_reasoning": 1}},
+        "alpha.jsonl": {"weight": 1.0, "read": 4, "kept": 3, "rejected": {"missing_reasoning": 1},
+                        "selected": 3, "rows_out": 3},
+        "beta.jsonl": {"weight": 1.0, "read": 5, "kept": 3, "rejected": {"marker_in_text": 1, "missing_reasoning": 1},
+                       "selected": 3, "rows_out": 3},
     },
+    "mix": {"seed": 0},
     "length_policy": {"max_length": 512, "overflow": "drop"},
+    "tokens": {"rows": 6},
 }
 REJECTS = [
     {"source": "alpha.jsonl", "row": 3, "code": "missing_reasoning", "message": "...", "raw": {}},

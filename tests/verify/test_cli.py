@@ -73,3 +73,13 @@ def test_inspect_prints_and_writes_html(clean_dir, tmp_path, capsys):
 def test_inspect_color_flag(clean_dir, capsys):
     assert run(["inspect", str(clean_dir), "--row", "0", "--color"]) == 0
     assert "\x1b[" in capsys.readouterr().out
+
+
+def test_parity_sample_flag(clean_dir, tmp_path):
+    import json
+
+    directory = tmp_path / "copy"
+    shutil.copytree(clean_dir, directory)
+    assert run(["verify", str(directory), "--no-histogram", "--parity-sample", "2"]) == 0
+    coverage = json.loads((directory / "report.json").read_text())["verify"]["coverage"]
+    assert coverage["sampled"]["rows"] == 2 and coverage["sampled"]["of"] == 6

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from beam_sft.verify.compare import compare_turn, content_beside_tool_calls, resolve_parser
+from beam_sft.verify.compare import compare_turn, content_beside_tool_calls
 
 
 def call(name, args):
@@ -42,20 +42,3 @@ def test_content_beside_tool_calls_is_a_note_not_a_diff():
     assert compare_turn({"thinking": "r", "tool_calls": [call("f", {})]}, source) == []
     # ...but an answer parsed out of a tool-call turn is not what the template writes.
     assert compare_turn({"thinking": "r", "content": "x", "tool_calls": [call("f", {})]}, source)
-
-
-def test_parser_falls_back_to_the_tokenizer(monkeypatch):
-    import beam_sft.harmony.response as response
-
-    monkeypatch.delattr(response, "parse_assistant_turn", raising=False)
-
-    class Tok:
-        response_template = {"x": 1}
-
-        def parse_response(self, text, prefix, tools):
-            return {"text": text, "prefix": prefix}
-
-    parser, name = resolve_parser(Tok())
-    assert name == "tokenizer.parse_response"
-    assert parser("t", "p", None) == {"text": "t", "prefix": "p"}
-    assert resolve_parser(object()) == (None, "unavailable")

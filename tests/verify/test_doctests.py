@@ -1,4 +1,4 @@
-"""The docstring examples in beam_sft/verify run and hold."""
+"""The docstring examples in beam_sft/verify (and the shared harmony.spans helpers) run and hold."""
 
 from __future__ import annotations
 
@@ -7,12 +7,23 @@ import importlib
 
 import pytest
 
-MODULES = ["api", "compare", "context", "invariants", "report", "spans", "stats", "tokens", "view_html",
-           "view_terminal", "cli"]
+MODULES = [f"beam_sft.verify.{name}" for name in (
+    "api", "arrays", "cli", "compare", "context", "counts", "decode", "folder", "invariants", "report", "spans",
+    "stats", "tokens", "view_html", "view_terminal")] + ["beam_sft.harmony.spans"]
+
+
+def test_every_module_is_listed():
+    from pathlib import Path
+
+    import beam_sft.verify
+
+    present = {f"beam_sft.verify.{p.stem}" for p in Path(beam_sft.verify.__file__).parent.glob("*.py")
+               if p.stem != "__init__"}
+    assert present <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_doctests(name):
-    module = importlib.import_module(f"beam_sft.verify.{name}")
+    module = importlib.import_module(name)
     result = doctest.testmod(module)
     assert result.failed == 0

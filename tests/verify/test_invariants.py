@@ -17,6 +17,15 @@ from tests.verify.conftest import find_sub
 
 @pytest.fixture(scope="session")
 def env(tokenizer):
+    """Every row of these small datasets is in the parity sample, as verify_prepared does for them."""
+    env = CheckEnv.create(tokenizer, max_length=512)
+    env.sampled = frozenset(range(1000))
+    return env
+
+
+@pytest.fixture(scope="session")
+def env_unsampled(tokenizer):
+    """Only the every-row parts of the rules."""
     return CheckEnv.create(tokenizer, max_length=512)
 
 
@@ -188,7 +197,7 @@ def test_changed_argument_is_a_parse_mismatch(clean_records, env):
     row["messages"][1]["tool_calls"][1]["function"]["arguments"]["days"] = 4
     records[2]["row"] = json.dumps(row)
     violations = [v for v in check(records, env) if v.rule == "parse_mismatch"]
-    assert violations and "argument 'days' parsed 3, source 4" in violations[0].message
+    assert violations and "argument 'days' parsed 3, source 4" in violations[0].message  # typed by the schema
 
 
 def test_weight_zero_turn_trained_is_a_span_count(clean_records, env, tokenizer):
@@ -231,22 +240,65 @@ def test_any_single_mask_flip_is_caught(data, clean_records, env):
     assert found.get(0), f"flipping token {i} of row {n} went unnoticed"
 
 
-def test_prompt_parity_falls_back_when_pieces_disagree(clean_records, env, monkeypatch):
-    # If tokenizing piece by piece ever differed from whole-text tokenization, the rule must use
-    # whole texts: a clean dataset still passes, a corrupted one still fails.
-    from beam_sft.verify import invariants
-
-    monkeypatch.setattr(invariants.PieceTokenizer, "encode", lambda self, text: [-1])
-    assert check(clean_records, env) == []
+def test_changed_argument_without_the_sample_is_still_caught(clean_records, env_unsampled):
+    # Off the parity sample the strict reader compares the text the template wrote.
     records = copy.deepcopy(clean_records)
-    swap_two_rows_ids(records, None)
-    assert "prompt_parity" in rules_by_row(check(records, env))[0]
+    row = json.loads(records[2]["row"])
+    row["messages"][1]["tool_calls"][1]["function"]["arguments"]["days"] = 4
+    records[2]["row"] = json.dumps(row)
+    violations = [v for v in check(records, env_unsampled) if v.rule == "parse_mismatch"]
+    assert violations and "argument 'days' parsed '3', source 4" in violations[0].message
 
 
-def test_prompt_parity_pieces_match_whole_tokenization(clean_records, env):
-    from beam_sft.verify.context import PieceTokenizer
+def test_clean_dataset_passes_the_every_row_rules(clean_records, env_unsampled):
+    assert check(clean_records, env_unsampled) == []
 
-    pieces = PieceTokenizer(env)
-    for record in clean_records:
-        text = env.decode(record["input_ids"])
-        assert pieces.encode(text) == env.tokenize(text) == record["input_ids"]
+
+def test_sampled_prompt_parity_catches_a_prompt_that_is_not_a_prefix(clean_records, env, env_unsampled,
+                                                                       monkeypatch):
+    # A template whose history renders differently once later turns exist: the full row still
+    # matches the template, only re-rendering each prompt shows it, and only on sampled rows.
+    original = CheckEnv.render
+
+    def render(self, row, upto=None, **kwargs):
+        text = original(self, row, upto, **kwargs)
+        return text if upto is None else text.replace("Weather in Paris?", "Weather in Lyon?")
+
+    monkeypatch.setattr(CheckEnv, "render", render)
+    assert rules_by_row(check(clean_records, env)) == {1: {"prompt_parity"}}
+    assert check(clean_records, env_unsampled) == []
+
+
+def _retype_days(records, tokenizer):
+    """Row 2's declaration of get_weather with ``days`` typed as a string: same names, other text."""
+    r = records[2]
+    row = json.loads(r["row"])
+    row["tools"][0]["function"]["parameters"]["properties"]["days"]["type"] = "string"
+    r["row"] = json.dumps(row)
+
+
+def test_wrong_tool_declaration_is_caught_on_sampled_rows(clean_records, tokenizer, env):
+    records = copy.deepcopy(clean_records)
+    _retype_days(records, tokenizer)
+    assert rules_by_row(check(records, env)) == {2: {"prompt_parity"}}
+
+
+def test_off_the_sample_declarations_are_held_to_names(clean_records, tokenizer, env_unsampled):
+    # A renamed tool or parameter is caught on every row; a changed type only on the sample (above).
+    records = copy.deepcopy(clean_records)
+    row = json.loads(records[2]["row"])
+    row["tools"][0]["function"]["parameters"]["properties"]["town"] = \
+        row["tools"][0]["function"]["parameters"]["properties"].pop("city")
+    records[2]["row"] = json.dumps(row)
+    assert rules_by_row(check(records, env_unsampled)) == {2: {"prompt_parity"}}
+    records = copy.deepcopy(clean_records)
+    _retype_days(records, tokenizer)
+    assert check(records, env_unsampled) == []
+
+
+def test_declarations_can_be_rendered_on_every_row(clean_records, tokenizer):
+    env = CheckEnv.create(tokenizer, max_length=512)
+    env.declarations_by_sample = False
+    records = copy.deepcopy(clean_records)
+    _retype_days(records, tokenizer)
+    assert rules_by_row(check(records, env)) == {2: {"prompt_parity"}}

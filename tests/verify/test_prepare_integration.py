@@ -1,21 +1,17 @@
-"""verify on what ``beam-sft prepare`` really writes (skipped until beam_sft.encode.prepare exists)."""
+"""verify on what ``beam-sft prepare`` really writes."""
 
 from __future__ import annotations
 
 import json
-
-import pytest
 
 from beam_sft.verify import verify_prepared
 from tests.verify.conftest import beam_rows
 
 
 def _prepare():
-    try:
-        from beam_sft.prepare import prepare
-        from beam_sft.prepare.config import PrepareConfig, SourceSpec
-    except ImportError as exc:
-        pytest.skip(f"beam_sft.encode.prepare is not available yet: {exc}")
+    from beam_sft.prepare import prepare
+    from beam_sft.prepare.config import PrepareConfig, SourceSpec
+
     return prepare, PrepareConfig, SourceSpec
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from beam_sft.harmony import markers
-from beam_sft.verify.spans import MarkerIds, group_turns, mask_runs, parse_header, parse_messages
+from beam_sft.harmony.spans import mask_runs
+from beam_sft.verify.spans import MarkerIds, group_turns, parse_header, parse_messages
 
 
 @pytest.fixture(scope="session")
@@ -13,13 +14,14 @@ def marker_ids(tokenizer) -> MarkerIds:
     return MarkerIds.from_tokenizer(tokenizer)
 
 
-def decode_with(tokenizer):
-    return lambda ids: tokenizer.decode(list(ids), skip_special_tokens=False)
+def parse(ids, marker_ids, tokenizer):
+    """parse_messages with the row's text read as ``(start, end) -> text of tokens [start, end)``."""
+    return parse_messages(ids, marker_ids, lambda a, b: tokenizer.decode(list(ids[a:b]), skip_special_tokens=False))
 
 
 
 def test_labels_of_a_tool_loop(clean_records, tokenizer, marker_ids):
-    messages, problems = parse_messages(clean_records[1]["input_ids"], marker_ids, decode_with(tokenizer))
+    messages, problems = parse(clean_records[1]["input_ids"], marker_ids, tokenizer)
     assert problems == []
     assert [m.label for m in messages] == [
         "system", "developer", "user", "assistant:analysis", "assistant→get_weather",
@@ -32,7 +34,7 @@ def test_labels_of_a_tool_loop(clean_records, tokenizer, marker_ids):
 def test_turns_line_up_with_the_template_mask(clean_records, tokenizer, marker_ids):
     # Row 1 has two trained turns; the template's own mask (the conftest encoding) is the oracle.
     record = clean_records[1]
-    messages, _ = parse_messages(record["input_ids"], marker_ids, decode_with(tokenizer))
+    messages, _ = parse(record["input_ids"], marker_ids, tokenizer)
     turns, problems = group_turns(messages)
     assert problems == []
     assert [(t.span_start, t.end + 1) for t in turns] == mask_runs(record["assistant_masks"])
@@ -43,7 +45,7 @@ def test_turns_line_up_with_the_template_mask(clean_records, tokenizer, marker_i
 
 
 def test_parallel_calls_are_one_turn(clean_records, tokenizer, marker_ids):
-    messages, _ = parse_messages(clean_records[2]["input_ids"], marker_ids, decode_with(tokenizer))
+    messages, _ = parse(clean_records[2]["input_ids"], marker_ids, tokenizer)
     turns, _ = group_turns(messages)
     assert [m.label for m in turns[0].messages] == [
         "assistant:analysis", "assistant→get_weather", "assistant→get_weather"]
@@ -51,10 +53,9 @@ def test_parallel_calls_are_one_turn(clean_records, tokenizer, marker_ids):
 
 
 def test_malformed_streams_become_problems(tokenizer, marker_ids):
-    decode = decode_with(tokenizer)
     ids = tokenizer.encode("oops<|start|>user<|message|>hi<|end|><|start|>user<|message|>no end",
                            add_special_tokens=False)
-    messages, problems = parse_messages(ids, marker_ids, decode)
+    messages, problems = parse(ids, marker_ids, tokenizer)
     assert [m.label for m in messages] == ["user"]
     assert [p.message for p in problems] == ["tokens outside any message",
                                              "message without <|end|>, <|call|> or <|return|>"]
@@ -64,7 +65,7 @@ def test_malformed_streams_become_problems(tokenizer, marker_ids):
 def test_unclosed_turn_is_a_problem(tokenizer, marker_ids):
     ids = tokenizer.encode("<|start|>assistant<|channel|>analysis<|message|>x<|end|>"
                            "<|start|>user<|message|>y<|end|>", add_special_tokens=False)
-    messages, _ = parse_messages(ids, marker_ids, decode_with(tokenizer))
+    messages, _ = parse(ids, marker_ids, tokenizer)
     turns, problems = group_turns(messages)
     assert len(turns) == 1 and not turns[0].complete
     assert [p.message for p in problems] == ["assistant turn not closed by <|return|> or <|call|>"]

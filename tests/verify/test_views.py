@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 
 import pytest
 
+from beam_sft.harmony.spans import mask_runs
 from beam_sft.verify.api import inspect_row, load_row
-from beam_sft.verify.spans import mask_runs
 from beam_sft.verify.tokens import token_texts
 from beam_sft.verify.view_terminal import PLAIN_CLOSE, PLAIN_OPEN, TRAINED
 

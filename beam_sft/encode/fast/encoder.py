@@ -26,7 +26,6 @@ that treats the start of a text specially) is refused up front by ``unsupported_
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,8 +35,9 @@ from beam_sft.encode.fast import transformers_api
 from beam_sft.encode.fast.render import FastRenderer
 from beam_sft.encode.fast.words import WordTokenizer
 from beam_sft.encode.template_encode import template_args, template_encode_raw, template_error
-from beam_sft.encode.weights import apply_weights, assistant_weights, mask_runs
+from beam_sft.encode.weights import apply_weights, assistant_weights
 from beam_sft.errors import RowError
+from beam_sft.harmony.spans import mask_runs, token_splitter
 
 _SHORT_PIECE = 32  # pieces up to this many characters are cached at once (names, headers)
 _ABSENT = object()
@@ -120,8 +120,7 @@ class FastEncoder:
         if self.backend.padding is not None:
             self.backend.no_padding()
         added = dict(tokenizer.added_tokens_encoder)
-        alternatives = sorted(added, key=len, reverse=True)  # longest first, as the tokenizer matches
-        self.split_re = re.compile("(" + "|".join(map(re.escape, alternatives)) + ")")
+        self.split_re = token_splitter(added)  # longest first, as the tokenizer matches
         self.renderer = FastRenderer(tokenizer) if memo_render else None
         self.max_cache_entries = max_cache_entries
         self.markers = {text: np.array([i], dtype=ID_DTYPE) for text, i in added.items()}

@@ -1,0 +1,171 @@
+"""Folder rules: the dataset's rows and rejects.jsonl against the counts report.json gives for them.
+
+- ``row_count``: per source, the dataset holds the rows report.json says it kept (``rows_out``),
+  in all the rows ``tokens.rows`` says; a row kept with fewer copies than the mix planned.
+- ``duplicate_row``: no (source, row_index) appears more often than the mix planned for it
+  (``copies(weight, seed, source, row)``: floor(weight), plus one for a seeded share of rows).
+- ``rejects_count``: rejects.jsonl has exactly the rejections report.json counts, per source and
+  code, and every line of it is readable.
+
+These run over every row even with ``--sample`` (they read only the small ``source`` and
+``row_index`` columns). Memory: the row indices of each source, 16 bytes a row; nothing else
+grows with rows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from beam_sft.verify.context import Violation
+
+MAX_KEY_VIOLATIONS = 1000  # per rule; the count of all of them is in the message of the last one
+
+
+def planned_copies(weight: float, seed: int, source: str, rows: np.ndarray) -> np.ndarray:
+    """How many copies the mix plans for each row index of ``source`` (the mix's own rule)."""
+    from beam_sft.data.mix import copies
+
+    if float(weight).is_integer():
+        return np.full(len(rows), int(weight), dtype=np.int64)
+    return np.fromiter((copies(weight, seed=seed, source=source, row=int(r)) for r in rows),
+                       dtype=np.int64, count=len(rows))
+
+
+class FolderCounts:
+    """Collects each row's (source, row_index) with its position, then checks them against the report."""
+
+    def __init__(self) -> None:
+        self._index: dict[str, list[np.ndarray]] = {}
+        self._position: dict[str, list[np.ndarray]] = {}
+        self.rows = 0
+
+    def add_table(self, table, first_position: int) -> None:
+        """Rows ``first_position...`` of the dataset, as an Arrow table with ``source`` and ``row_index``."""
+        n = table.num_rows
+        positions = np.arange(first_position, first_position + n, dtype=np.int64)
+        self.rows += n
+        sources = table.column("source").to_pylist() if "source" in table.column_names else [""] * n
+        if "row_index" in table.column_names:
+            index = table.column("row_index").to_numpy(zero_copy_only=False)
+            index = np.where(np.isnan(index), -1, index).astype(np.int64) if index.dtype.kind == "f" else \
+                index.astype(np.int64)
+        else:
+            index = np.full(n, -1, dtype=np.int64)
+        names = np.array([s if s is not None else "" for s in sources], dtype=object)
+        for name in set(names.tolist()):
+            pick = names == name
+            self._index.setdefault(name, []).append(index[pick])
+            self._position.setdefault(name, []).append(positions[pick])
+
+    def check(self, report: dict, rejects: Path) -> tuple[list[Violation], dict]:
+        """Violations of the folder rules, and report.json's ``rejections`` summary."""
+        sources = report.get("sources") if isinstance(report.get("sources"), dict) else {}
+        out = self._row_counts(report, sources) + self._duplicates(report, sources)
+        found, section = check_rejects(sources, rejects)
+        return out + found, section
+
+    def _row_counts(self, report: dict, sources: dict) -> list[Violation]:
+        out = []
+        held = {name: int(sum(len(a) for a in arrays)) for name, arrays in self._index.items()}
+        tokens = report.get("tokens") if isinstance(report.get("tokens"), dict) else {}
+        if isinstance(tokens.get("rows"), int) and tokens["rows"] != self.rows:
+            out.append(Violation("row_count", None, "", None, f"report.json's tokens.rows is {tokens['rows']}, the "
+                                 f"dataset holds {self.rows} rows"))
+        planned = {name: entry["rows_out"] for name, entry in sources.items()
+                   if isinstance(entry, dict) and isinstance(entry.get("rows_out"), int)}
+        if not planned:
+            return out
+        for name in sorted(set(planned) | set(held)):
+            want, got = planned.get(name), held.get(name, 0)
+            if want is None:
+                out.append(Violation("row_count", None, name, None, f"{got} rows of a source report.json does not list"))
+            elif want != got:
+                out.append(Violation("row_count", None, name, None, f"report.json says {want} rows of this source "
+                                     f"were written, the dataset holds {got}"))
+        return out
+
+    def _duplicates(self, report: dict, sources: dict) -> list[Violation]:
+        mix = report.get("mix") if isinstance(report.get("mix"), dict) else {}
+        config = report.get("config") if isinstance(report.get("config"), dict) else {}
+        seed = mix.get("seed", config.get("seed", 0))
+        out: list[Violation] = []
+        extra_found = short_found = 0
+        for name, arrays in sorted(self._index.items()):
+            entry = sources.get(name)
+            weight = entry.get("weight", 1.0) if isinstance(entry, dict) else None
+            if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight):
+                continue  # no plan to hold the rows to: row_count already says the source is unknown
+            index = np.concatenate(arrays)
+            position = np.concatenate(self._position[name])
+            known = index >= 0
+            index, position = index[known], position[known]
+            order = np.argsort(index, kind="stable")
+            keys, first, counts = np.unique(index[order], return_index=True, return_counts=True)
+            expected = planned_copies(float(weight), int(seed), name, keys)
+            for k in np.flatnonzero(counts > expected).tolist():
+                extra_found += 1
+                if extra_found <= MAX_KEY_VIOLATIONS:
+                    where = position[order[first[k] + counts[k] - 1]]
+                    out.append(Violation("duplicate_row", int(where), name, int(keys[k]), f"row {int(keys[k])} of "
+                                         f"{name} appears {int(counts[k])} times; the mix planned {int(expected[k])}"))
+            for k in np.flatnonzero((counts < expected) & (counts > 0)).tolist():
+                short_found += 1
+                if short_found <= MAX_KEY_VIOLATIONS:
+                    where = position[order[first[k]]]
+                    out.append(Violation("row_count", int(where), name, int(keys[k]), f"row {int(keys[k])} of {name} "
+                                         f"appears {int(counts[k])} times; the mix planned {int(expected[k])}"))
+        return out
+
+
+def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict]:
+    """rejects.jsonl (streamed line by line) against report.json's per-source rejection counts."""
+    by_source_code: Counter = Counter()
+    unreadable = 0
+    lines = 0
+    if path.is_file():
+        with path.open(encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    continue
+                lines += 1
+                try:
+                    record = json.loads(line)
+                    if not isinstance(record, dict):
+                        raise ValueError("not an object")
+                except ValueError:
+                    unreadable += 1
+                    continue
+                by_source_code[(str(record.get("source", "")), str(record.get("code", "unknown")))] += 1
+    by_code: Counter = Counter()
+    for (_, code), n in by_source_code.items():
+        by_code[code] += n
+    reported: dict[str, dict[str, int]] = {}
+    for name, entry in sorted(sources.items()):
+        rejected = entry.get("rejected") if isinstance(entry, dict) else None
+        if isinstance(rejected, dict):
+            reported[name] = {code: int(n) for code, n in sorted(rejected.items())}
+    from_report = Counter({(name, code): n for name, codes in reported.items() for code, n in codes.items() if n})
+    out = []
+    if unreadable:
+        out.append(Violation("rejects_count", None, "", None, f"{unreadable} of {lines} lines of {path.name} are not "
+                             "JSON objects"))
+    consistent = not reported or (from_report == by_source_code and not unreadable)
+    if reported and from_report != by_source_code:
+        missing = from_report - by_source_code
+        extra = by_source_code - from_report
+        detail = "; ".join([f"{n} fewer {code} of {name}" for (name, code), n in sorted(missing.items())][:3]
+                           + [f"{n} more {code} of {name}" for (name, code), n in sorted(extra.items())][:3])
+        out.append(Violation("rejects_count", None, "", None, f"{path.name} holds {sum(by_source_code.values())} "
+                             f"rejections, report.json counts {sum(from_report.values())}: {detail}"))
+    section = {
+        "total": sum(by_code.values()) + unreadable,
+        "by_code": dict(sorted(by_code.items())) | ({"unreadable_reject_line": unreadable} if unreadable else {}),
+        "by_source": reported,
+        "consistent": consistent,
+    }
+    return out, section

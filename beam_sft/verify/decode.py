@@ -1,0 +1,202 @@
+"""Token ids back to text, fast, for whole batches.
+
+For byte-level BPE tokenizers (gpt-oss, the fixture) every token stands for a fixed byte string,
+so decoding a batch is one gather from a byte table: a numpy index over every token at once, no
+Python per token. The table is built from the tokenizer's own vocabulary with the rule its
+``ByteLevel`` decoder applies, and proven at start-up against the tokenizer's decoder on every id
+of the vocabulary (in runs) and on random sequences; if they ever disagree, or the tokenizer is
+not byte-level, decoding goes through the tokenizer itself (same results, slower).
+
+Byte offsets per token also answer "does this token boundary cut a character in two?" exactly:
+the byte right after the boundary is a UTF-8 continuation byte.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+PROBE_RUN = 48
+PROBE_RANDOM = 256
+
+
+@lru_cache(maxsize=1)
+def _byte_level_alphabet() -> dict[str, int]:
+    """GPT-2's byte-to-unicode table, reversed: the character that stands for each byte."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(
+        range(ord("®"), ord("ÿ") + 1))
+    chars = list(printable)
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            chars.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, chars, strict=True)}
+
+
+def _is_byte_level(tokenizer) -> bool:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return False
+    return type(backend.decoder).__name__ == "ByteLevel" and type(backend.model).__name__ == "BPE"
+
+
+class TableDecoder:
+    """Decoding by byte table (see the module docstring). ``holes`` are ids with no token."""
+
+    name = "byte_table"
+
+    def __init__(self, blob: np.ndarray, starts: np.ndarray, lengths: np.ndarray, holes: frozenset[int]):
+        self.blob, self.starts, self.lengths, self.holes = blob, starts, lengths, holes
+
+    @classmethod
+    def build(cls, tokenizer, vocab_size: int) -> TableDecoder:
+        backend = tokenizer.backend_tokenizer
+        alphabet = _byte_level_alphabet()
+        by_id = {i: t for t, i in backend.get_vocab(with_added_tokens=True).items()}
+        tokens = [by_id.get(i) for i in range(vocab_size)]
+        holes = frozenset(i for i, t in enumerate(tokens) if t is None)
+        tokens = ["" if t is None else t for t in tokens]
+        # A token with a character outside the byte alphabet is taken as its UTF-8 bytes, as the
+        # decoder does; every other token maps character by character to bytes. One pass for all.
+        outside = re.compile("[^" + re.escape("".join(alphabet)) + "]")
+        odd = [i for i, t in enumerate(tokens) if outside.search(t)]
+        plain = list(tokens)
+        for i in odd:
+            plain[i] = ""
+        table = {ord(c): chr(b) for c, b in alphabet.items()}
+        head = "".join(plain).translate(table).encode("latin-1")
+        lengths = np.fromiter(map(len, plain), dtype=np.int64, count=vocab_size)
+        starts = np.zeros(vocab_size, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        tail = bytearray()
+        for i in odd:
+            raw = tokens[i].encode("utf-8")
+            starts[i], lengths[i] = len(head) + len(tail), len(raw)
+            tail += raw
+        blob = np.frombuffer(head + bytes(tail), dtype=np.uint8)
+        return cls(blob, starts, lengths, holes)
+
+    def gather(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(bytes of all ``ids`` end to end, byte offset of each token and of the end)."""
+        lengths = self.lengths[ids]
+        offsets = np.zeros(len(ids) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        index = np.repeat(self.starts[ids] - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        return self.blob[index], offsets
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        data, _ = self.gather(np.asarray(ids, dtype=np.int64))
+        return data.tobytes().decode("utf-8", errors="replace")
+
+
+class TokenizerDecoder:
+    """Decoding through the tokenizer itself (any tokenizer)."""
+
+    name = "tokenizer"
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.backend = getattr(tokenizer, "backend_tokenizer", None)
+        self.holes: frozenset[int] = frozenset()
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        ids = np.asarray(ids, dtype=np.int64).tolist()
+        if self.backend is not None:
+            return self.backend.decode(ids, skip_special_tokens=False)
+        return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+def _probe(table: TableDecoder, tokenizer, vocab_size: int) -> str | None:
+    """None when the table decodes exactly as the tokenizer does, else the first difference."""
+    backend = tokenizer.backend_tokenizer
+    ids = [i for i in range(vocab_size) if i not in table.holes]
+    sequences = [ids[i:i + PROBE_RUN] for i in range(0, len(ids), PROBE_RUN)]
+    rng = random.Random(0)
+    sequences += [rng.choices(ids, k=rng.randint(1, 12)) for _ in range(PROBE_RANDOM)]
+    expected = backend.decode_batch(sequences, skip_special_tokens=False)
+    for sequence, want in zip(sequences, expected, strict=True):
+        got = table.decode(sequence)
+        if got != want:
+            return f"ids {sequence[:8]}: table {got[:40]!r}, tokenizer {want[:40]!r}"
+    return None
+
+
+def build_decoder(tokenizer, vocab_size: int) -> tuple[TableDecoder | TokenizerDecoder, str | None]:
+    """The fastest decoder proven exact for ``tokenizer``, and why the table was not used (or None)."""
+    if not _is_byte_level(tokenizer):
+        return TokenizerDecoder(tokenizer), "not a byte-level BPE tokenizer"
+    try:
+        table = TableDecoder.build(tokenizer, vocab_size)
+        problem = _probe(table, tokenizer, vocab_size)
+    except Exception as exc:  # a tokenizer shaped unlike any we know: be slow, not wrong
+        problem = f"{type(exc).__name__}: {exc}"
+    if problem is not None:
+        return TokenizerDecoder(tokenizer), f"byte table disagrees with the tokenizer: {problem}"
+    return table, None
+
+
+class RowText:
+    """Decoded text of ranges of one row's tokens.
+
+    With a byte table the row's bytes come from one gather per batch (``data``/``offsets``: the
+    batch's bytes and token byte offsets, ``base`` the row's first token in them). Once ``align``
+    has matched the row's marker tokens with the markers in its decoded text, a range that starts
+    and ends at markers is a slice of the text cut at the markers, with no decoding at all.
+    """
+
+    def __init__(self, decoder, ids: np.ndarray, data: np.ndarray | None = None,
+                 offsets: np.ndarray | None = None, base: int = 0):
+        self.decoder, self.ids, self.data, self.offsets, self.base = decoder, ids, data, offsets, base
+        self.parts: list[str] | None = None
+        self._marker_index: dict[int, int] = {}
+        self._full: str | None = None
+
+    @property
+    def full(self) -> str:
+        """The whole row, decoded."""
+        if self._full is None:
+            self._full = self._decode(0, len(self.ids))
+        return self._full
+
+    def align(self, parts: list[str], marker_positions: list[int]) -> None:
+        """``parts``: the decoded row cut around its markers (text, marker, ..., text), one marker per
+        marker token at ``marker_positions``, in order (the caller checked the counts agree)."""
+        self.parts = parts
+        self._marker_index = {p: k for k, p in enumerate(marker_positions)}
+
+    def text(self, start: int, end: int) -> str:
+        start, end = max(0, start), min(len(self.ids), end)
+        if end <= start:
+            return ""
+        if self.parts is not None:
+            index = self._marker_index
+            first = 2 * index[start] + 1 if start in index else (
+                2 * index[start - 1] + 2 if start - 1 in index else (0 if start == 0 else None))
+            last = 2 * index[end - 1] + 2 if end - 1 in index else (
+                2 * index[end] + 1 if end in index else (len(self.parts) if end == len(self.ids) else None))
+            if first is not None and last is not None:
+                return "".join(self.parts[first:last])
+        return self._decode(start, end)
+
+    def _decode(self, start: int, end: int) -> str:
+        if self.data is None:
+            return self.decoder.decode(self.ids[start:end])
+        a, b = self.offsets[self.base + start], self.offsets[self.base + end]
+        return self.data[a:b].tobytes().decode("utf-8", errors="replace")
+
+    def splits_character(self, boundary: int) -> bool | None:
+        """Whether the boundary before token ``boundary`` cuts a UTF-8 character (None: unknown)."""
+        if self.data is None:
+            return None
+        if not 0 < boundary < len(self.ids):
+            return False
+        at = self.offsets[self.base + boundary]
+        if at >= self.offsets[self.base + len(self.ids)]:
+            return False
+        return bool(0x80 <= self.data[at] < 0xC0)

@@ -1,0 +1,64 @@
+"""Opening a prepared folder for verification: the one place verify reads the dataset, its
+tokenizer and its report from (``open_prepared``). Names, the report reader and the tokenizer loader
+are the prepared-folder contract's (``beam_sft.prepared``); the dataset is opened without that
+contract's refusals (digests, types, verified), because verify's job is to report what is wrong
+with a folder, rule by rule, rather than refuse to look at it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+from beam_sft.errors import PreparedError, VerificationError
+from beam_sft.prepared import report as prepared_report
+from beam_sft.prepared.layout import REJECTS_FILE
+from beam_sft.prepared.tokenizer import prepared_tokenizer
+
+REQUIRED_COLUMNS = ("input_ids", "assistant_masks", "row")  # what the rules read (the contract has more)
+
+
+@dataclass
+class PreparedFolder:
+    """A prepared folder (published or still in staging): dataset, report, tokenizer, rejects."""
+
+    directory: Path
+    dataset: object
+    report: dict
+
+    @property
+    def rejects(self) -> Path:
+        return self.directory / REJECTS_FILE
+
+    @cached_property
+    def tokenizer(self):
+        try:
+            return prepared_tokenizer(self.directory)
+        except PreparedError as exc:
+            raise VerificationError(str(exc)) from exc
+
+
+def read_report(directory: Path) -> dict:
+    """report.json as a dict ({} when absent or unreadable: verify then checks what it can)."""
+    return prepared_report.read_report(directory) or {}
+
+
+def open_prepared(directory: str | Path) -> PreparedFolder:
+    """The prepared folder at ``directory``, its dataset checked for the columns verify needs."""
+    from datasets import load_from_disk
+
+    path = Path(directory)
+    try:
+        dataset = load_from_disk(str(path))
+    except (FileNotFoundError, ValueError) as exc:
+        raise VerificationError(f"{path}: not a prepared dataset ({exc})") from exc
+    except IndexError as exc:  # datasets saves 0 rows as 0 shards, then cannot load them
+        raise VerificationError(f"{path}: the prepared dataset has no rows") from exc
+    if not hasattr(dataset, "column_names") or isinstance(dataset.column_names, dict):
+        raise VerificationError(f"{path}: not a prepared dataset (a dataset dictionary, not one dataset)")
+    missing = [c for c in REQUIRED_COLUMNS if c not in dataset.column_names]
+    if missing:
+        raise VerificationError(f"{path}: prepared dataset lacks columns {missing}")
+    if len(dataset) == 0:
+        raise VerificationError(f"{path}: the prepared dataset has no rows")
+    return PreparedFolder(path, dataset, read_report(path))

@@ -119,7 +119,6 @@ def test_lora_adapter_saves_and_merges(fixture_dir, prepared_dir, tmp_path):
 
 
 def test_a_data_spec_is_prepared_first_then_trained(fixture_dir, tmp_path):
-    pytest.importorskip("beam_sft.encode.pipeline")
     from .conftest import train_rows
 
     rows = tmp_path / "rows.jsonl"

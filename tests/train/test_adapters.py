@@ -1,0 +1,45 @@
+"""The one place that touches accelerate's private state (cpu_fsdp), applied only where a CPU FSDP
+launch asks for it; the rank watch's message names the silent rank."""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_sft.train import cpu_fsdp
+
+
+def test_accelerate_still_has_what_cpu_fsdp_relies_on():
+    missing = cpu_fsdp.check_internals()
+    assert missing == [], f"accelerate changed: {missing} (update beam_sft/train/cpu_fsdp.py)"
+
+
+def test_check_internals_names_a_missing_private(monkeypatch):
+    from accelerate.state import PartialState
+
+    monkeypatch.delattr(PartialState, "_shared_state")
+    assert cpu_fsdp.check_internals() == ["accelerate.state.PartialState._shared_state"]
+
+
+@pytest.mark.parametrize(("fsdp", "cpu", "promoted"), [("true", "True", True), ("true", "False", False),
+                                                       ("false", "True", False), (None, None, False)])
+def test_cpu_fsdp_only_where_a_cpu_fsdp_launch_asks(monkeypatch, fsdp, cpu, promoted):
+    from trl import SFTTrainer
+
+    from beam_sft.train.trainer import trainer_class
+
+    for name, value in (("ACCELERATE_USE_FSDP", fsdp), ("ACCELERATE_USE_CPU", cpu)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    cls = trainer_class()
+    assert (cls is not SFTTrainer) == promoted
+    assert issubclass(cls, SFTTrainer)
+
+
+def test_silent_rank_is_named():
+    from beam_sft.train.ranks import silent_ranks_message
+
+    message = silent_ranks_message("[Rank 0]: Ranks 1 failed to pass monitoredBarrier in 2000 ms", "the data checks",
+                                   2, 0)
+    assert message.startswith("rank(s) 1 did not answer within 2s at the data checks")

@@ -50,6 +50,17 @@ class PackingIsolationCallback(TrainerCallback):
         raise_if(agree(problems, self.accelerator), "packed sequences attend to each other")
 
 
+class EndOfPreflightCallback(TrainerCallback):
+    """Once the pre-flight callbacks ran (the model is wrapped, the packing check passed), let the
+    process group wait ``sft.ddp_timeout`` again (ranks.py)."""
+
+    def __init__(self, watch):
+        self.watch = watch
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.watch.end_of_preflight()
+
+
 class LossLogCallback(TrainerCallback):
     """Append every logged training loss to ``output_dir/losses.jsonl`` (main process only)."""
 

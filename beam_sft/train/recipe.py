@@ -309,6 +309,7 @@ SFT_VALUE_RULES: dict[str, tuple[Any, str]] = {
     "save_total_limit": (_at_least(1), "at least 1 (or null: keep all)"),
     "dataloader_num_workers": (_at_least(0), "0 or more"),
     "router_aux_loss_coef": (_at_least(0), "0 or more (0 turns the MoE aux loss off; null: the model's own)"),
+    "ddp_timeout": (lambda v: v > 0, "a positive number of seconds"),
 }
 
 

@@ -1,8 +1,8 @@
 """``sft.resume_from_checkpoint``: find and check the checkpoint before anything heavy runs.
 
 ``true`` means the last ``checkpoint-N`` folder in ``sft.output_dir``; a string is a checkpoint folder.
-Either must hold a readable ``trainer_state.json`` and weights (a full model, an adapter, or a
-DeepSpeed ``global_step*`` folder) whose safetensors headers read; otherwise a ConfigError names
+Either must hold a readable ``trainer_state.json`` and weights (a full model, an adapter, an FSDP
+``pytorch_model_fsdp*`` state or a DeepSpeed ``global_step*`` folder) whose safetensors headers read; otherwise a ConfigError names
 the folder or file, before the pre-flight and before the model's weights are loaded.
 """
 
@@ -50,9 +50,11 @@ def check_checkpoint(folder: Path) -> None:
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
         raise ConfigError(KEY, f"{state}: corrupt ({type(exc).__name__}: {exc})") from None
     weights = [folder / name for name in WEIGHT_FILES if (folder / name).is_file()]
+    weights += list(folder.glob("pytorch_model_fsdp*")) + list(folder.glob("model-*.safetensors"))
     deepspeed = [p for p in folder.glob("global_step*") if p.is_dir()]
     if not weights and not deepspeed:
-        raise ConfigError(KEY, f"{folder}: no weights ({', '.join(WEIGHT_FILES)} or a DeepSpeed global_step* folder)")
+        raise ConfigError(KEY, f"{folder}: no weights ({', '.join(WEIGHT_FILES)}, an FSDP pytorch_model_fsdp* "
+                               "or a DeepSpeed global_step* folder)")
     for path in sorted(folder.glob("*.safetensors")):
         _check_safetensors(path)
     for step in deepspeed:

@@ -36,9 +36,15 @@ def trainer_class():
 
 
 def build_sft_config(recipe: Recipe):
+    """The SFTConfig; its process group waits at most ``preflight.timeout`` until the pre-flight is over
+    (ranks.py; ``RankWatch.end_of_preflight`` restores ``sft.ddp_timeout`` for training)."""
     from trl import SFTConfig
 
-    args = SFTConfig(**sft_kwargs(recipe))
+    from beam_sft.train.ranks import DEFAULT_DDP_TIMEOUT
+
+    kwargs = sft_kwargs(recipe)
+    kwargs["ddp_timeout"] = int(min(recipe.preflight.timeout, kwargs.get("ddp_timeout", DEFAULT_DDP_TIMEOUT)))
+    args = SFTConfig(**kwargs)
     check_world(args)
     return args
 
@@ -180,10 +186,7 @@ def prepare_moe(model) -> None:
 
 def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     """Construct the trainer on the prepared dataset (preparing it first when the recipe says so)."""
-    from beam_sft.train import data
-    from beam_sft.train.callbacks import LossLogCallback
-    from beam_sft.train.preflight import check_generation_eos, check_model_tokenizer, check_tokenizer, check_vocab
-    from beam_sft.train.ranks import RankWatch
+    from beam_sft.train.ranks import DEFAULT_DDP_TIMEOUT, RankWatch
     from beam_sft.train.resume import resolve_checkpoint
 
     if not recipe.model.path:
@@ -193,7 +196,16 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     # Before anything heavy: the checkpoint to resume from exists and reads.
     resume = resolve_checkpoint(recipe.sft.get("resume_from_checkpoint"), recipe.sft["output_dir"])
     args = build_sft_config(recipe)
-    watch = RankWatch(recipe.preflight.timeout)
+    watch = RankWatch(recipe.preflight.timeout, recipe.sft.get("ddp_timeout", DEFAULT_DDP_TIMEOUT))
+    with watch.naming_silent_ranks("the set-up before the pre-flight"):
+        return _build(recipe, args, watch, resume, callbacks)
+
+
+def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
+    from beam_sft.train import data
+    from beam_sft.train.callbacks import LossLogCallback
+    from beam_sft.train.preflight import check_generation_eos, check_model_tokenizer, check_tokenizer, check_vocab
+
     prepared_dir = data.resolve_prepared(recipe, args.distributed_state)
     data.load_prepared(prepared_dir)  # checks the contract's columns where the data really is
     dataset = data.load_prepared(data.dataset_view(prepared_dir, Path(args.output_dir), args.distributed_state))
@@ -247,7 +259,12 @@ def train(recipe: Recipe, *, callbacks: list | None = None) -> Path:
     """Train per ``recipe`` and return the directory of the saved model (or LoRA adapter)."""
     from beam_sft.train.save import save_final
 
+    from beam_sft.train.callbacks import EndOfPreflightCallback
+
     run = build(recipe, callbacks=callbacks)
-    report = preflight(run) if recipe.preflight.enabled else None
-    run.trainer.train(resume_from_checkpoint=run.resume)
+    with run.watch.naming_silent_ranks("the pre-flight"):
+        report = preflight(run) if recipe.preflight.enabled else None
+    run.trainer.add_callback(EndOfPreflightCallback(run.watch))  # after the packing check's callback
+    with run.watch.naming_silent_ranks("training"):
+        run.trainer.train(resume_from_checkpoint=run.resume)
     return save_final(run, report)

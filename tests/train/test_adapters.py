@@ -43,3 +43,22 @@ def test_silent_rank_is_named():
     message = silent_ranks_message("[Rank 0]: Ranks 1 failed to pass monitoredBarrier in 2000 ms", "the data checks",
                                    2, 0)
     assert message.startswith("rank(s) 1 did not answer within 2s at the data checks")
+
+
+def test_torch_still_has_what_the_rank_watch_relies_on():
+    import importlib
+
+    from beam_sft.train.ranks import PRIVATE_NAMES
+
+    missing = [f"{m}.{n}" for m, n in PRIVATE_NAMES if not hasattr(importlib.import_module(m), n)]
+    assert missing == [], f"torch changed: {missing} (update beam_sft/train/ranks.py)"
+
+
+def test_the_process_group_waits_the_preflight_timeout_until_the_preflight_is_over():
+    from beam_sft.train.recipe import recipe_from_dict
+    from beam_sft.train.trainer import build_sft_config
+
+    base = {"model": {"path": "m"}, "data": {"prepared": "p"}, "sft": {"output_dir": "/tmp/x", "use_cpu": True}}
+    assert build_sft_config(recipe_from_dict({**base, "preflight": {"timeout": 42}})).ddp_timeout == 42
+    lower = {**base, "sft": {**base["sft"], "ddp_timeout": 20}}
+    assert build_sft_config(recipe_from_dict(lower)).ddp_timeout == 20

@@ -3,8 +3,9 @@
 accelerate 1.15 only turns a multi-process run into FSDP for GPU-like device types: on the CPU the
 state stays ``MULTI_CPU`` (plain DDP over gloo) and the FSDP plugin from the launcher config is
 dropped without a word. torch's FSDP2 (``fully_shard``) itself runs on the CPU over gloo, so when
-the launcher asked for FSDP on the CPU (``ACCELERATE_USE_FSDP`` and ``ACCELERATE_USE_CPU``) and the
-state fell back to ``MULTI_CPU``, we promote the state to FSDP with the launcher's plugin.
+the launcher asked for FSDP (``ACCELERATE_USE_FSDP``) for a CPU run (``sft.use_cpu``, which the
+cpu-* configs need since accelerate's FSDP launcher does not pass its ``use_cpu`` on, or no GPU at all)
+and the state fell back to ``MULTI_CPU``, we promote the state to FSDP with the launcher's plugin.
 
 This is the one place that touches accelerate's private state (``AcceleratorState._shared_state``,
 ``PartialState._shared_state``); ``PRIVATE_NAMES`` lists what it relies on and ``check_internals``
@@ -24,17 +25,23 @@ PRIVATE_NAMES = (
     ("accelerate.utils", "DistributedType", "FSDP"),
     ("accelerate.utils", "FullyShardedDataParallelPlugin", None),
 )
-# Keys of the shared state it writes (present once a state exists).
-STATE_KEYS = ("distributed_type", "fsdp_plugin")
+# Keys of the shared state it overwrites (present once a state exists; fsdp_plugin is added).
+STATE_KEYS = ("distributed_type",)
 
 
 def _env_true(name: str) -> bool:
     return os.environ.get(name, "false").lower() in ("true", "1", "yes")
 
 
-def cpu_fsdp_requested() -> bool:
-    """True when the launcher asked for FSDP on the CPU (the cpu-fsdp2 config)."""
-    return _env_true("ACCELERATE_USE_FSDP") and _env_true("ACCELERATE_USE_CPU")
+def cpu_fsdp_requested(use_cpu: bool = False) -> bool:
+    """True when the launcher asked for FSDP and the run is on the CPU (the cpu-fsdp2 config)."""
+    if not _env_true("ACCELERATE_USE_FSDP"):
+        return False
+    if use_cpu or _env_true("ACCELERATE_USE_CPU"):
+        return True
+    import torch
+
+    return not torch.cuda.is_available()
 
 
 def check_internals() -> list[str]:
@@ -55,7 +62,7 @@ def promote_cpu_fsdp(accelerator) -> bool:
     from accelerate.utils import DistributedType, FullyShardedDataParallelPlugin
 
     state = accelerator.state
-    if not cpu_fsdp_requested() or state.distributed_type != DistributedType.MULTI_CPU:
+    if not _env_true("ACCELERATE_USE_FSDP") or state.distributed_type != DistributedType.MULTI_CPU:
         return False
     missing = [k for k in STATE_KEYS if k not in AcceleratorState._shared_state]
     if missing:
@@ -69,7 +76,7 @@ def promote_cpu_fsdp(accelerator) -> bool:
 
 
 def trainer_class(base):
-    """``base`` (TRL's SFTTrainer) promoted to FSDP on the CPU; used only when ``cpu_fsdp_requested()``."""
+    """``base`` (TRL's SFTTrainer) promoted to FSDP on the CPU; used only when ``cpu_fsdp_requested``."""
 
     class CpuFsdpSFTTrainer(base):
         def create_accelerator_and_postprocess(self):

@@ -3,9 +3,10 @@
 A stopped or hung rank would otherwise leave the others waiting in a collective until the process
 group's timeout (transformers' default ``ddp_timeout``: 30 minutes) and then fail without saying who.
 
-* Until the pre-flight is over, the process group's timeout is ``preflight.timeout`` (default 600 s;
-  ``sft.ddp_timeout``, when lower, wins); then it becomes ``sft.ddp_timeout`` (default 1800 s) for
-  training, where a long save on one rank may keep the others waiting.
+* Until the pre-flight is over, the process group's timeout is ``preflight.timeout`` (default 600 s);
+  then it becomes ``sft.ddp_timeout`` (default 1800 s) for training, where a long save on one rank
+  may keep the others waiting. (transformers hands ``ddp_timeout`` to the group only on GPUs, so the
+  watch sets it on the group itself, on every device.)
 * Before each pre-flight collective every process meets the others at a ``monitored_barrier`` on a
   gloo group of its own (gloo implements it, beside NCCL too); a process that is not there in time is
   named in a ``PreflightError``. A collective that times out elsewhere (a barrier inside accelerate,
@@ -38,6 +39,9 @@ class RankWatch:
         self.training_timeout = float(training_timeout)
         self.group = None
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            # transformers passes ddp_timeout to the process group only on GPUs (with use_cpu it is
+            # created with torch's 30 minutes): set the pre-flight bound on the group itself.
+            _set_default_timeout(self.timeout)
             # Collective: every process creates it at the same point of build().
             self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
 
@@ -66,12 +70,15 @@ class RankWatch:
 
     def end_of_preflight(self) -> None:
         """The pre-flight is over: collectives may now wait ``training_timeout`` (sft.ddp_timeout)."""
-        import torch.distributed as dist
-
         if self.group is not None and self.training_timeout != self.timeout:
-            from torch.distributed.distributed_c10d import _set_pg_timeout
+            _set_default_timeout(self.training_timeout)
 
-            _set_pg_timeout(timedelta(seconds=self.training_timeout))
+
+def _set_default_timeout(seconds: float) -> None:
+    """The default process group's timeout for the collectives that follow (torch's private setter)."""
+    from torch.distributed.distributed_c10d import _set_pg_timeout
+
+    _set_pg_timeout(timedelta(seconds=seconds))
 
 
 def silent_ranks_message(error: str, what: str, timeout: float, me: int) -> str:

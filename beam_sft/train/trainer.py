@@ -26,13 +26,13 @@ class TrainingRun:
     resume: str | None = None  # the checked checkpoint folder to resume from
 
 
-def trainer_class():
+def trainer_class(use_cpu: bool = False):
     """TRL's SFTTrainer; promoted to FSDP on the CPU only when a CPU FSDP launch asks for it."""
     from trl import SFTTrainer
 
     from beam_sft.train import cpu_fsdp
 
-    return cpu_fsdp.trainer_class(SFTTrainer) if cpu_fsdp.cpu_fsdp_requested() else SFTTrainer
+    return cpu_fsdp.trainer_class(SFTTrainer) if cpu_fsdp.cpu_fsdp_requested(use_cpu) else SFTTrainer
 
 
 def build_sft_config(recipe: Recipe):
@@ -221,7 +221,7 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
 
     layout = moe_layout(model)  # before PEFT wraps the experts
     prepare_moe(model)
-    trainer = trainer_class()(
+    trainer = trainer_class(bool(recipe.sft.get("use_cpu")))(
         model=model,
         args=args,
         train_dataset=data.trainer_dataset(dataset, assistant_only_loss=recipe.assistant_only_loss),

@@ -20,19 +20,22 @@ def test_check_internals_names_a_missing_private(monkeypatch):
     assert cpu_fsdp.check_internals() == ["accelerate.state.PartialState._shared_state"]
 
 
-@pytest.mark.parametrize(("fsdp", "cpu", "promoted"), [("true", "True", True), ("true", "False", False),
-                                                       ("false", "True", False), (None, None, False)])
-def test_cpu_fsdp_only_where_a_cpu_fsdp_launch_asks(monkeypatch, fsdp, cpu, promoted):
+@pytest.mark.parametrize(("fsdp", "use_cpu", "gpu", "promoted"),
+                         [("true", True, True, True), ("true", False, False, True), ("true", False, True, False),
+                          ("false", True, False, False), (None, True, False, False)])
+def test_cpu_fsdp_only_where_a_cpu_fsdp_launch_asks(monkeypatch, fsdp, use_cpu, gpu, promoted):
+    import torch
     from trl import SFTTrainer
 
     from beam_sft.train.trainer import trainer_class
 
-    for name, value in (("ACCELERATE_USE_FSDP", fsdp), ("ACCELERATE_USE_CPU", cpu)):
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
-    cls = trainer_class()
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    if fsdp is None:
+        monkeypatch.delenv("ACCELERATE_USE_FSDP", raising=False)
+    else:
+        monkeypatch.setenv("ACCELERATE_USE_FSDP", fsdp)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    cls = trainer_class(use_cpu)
     assert (cls is not SFTTrainer) == promoted
     assert issubclass(cls, SFTTrainer)
 

@@ -164,22 +164,30 @@ def test_disjoint_routing_never_deadlocks(config, arch, lora, moe_dirs, prepared
     assert sorted(_losses(out)) == [1, 2]
 
 
-def _rank_pids(session: int) -> dict[int, int]:
-    """RANK -> pid of the training processes in a process session (read from /proc)."""
-    found = {}
+def _rank_pids(root: int) -> dict[int, int]:
+    """RANK -> pid of the training processes below ``root`` (read from /proc; torchrun may give its
+    workers a session of their own, so follow parent ids)."""
+    parents, found = {}, {}
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+        if entry.name.isdigit():
+            try:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    for pid in parents:
+        ancestor, depth = parents.get(pid), 0
+        while ancestor not in (None, 0, 1, root) and depth < 8:
+            ancestor, depth = parents.get(ancestor), depth + 1
+        if ancestor != root:
             continue
         try:
-            if os.getsid(int(entry.name)) != session:
-                continue
-            environ = (entry / "environ").read_bytes().split(b"\0")
-            cmdline = (entry / "cmdline").read_bytes()
-        except (OSError, ProcessLookupError):
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
             continue
         ranks = [v.split(b"=", 1)[1] for v in environ if v.startswith(b"RANK=")]
         if ranks and b"beam_sft" in cmdline:
-            found[int(ranks[0])] = int(entry.name)
+            found[int(ranks[0])] = pid
     return found
 
 
@@ -203,8 +211,8 @@ def test_a_stopped_rank_is_named_within_the_preflight_timeout(fixture_dir, prepa
                 stopped = pids[1]
                 os.kill(stopped, signal.SIGSTOP)
                 break
-            time.sleep(0.2)
-        assert stopped is not None, "rank 1 never started"
+            time.sleep(0.05)
+        assert stopped is not None, f"rank 1 never started: {proc.communicate()[1][-3000:]}"
         started = time.monotonic()
         try:
             _, stderr = proc.communicate(timeout=240)

@@ -43,12 +43,41 @@ def _recipe(tmp_path, model_dir, prepared, out, arch, name="recipe.yaml", **sect
     return path
 
 
+def free_port() -> int:
+    """A free TCP port for the rendezvous: the configs' static default (29500) is shared by every
+    launch on the machine, and two launches on one port join each other's process group."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _launch_cmd(config: str, target: list[str], args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+            str(REPO_ROOT / "configs" / "accelerate" / config), "--main_process_port", str(free_port()),
+            *target, *args]
+
+
+def _kill_all(proc) -> None:
+    """The launcher and its workers (torchrun may put them in a session of their own)."""
+    for pid in _rank_pids(proc.pid).values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
 def _launch(config: str, args: list[str], *, script: str | None = None, env: dict | None = None,
             timeout: int = LAUNCH_TIMEOUT):
-    """accelerate launch in its own session; on timeout every process of the session is killed."""
+    """accelerate launch in its own session, on a free port; on timeout every process is killed."""
     target = [script] if script else ["-m", "beam_sft", "train"]
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-           str(REPO_ROOT / "configs" / "accelerate" / config), *target, *args]
+    cmd = _launch_cmd(config, target, args)
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
                 "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -56,8 +85,7 @@ def _launch(config: str, args: list[str], *, script: str | None = None, env: dic
     try:
         stdout, stderr = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        _kill_all(proc)
         pytest.fail(f"launch did not finish within {timeout}s (a hang): {' '.join(cmd)}")
     return subprocess.CompletedProcess(cmd, proc.returncode, stdout, stderr)
 
@@ -197,8 +225,7 @@ def test_a_stopped_rank_is_named_within_the_preflight_timeout(fixture_dir, prepa
                        preflight={"timeout": 20})
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(data))
-    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-           str(REPO_ROOT / "configs" / "accelerate" / "cpu-ddp.yaml"), "-m", "beam_sft", "train", "--config", str(recipe)]
+    cmd = _launch_cmd("cpu-ddp.yaml", ["-m", "beam_sft", "train"], ["--config", str(recipe)])
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT)}
     proc = subprocess.Popen(cmd, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -228,5 +255,4 @@ def test_a_stopped_rank_is_named_within_the_preflight_timeout(fixture_dir, prepa
             except ProcessLookupError:
                 pass
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+            _kill_all(proc)

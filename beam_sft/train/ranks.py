@@ -22,11 +22,11 @@ import contextlib
 import re
 from datetime import timedelta
 
+from beam_sft.errors import PreflightError
+
 PRIVATE_NAMES = (("torch.distributed.distributed_c10d", "_set_pg_timeout"),)
 DEFAULT_DDP_TIMEOUT = 1800.0  # transformers' TrainingArguments.ddp_timeout
 DIAGNOSE_TIMEOUT = 30.0  # seconds the post-timeout barrier waits to find the missing ranks
-
-from beam_sft.errors import PreflightError
 
 
 class RankWatch:

@@ -204,7 +204,12 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
 def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     from beam_sft.train import data
     from beam_sft.train.callbacks import LossLogCallback
-    from beam_sft.train.preflight import check_generation_eos, check_model_tokenizer, check_tokenizer, check_vocab
+    from beam_sft.train.preflight import (
+        check_generation_eos,
+        check_model_tokenizer,
+        check_tokenizer,
+        check_vocab,
+    )
 
     prepared_dir = data.resolve_prepared(recipe, args.distributed_state)
     data.load_prepared(prepared_dir)  # checks the contract's columns where the data really is
@@ -257,9 +262,8 @@ def preflight(run: TrainingRun):
 
 def train(recipe: Recipe, *, callbacks: list | None = None) -> Path:
     """Train per ``recipe`` and return the directory of the saved model (or LoRA adapter)."""
-    from beam_sft.train.save import save_final
-
     from beam_sft.train.callbacks import EndOfPreflightCallback
+    from beam_sft.train.save import save_final
 
     run = build(recipe, callbacks=callbacks)
     with run.watch.naming_silent_ranks("the pre-flight"):

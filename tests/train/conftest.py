@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from .moe_support import moe_dirs  # noqa: F401  (the MoE fixture checkpoints, a session fixture)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ADD = {"type": "function", "function": {

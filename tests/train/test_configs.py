@@ -80,7 +80,6 @@ def test_moe_recipes_train_what_they_say(tmp_path):
 @pytest.mark.parametrize("path", RECIPES, ids=_ids(RECIPES))
 def test_recipe_data_spec_is_a_valid_prepare_config(path):
     from beam_sft.config_utils import from_dict
-
     from beam_sft.encode.config import PrepareConfig
 
     spec = load_recipe(path, ["--model.path", "m"]).data.prepare

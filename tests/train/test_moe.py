@@ -17,7 +17,6 @@ from beam_sft.train.recipe import recipe_from_dict
 from beam_sft.train.trainer import build, train
 
 from .conftest import recipe_dict
-from .moe_support import moe_dirs  # noqa: F401  (fixture)
 
 ARCHES = ["gpt_oss", "deepseek_v3"]
 ATTN = {"gpt_oss": "eager", "deepseek_v3": "sdpa"}  # gpt-oss has no sdpa path in transformers

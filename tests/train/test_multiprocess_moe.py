@@ -27,7 +27,6 @@ import yaml
 from beam_sft.train.callbacks import read_losses
 
 from .conftest import REPO_ROOT, recipe_dict
-from .moe_support import moe_dirs  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 

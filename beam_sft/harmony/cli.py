@@ -12,9 +12,17 @@ def register(subparsers) -> None:
         "fixture",
         help="build the offline test/demo checkpoint (tokenizer + tiny random model)",
         description="Write a local checkpoint with the Beam Harmony tokenizer, chat and response "
-        "templates and a tiny random Llama; nothing is downloaded.",
+        "templates and a tiny random model (a dense Llama, or a mixture of experts shaped like Beam "
+        "with --arch gpt_oss / deepseek_v3); nothing is downloaded, and two builds are byte-identical.",
     )
+    from beam_sft.harmony.fixture import ARCHES
+
     fixture.add_argument("--out", required=True, type=Path, help="directory to write (created if missing)")
+    fixture.add_argument(
+        "--arch", choices=ARCHES, default="llama",
+        help="llama (dense, default); gpt_oss (4 experts top-2, attention sinks, 3 sliding : 1 full "
+        "layers); deepseek_v3 (experts + a shared expert, multi-head latent attention)",
+    )
     fixture.add_argument("--no-model", action="store_true", help="write only the tokenizer")
     fixture.set_defaults(func=run_fixture)
 
@@ -33,10 +41,10 @@ def run_fixture(args: argparse.Namespace) -> int:
     from beam_sft.harmony.fixture import build_fixture
 
     before = _snapshot(args.out)
-    out = build_fixture(args.out, with_model=not args.no_model)
+    out = build_fixture(args.out, with_model=not args.no_model, arch=args.arch)
     after = _snapshot(out)
     written = sorted(name for name, stamp in after.items() if before.get(name) != stamp)
-    print(f"wrote the fixture checkpoint to {out}:")
+    print(f"wrote the fixture checkpoint to {out} (arch {args.arch}):")
     for name in written:
         print(f"  {name} ({(out / name).stat().st_size} bytes)")
     return 0

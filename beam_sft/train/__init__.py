@@ -1,8 +1,10 @@
 """Training: recipe -> TRL SFTTrainer on a prepared dataset, with a pre-flight before step 1.
 
-Modules: ``recipe`` (typed recipe), ``data`` (prepared dataset), ``trainer`` (construction and
-``train``), ``preflight`` and ``packing`` (checks before step 1), ``callbacks``, ``save``,
-``merge`` (LoRA), ``cli`` (``beam-sft train``, ``beam-sft merge``).
+Modules: ``recipe`` (typed recipe, value rules, typed overrides), ``data`` (prepared dataset),
+``trainer`` (construction and ``train``), ``preflight`` and ``packing`` (checks before step 1),
+``moe`` (experts, routers, ZeRO-3 leaves), ``ranks`` (bounded waits naming a silent rank),
+``resume`` (checkpoint checks), ``cpu_fsdp`` (the one adapter over accelerate's private state),
+``callbacks``, ``save``, ``merge`` (LoRA), ``cli`` (``beam-sft train``, ``beam-sft merge``).
 """
 
 from __future__ import annotations

@@ -20,13 +20,14 @@ class PackingIsolationCallback(TrainerCallback):
     """
 
     def __init__(self, batch: dict, *, pad_token_id: int, attn_implementation: str,
-                 tolerance: float | None, accelerator, report):
+                 tolerance: float | None, accelerator, report, watch=None):
         self.batch = batch
         self.pad_token_id = pad_token_id
         self.attn_implementation = attn_implementation
         self.tolerance = tolerance
         self.accelerator = accelerator
         self.report = report
+        self.watch = watch
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         from beam_sft.errors import PreflightError
@@ -36,6 +37,8 @@ class PackingIsolationCallback(TrainerCallback):
         if self.batch is None:
             return
         batch = {k: v.to(self.accelerator.device) if hasattr(v, "to") else v for k, v in self.batch.items()}
+        if self.watch is not None:  # every process must be here: the forwards below are collectives
+            self.watch.barrier("the packing isolation check")
         problems = []
         try:
             result = check_isolation(model, batch, pad_token_id=self.pad_token_id,
@@ -45,6 +48,17 @@ class PackingIsolationCallback(TrainerCallback):
             problems.append(str(exc))
         self.batch = None
         raise_if(agree(problems, self.accelerator), "packed sequences attend to each other")
+
+
+class EndOfPreflightCallback(TrainerCallback):
+    """Once the pre-flight callbacks ran (the model is wrapped, the packing check passed), let the
+    process group wait ``sft.ddp_timeout`` again (ranks.py)."""
+
+    def __init__(self, watch):
+        self.watch = watch
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.watch.end_of_preflight()
 
 
 class LossLogCallback(TrainerCallback):
@@ -66,7 +80,7 @@ class LossLogCallback(TrainerCallback):
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         record = {"step": state.global_step, "loss": float(logs["loss"])}
-        for key in ("grad_norm", "learning_rate", "num_tokens", "mean_token_accuracy"):
+        for key in ("grad_norm", "learning_rate", "num_tokens", "mean_token_accuracy", "aux_loss"):
             if key in logs and isinstance(logs[key], (int, float)) and math.isfinite(float(logs[key])):
                 record[key] = float(logs[key])
         with self.path.open("a", encoding="utf-8") as fh:

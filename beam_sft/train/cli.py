@@ -12,27 +12,26 @@ import argparse
 import os
 
 
-class _OverridesParser(argparse.ArgumentParser):
-    """Keeps the unknown ``--section.key value`` tokens, in order, as ``args.overrides``.
+def _keep_overrides(parser: argparse.ArgumentParser):
+    """Make ``parser`` keep the unknown ``--section.key value`` tokens, in order, as ``args.overrides``.
 
-    The top-level parser calls ``parse_args``; argparse would reject the recipe overrides as
-    unrecognized arguments, so this sub-parser claims them (parse_overrides validates them).
+    The top-level parser calls ``parse_args``, whose sub-command step calls this parser's
+    ``parse_known_args`` and would reject what is left over; the recipe overrides are claimed here
+    instead (``recipe.parse_recipe_overrides`` validates them). Only this one parser object changes.
     """
+    own = parser.parse_known_args
 
-    def parse_known_args(self, args=None, namespace=None):
-        namespace, extras = super().parse_known_args(args, namespace)
+    def parse_known_args(args=None, namespace=None):
+        namespace, extras = own(args, namespace)
         namespace.overrides = list(getattr(namespace, "overrides", None) or []) + list(extras)
         return namespace, []
 
+    parser.parse_known_args = parse_known_args
+    return parser
+
 
 def register(subparsers) -> None:
-    # argparse has no per-parser class argument on add_parser; swap it for this one parser only.
-    default_class = subparsers._parser_class
-    subparsers._parser_class = _OverridesParser
-    try:
-        train = _add_train(subparsers)
-    finally:
-        subparsers._parser_class = default_class
+    train = _keep_overrides(_add_train(subparsers))
     train.set_defaults(func=_train)
 
     merge = subparsers.add_parser("merge", help="merge a LoRA adapter into its base model")

@@ -11,6 +11,16 @@ apart depends on the attention path:
   skips that detection, and every packed sequence attends to the ones before it (measured: max
   logit difference ~0.77 on the fixture model, against ~2e-7 without a cache).
 
+Hybrid models (``config.layer_types`` mixing sliding-window and full attention, as gpt-oss and Beam)
+add a second way to leak: in transformers 5.24 ``GptOssModel`` builds its masks without the
+position ids at all, so even without a cache its packed sequences attend to each other (measured:
+0.77 on the gpt_oss fixture under eager). ``keep_packed_sequences_apart`` gives such a decoder the
+masks itself, per layer type, through transformers' public mask builders
+(``masking_utils.create_causal_mask`` / ``create_sliding_window_causal_mask`` with the position ids),
+as a dict the decoder takes as already prepared. On CPU, gpt-oss cannot run sdpa (transformers
+refuses it) nor flex_attention (sinks are GPU-only there): the model load and the pre-flight
+say so.
+
 So training turns the cache off on the model config (``disable_cache``), refuses the packing
 strategies that cut sequences without marking the cut (``wrapped``) or train a tail without its
 prompt (``bfd_split``), refuses attention implementations we have not measured, and before step 1
@@ -68,6 +78,56 @@ def disable_cache(model) -> None:
         text_config = config.get_text_config() if hasattr(config, "get_text_config") else None
         if text_config is not None:
             text_config.use_cache = False
+
+
+# Layer types whose mask transformers' public builders make; a decoder with any other kind is left alone
+# (the pre-flight then proves or refuses it).
+_MASK_BUILDERS = {"full_attention": "create_causal_mask", "sliding_attention": "create_sliding_window_causal_mask"}
+# Implementations that read boundaries from the mask (flash attention reads the position ids itself).
+_MASKED_ATTENTION = ("eager", "sdpa", "flex_attention")
+
+
+def keep_packed_sequences_apart(model) -> bool:
+    """On a hybrid decoder (``config.layer_types``), build each layer type's mask from the position
+    ids of a packed batch, so sliding-window and full layers both keep the sequences apart.
+
+    Installs a forward pre-hook on the decoder (``model.model``); it acts only on packed forwards
+    (position ids that restart, no attention mask, no cache). Returns whether it installed one.
+    """
+    decoder = getattr(model, "model", None)
+    config = getattr(decoder, "config", None)
+    layer_types = list(getattr(config, "layer_types", None) or [])
+    if not layer_types or any(t not in _MASK_BUILDERS for t in layer_types):
+        return False
+    if getattr(decoder, "_beam_packed_mask_hook", None) is not None:
+        return True
+    decoder._beam_packed_mask_hook = decoder.register_forward_pre_hook(_packed_mask_hook, with_kwargs=True)
+    return True
+
+
+def _packed_mask_hook(module, args, kwargs):
+    import torch
+    from transformers import masking_utils
+
+    position_ids = kwargs.get("position_ids")
+    config = module.config
+    if (position_ids is None or kwargs.get("attention_mask") is not None or kwargs.get("cache") is not None
+            or kwargs.get("past_key_values") is not None or config._attn_implementation not in _MASKED_ATTENTION):
+        return None
+    if masking_utils.find_packed_sequence_indices(position_ids) is None:
+        return None  # one sequence per row: the decoder's own causal masks are right
+    input_ids = kwargs.get("input_ids", args[0] if args else None)
+    embeds = kwargs.get("inputs_embeds")
+    if embeds is None:
+        # The builders read only the shape, dtype and device of the embeddings.
+        weight = module.get_input_embeddings().weight
+        embeds = torch.empty((*input_ids.shape, 1), dtype=weight.dtype, device=input_ids.device)
+    masks = {}
+    for layer_type in dict.fromkeys(config.layer_types):
+        build = getattr(masking_utils, _MASK_BUILDERS[layer_type])
+        masks[layer_type] = build(config=config, inputs_embeds=embeds, attention_mask=None, cache=None,
+                                  position_ids=position_ids)
+    return args, {**kwargs, "attention_mask": masks}
 
 
 def segments(position_ids) -> list[tuple[int, int]]:
@@ -162,8 +222,16 @@ def isolation_diff(model, batch: dict, *, pad_token_id: int, max_sequences: int 
 
 def check_isolation(model, batch: dict, *, pad_token_id: int, attn_implementation: str,
                     tolerance: float | None = None) -> IsolationResult:
-    """Raise PreflightError when a packed sequence's logits differ from the same sequence alone."""
-    result = isolation_diff(model, batch, pad_token_id=pad_token_id, tolerance=tolerance)
+    """Raise PreflightError when a packed sequence's logits differ from the same sequence alone, or
+    when the model cannot run ``attn_implementation`` here at all (gpt-oss's sinks under
+    flex_attention on the CPU)."""
+    try:
+        result = isolation_diff(model, batch, pad_token_id=pad_token_id, tolerance=tolerance)
+    except (ValueError, RuntimeError, NotImplementedError) as exc:
+        raise PreflightError(
+            f"packing cannot be proven isolated with attn_implementation={attn_implementation!r}: the packed "
+            f"forward failed ({type(exc).__name__}: {exc}). Choose another model.attn_implementation."
+        ) from exc
     if not result.ok:
         raise PreflightError(
             f"packing leaks attention across sequences with attn_implementation={attn_implementation!r}: "

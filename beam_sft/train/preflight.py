@@ -1,6 +1,8 @@
 """Pre-flight: checks that fail the run, with a clear message, before training step 1.
 
-1. ``check_tokenizer``: the prepared tokenizer is fit for Beam Harmony.
+1. ``check_tokenizer``: the prepared tokenizer is fit for Beam Harmony; ``check_model_tokenizer``
+   (before the weights load): it is the model's own tokenizer (same vocabulary and added tokens, ids
+   included) and fits the model's embedding rows.
 2. ``check_generation_eos``: ``<|return|>`` is an eos token of the model's generation config, so the
    trained model stops where it was trained to stop.
 3. ``check_batches``: the trainer's **own** first batches, from its own dataloader (after TRL's
@@ -25,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from beam_sft.errors import PreflightError, TokenizerError
+from beam_sft.errors import PreflightError
 from beam_sft.harmony import markers
 
 MAX_LISTED = 8  # problems listed in the error message
@@ -47,13 +49,70 @@ class PreflightReport:
 # ---------------------------------------------------------------------------- tokenizer and model
 
 
-def check_tokenizer(tokenizer) -> None:
-    """The Beam Harmony rules for a tokenizer (``beam_sft.harmony.check``); TokenizerError lists all."""
-    from beam_sft.harmony.check import check_tokenizer as harmony_check
+def check_tokenizer(tokenizer) -> list[str]:
+    """The Beam Harmony rules for a tokenizer (``beam_sft.harmony.check``); TokenizerError lists all.
+    Returns the warnings (response template) when it is fit."""
+    from beam_sft.harmony.check import require_fit_tokenizer
 
-    problems = harmony_check(tokenizer)
-    if problems:
-        raise TokenizerError(problems)
+    return require_fit_tokenizer(tokenizer)
+
+
+def check_model_tokenizer(model_path: str, tokenizer, *, trust_remote_code: bool = False) -> None:
+    """Before the weights load: the prepared tokenizer must be the model's own, and fit its embeddings.
+
+    Compares the vocabulary and the added tokens (content, id and special flag) with the tokenizer
+    shipped beside the model, and the tokenizer's size with the config's ``vocab_size`` (the
+    embedding rows). A tokenizer with more tokens than rows would index past the embeddings; one
+    with fewer, or with the same size but other ids, would train the wrong rows silently.
+    """
+    from transformers import AutoConfig, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    rows = getattr(config.get_text_config(), "vocab_size", None)
+    try:
+        own = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, TypeError):  # no tokenizer beside the weights
+        own = None
+    if own is not None:
+        problems = tokenizer_differences(tokenizer, own)
+        if problems:
+            listed = "\n  - ".join(problems[:MAX_LISTED])
+            raise PreflightError(
+                f"the prepared tokenizer is not the model's own ({model_path}):\n  - {listed}\n"
+                "Re-run `beam-sft prepare` with the model's tokenizer (data.prepare.tokenizer, or leave it "
+                "out to use the model's)."
+            )
+    size = len(tokenizer)
+    if rows is not None and (size > rows or (own is None and size != rows)):
+        raise PreflightError(
+            f"the prepared tokenizer has {size} tokens but {model_path} has {rows} embedding rows "
+            f"(config vocab_size): {'ids past the last row would index nothing' if size > rows else 'rows and ids do not line up'}. "
+            "The prepared tokenizer does not belong to this model: re-prepare with the model's tokenizer."
+        )
+
+
+def tokenizer_differences(prepared, own) -> list[str]:
+    """Every difference between two tokenizers' vocabularies and added tokens, ids included."""
+    problems = []
+    if len(prepared) != len(own):
+        problems.append(f"{len(prepared)} tokens in the prepared tokenizer, {len(own)} in the model's")
+    a, b = prepared.get_vocab(), own.get_vocab()
+    moved = sorted((t for t in a.keys() & b.keys() if a[t] != b[t]), key=lambda t: a[t])
+    if moved:
+        shown = ", ".join(f"{t!r} is {a[t]} here, {b[t]} in the model's" for t in moved[:4])
+        problems.append(f"{len(moved)} token(s) have other ids: {shown}{' ...' if len(moved) > 4 else ''}")
+    only = sorted(a.keys() - b.keys(), key=lambda t: a[t])
+    if only:
+        problems.append(f"{len(only)} token(s) only in the prepared tokenizer, e.g. {only[:4]}")
+    missing = sorted(b.keys() - a.keys(), key=lambda t: b[t])
+    if missing:
+        problems.append(f"{len(missing)} token(s) only in the model's tokenizer, e.g. {missing[:4]}")
+    added_a = {i: (t.content, t.special) for i, t in prepared.added_tokens_decoder.items()}
+    added_b = {i: (t.content, t.special) for i, t in own.added_tokens_decoder.items()}
+    if added_a != added_b:
+        diff = sorted(set(added_a.items()) ^ set(added_b.items()))
+        problems.append(f"added tokens differ (id, (content, special)): {diff[:6]}")
+    return problems
 
 
 def check_generation_eos(model, tokenizer) -> None:
@@ -65,8 +124,9 @@ def check_generation_eos(model, tokenizer) -> None:
     if return_id not in eos_ids:
         raise PreflightError(
             f"{markers.RETURN} (id {return_id}) is not an eos token of the model's generation config "
-            f"(eos_token_id={eos!r}): the trained model would not stop after its answer. Add it to "
-            "generation_config.json's eos_token_id (with <|call|>)."
+            f"(eos_token_id={eos!r}): the trained model would not stop after its answer. If the model's own "
+            f"tokenizer gives {markers.RETURN} this id, add it to generation_config.json's eos_token_id (with "
+            "<|call|>); if not, the prepared tokenizer is not the model's: re-prepare with the model's tokenizer."
         )
 
 
@@ -270,7 +330,8 @@ def check_rows(dataset, indices: list[int], tokenizer, *, max_rows: int) -> tupl
     A stored row may be a truncation of its encoding (the prepare length policy), so the stored
     values must be a prefix of the re-encoded ones.
     """
-    encode_row = _encode_row()
+    from beam_sft.encode.template_encode import encode_row
+
     problems: list[str] = []
     seen = list(dict.fromkeys(indices))[:max_rows]
     for idx in seen:
@@ -295,23 +356,18 @@ def check_rows(dataset, indices: list[int], tokenizer, *, max_rows: int) -> tupl
     return problems, len(seen)
 
 
-def _encode_row():
-    try:
-        from beam_sft.encode import encode_row
-    except ImportError:  # before the package re-exports it
-        from beam_sft.encode.template_encode import encode_row
-    return encode_row
-
-
 # ---------------------------------------------------------------------------- collective verdict
 
 
-def agree(problems: list[str], accelerator=None) -> list[str]:
-    """Every process's problems, gathered, so that all processes raise or none does."""
+def agree(problems: list[str], accelerator=None, watch=None, what: str = "the pre-flight") -> list[str]:
+    """Every process's problems, gathered, so that all processes raise or none does. With a
+    ``RankWatch``, a process that does not arrive in time is named instead of hanging the others."""
     if accelerator is None or accelerator.num_processes <= 1:
         return problems
     from accelerate.utils import gather_object
 
+    if watch is not None:
+        watch.barrier(what)
     gathered = gather_object([problems])
     out: list[str] = []
     for rank, items in enumerate(gathered):
@@ -337,7 +393,7 @@ def first_batches(trainer, count: int) -> list[dict]:
     return batches
 
 
-def run_data_checks(trainer, dataset, tokenizer, recipe) -> tuple[PreflightReport, list[dict]]:
+def run_data_checks(trainer, dataset, tokenizer, recipe, watch=None) -> tuple[PreflightReport, list[dict]]:
     """Checks 3 and 4 on this process's first batches; raises PreflightError on every process if
     any process found a problem. Returns the report and the batches (for the packing check)."""
     args = trainer.args
@@ -349,7 +405,7 @@ def run_data_checks(trainer, dataset, tokenizer, recipe) -> tuple[PreflightRepor
         pad_token_id=tokenizer.pad_token_id,
     )
     row_problems, rows_checked = check_rows(dataset, matched, tokenizer, max_rows=recipe.preflight.max_rows)
-    problems = agree(problems + row_problems, trainer.accelerator)
+    problems = agree(problems + row_problems, trainer.accelerator, watch, "the pre-flight data checks")
     report.batches, report.sequences, report.rows_checked = len(batches), count, rows_checked
     from beam_sft.train.packing import is_packed_batch
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from beam_sft.config_utils import _coerce, deep_merge, from_dict, load_yaml, parse_overrides
+from beam_sft.config_utils import _coerce, deep_merge, from_dict, load_yaml
 from beam_sft.errors import ConfigError
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
@@ -96,13 +96,30 @@ class DataSection:
 
 @dataclass(frozen=True)
 class LoraSection:
+    """Which weights get adapters: ``target_modules`` (linear layers: attention, dense and shared-expert
+    MLPs; PEFT's names or ``all-linear``), and on a mixture of experts ``experts: true`` for the fused
+    expert tensors (PEFT ``target_parameters``, found in the model; ``target_parameters`` names them
+    explicitly instead). Routers never get adapters unless ``train_routers`` (then trained in full)."""
+
     r: int = 16
     alpha: int = 32
     dropout: float = 0.05
     target_modules: list[str] | str = "all-linear"
+    experts: bool = False
+    target_parameters: list[str] | None = None
+    train_routers: bool = False
     modules_to_save: list[str] | None = None
     bias: Literal["none", "all", "lora_only"] = "none"
     use_rslora: bool = False
+
+    @property
+    def on_experts(self) -> bool:
+        return self.experts or bool(self.target_parameters)
+
+
+# A leak moves a tiny model's logits by 0.1-1 (measured); float noise is 1e-7 in fp32, ~0.1 in bf16 on
+# large logits. A tolerance outside this range either reports noise as a leak or hides a leak.
+PACKING_TOLERANCE_RANGE = (1e-6, 1.0)
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,10 @@ class PreflightSection:
     batches: int = 2  # first batches of the trainer's own dataloader whose labels are checked
     max_rows: int = 64  # rows behind those batches that are re-encoded from their BeamRow
     packing_tolerance: float | None = None  # max logit difference; None: by dtype and logit scale (packing.py)
+    # Seconds a collective may wait for the other processes before the run fails naming the silent
+    # rank (the process group's timeout; torch's default is 30 minutes). Covers the pre-flight and
+    # the first steps; raise it for slow first steps (weight loading, compilation) on large models.
+    timeout: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -148,9 +169,93 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | dict[str,
     """Read a recipe YAML, apply overrides (``["--sft.learning_rate", "1e-4"]`` or a nested dict), validate."""
     data = load_yaml(path) if path is not None else {}
     if overrides:
-        extra = parse_overrides(list(overrides)) if isinstance(overrides, list) else overrides
+        extra = parse_recipe_overrides(list(overrides)) if isinstance(overrides, list) else overrides
         data = deep_merge(data, extra)
     return recipe_from_dict(data)
+
+
+def parse_recipe_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["--sft.run_name", "2024.10", "--lora.r=8"]`` -> a nested dict, each value read for its field's type.
+
+    A field that takes a string keeps the raw text (``2024.10`` stays ``"2024.10"``, not 2024.1); other
+    values are read as YAML (numbers, true/false, null, lists).
+
+    >>> parse_recipe_overrides(["--sft.run_name", "2024.10", "--sft.learning_rate", "1e-4", "--lora.r=8"])
+    {'sft': {'run_name': '2024.10', 'learning_rate': 0.0001}, 'lora': {'r': 8}}
+    """
+    out: dict[str, Any] = {}
+    i = 0
+    while i < len(pairs):
+        token = pairs[i]
+        if not token.startswith("--") or len(token) == 2:
+            raise ConfigError("", f"expected --section.key, got {token!r}")
+        if "=" in token:
+            key, raw = token[2:].split("=", 1)
+            i += 1
+        else:
+            if i + 1 >= len(pairs):
+                raise ConfigError(token[2:], "missing value")
+            key, raw = token[2:], pairs[i + 1]
+            i += 2
+        parts = key.split(".")
+        node = out
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(key, "conflicts with an earlier override")
+        node[parts[-1]] = _override_value(parts, raw)
+    return out
+
+
+def _override_value(parts: list[str], raw: str) -> Any:
+    import yaml
+
+    tp = _field_type(parts)
+    value = yaml.safe_load(raw) if raw.strip() else raw
+    if _takes_string(tp):
+        if value is None and type(None) in (typing.get_args(tp) or ()):
+            return None
+        arms = typing.get_args(tp) or (tp,)
+        structured = [a for a in arms if a is bool or typing.get_origin(a) in (list, dict, tuple)]
+        if not structured or not isinstance(value, (list, dict, bool)):
+            return raw  # the text as typed: "2024.10" is a name, not a number
+    if isinstance(value, str):  # YAML 1.1 reads 1e-4 as a string: a number is what is meant
+        for kind in (int, float):
+            try:
+                return kind(value)
+            except ValueError:
+                continue
+    return value
+
+
+def _field_type(parts: list[str]) -> Any:
+    """The declared type of the recipe key ``parts`` (Any when unknown: the validation names it)."""
+    if parts[0] == "sft" and len(parts) == 2:
+        if parts[1] == "resume_from_checkpoint":
+            return bool | str | None
+        try:
+            return sft_fields().get(parts[1], Any)
+        except Exception:  # TRL missing: recipe validation will say so
+            return Any
+    tp: Any = Recipe
+    for part in parts:
+        if not dataclasses.is_dataclass(tp):
+            return Any
+        hints = typing.get_type_hints(tp)
+        if part not in hints:
+            return Any
+        tp = hints[part]
+        arms = [a for a in (typing.get_args(tp) or ()) if a is not type(None)]
+        if len(arms) == 1 and dataclasses.is_dataclass(arms[0]):
+            tp = arms[0]
+    return tp
+
+
+def _takes_string(tp: Any) -> bool:
+    if tp is str:
+        return True
+    args = typing.get_args(tp)
+    return str in args or any(isinstance(a, type) and issubclass(a, str) for a in args)
 
 
 def recipe_from_dict(data: dict[str, Any]) -> Recipe:
@@ -160,6 +265,9 @@ def recipe_from_dict(data: dict[str, Any]) -> Recipe:
     recipe = dataclasses.replace(recipe, sft=sft)
     _check_data(recipe.data)
     _check_preflight(recipe.preflight)
+    if recipe.lora is not None:
+        _check_lora(recipe.lora)
+    check_sft_values(sft)
     recipe = _check_eval(recipe)
     from beam_sft.train.packing import check_packing_options
 
@@ -210,6 +318,75 @@ def _check_preflight(preflight: PreflightSection) -> None:
         raise ConfigError("preflight.batches", "must be at least 1")
     if preflight.max_rows < 1:
         raise ConfigError("preflight.max_rows", "must be at least 1")
+    low, high = PACKING_TOLERANCE_RANGE
+    tolerance = preflight.packing_tolerance
+    if tolerance is not None and not (low <= tolerance <= high):
+        raise ConfigError(
+            "preflight.packing_tolerance",
+            f"{tolerance!r} is outside [{low:g}, {high:g}]: below it float noise reads as a leak, above it a "
+            "real leak passes (null: chosen by dtype and logit scale)",
+        )
+    if not (0 < preflight.timeout < float("inf")):
+        raise ConfigError("preflight.timeout", f"must be a positive number of seconds, got {preflight.timeout!r}")
+
+
+def _check_lora(lora: LoraSection) -> None:
+    if lora.r < 1:
+        raise ConfigError("lora.r", f"must be at least 1, got {lora.r}")
+    if lora.alpha <= 0:
+        raise ConfigError("lora.alpha", f"must be positive, got {lora.alpha}")
+    if not 0 <= lora.dropout < 1:
+        raise ConfigError("lora.dropout", f"must be in [0, 1), got {lora.dropout}")
+    if lora.on_experts and lora.dropout:
+        raise ConfigError("lora.dropout", "must be 0 with lora.experts / lora.target_parameters: PEFT cannot "
+                                          "apply dropout to fused expert tensors")
+    if lora.target_parameters is not None and not lora.target_parameters:
+        raise ConfigError("lora.target_parameters", "an empty list adapts nothing: leave it out or name tensors")
+
+
+# Value rules for SFTConfig keys TRL and transformers would take silently or fail on late:
+# key -> (check, what it must be). ``max_steps`` -1 is TRL's "unset": train num_train_epochs.
+def _at_least(n):
+    return lambda v: v >= n
+
+
+SFT_VALUE_RULES: dict[str, tuple[Any, str]] = {
+    "learning_rate": (lambda v: v > 0, "a positive number"),
+    "per_device_train_batch_size": (_at_least(1), "at least 1"),
+    "per_device_eval_batch_size": (_at_least(1), "at least 1"),
+    "gradient_accumulation_steps": (_at_least(1), "at least 1"),
+    "seed": (_at_least(0), "0 or more"),
+    "data_seed": (_at_least(0), "0 or more"),
+    "warmup_steps": (_at_least(0), "0 or more (a float below 1 is a fraction of the steps)"),
+    "warmup_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "max_length": (_at_least(1), "at least 1 (or null: no truncation)"),
+    "max_steps": (lambda v: v == -1 or v >= 1, "-1 (unset: train num_train_epochs) or at least 1"),
+    "num_train_epochs": (lambda v: v > 0, "a positive number"),
+    "weight_decay": (_at_least(0), "0 or more"),
+    "max_grad_norm": (_at_least(0), "0 or more"),
+    "adam_beta1": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "adam_beta2": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "adam_epsilon": (lambda v: v > 0, "a positive number"),
+    "logging_steps": (lambda v: v > 0, "a positive number"),
+    "save_steps": (lambda v: v > 0, "a positive number"),
+    "eval_steps": (lambda v: v > 0, "a positive number"),
+    "save_total_limit": (_at_least(1), "at least 1 (or null: keep all)"),
+    "dataloader_num_workers": (_at_least(0), "0 or more"),
+    "router_aux_loss_coef": (_at_least(0), "0 or more (0 turns the MoE aux loss off; null: the model's own)"),
+    "ddp_timeout": (lambda v: v > 0, "a positive number of seconds"),
+}
+
+
+def check_sft_values(sft: dict[str, Any]) -> None:
+    """Refuse out-of-range SFTConfig values with their key path (after types were checked)."""
+    import math
+
+    for key, (ok, what) in SFT_VALUE_RULES.items():
+        value = sft.get(key)
+        if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        if not math.isfinite(value) or not ok(value):
+            raise ConfigError(f"sft.{key}", f"must be {what}, got {value!r}")
 
 
 def _prepare_config_class():

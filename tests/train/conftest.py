@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from .moe_support import moe_dirs  # noqa: F401  (the MoE fixture checkpoints, a session fixture)
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 ADD = {"type": "function", "function": {
@@ -152,8 +154,13 @@ def recipe_dict(model_dir: Path, prepared: Path, output_dir: Path, **sections) -
 
 def launch(accelerate_config: str, recipe_path: Path, overrides: list[str], *, timeout: int = 600):
     """``accelerate launch --config_file configs/accelerate/<cfg> -m beam_sft train ...`` from the repo root."""
+    import socket
+
+    with socket.socket() as sock:  # a free port: two launches on the configs' default 29500 join each other
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-           str(REPO_ROOT / "configs" / "accelerate" / accelerate_config),
+           str(REPO_ROOT / "configs" / "accelerate" / accelerate_config), "--main_process_port", str(port),
            "-m", "beam_sft", "train", "--config", str(recipe_path), *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}

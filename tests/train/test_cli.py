@@ -55,3 +55,12 @@ def test_model_path_falls_back_to_beam_model_id(fixture_dir, prepared_dir, tmp_p
     with pytest.raises(ConfigError) as info:
         args.func(args)
     assert info.value.path == "model.path"
+
+
+def test_no_private_argparse_api():
+    import inspect
+    import re
+
+    source = inspect.getsource(cli)
+    assert not re.search(r"\._[a-z]\w*", source.replace("._keep_overrides", "").replace("._train", "")
+                         .replace("._merge", "")), "train/cli.py must not reach into argparse's private state"

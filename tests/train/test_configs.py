@@ -28,7 +28,8 @@ def _ids(paths):
 
 def test_every_kind_is_shipped():
     names = {p.name for p in RECIPES}
-    assert {"tiny-cpu.yaml", "tiny-cpu-lora.yaml", "beam-full-zero3.yaml", "beam-lora.yaml"} <= names
+    assert {"tiny-cpu.yaml", "tiny-cpu-lora.yaml", "beam-full-zero3.yaml", "beam-lora.yaml",
+            "tiny-cpu-moe.yaml", "tiny-cpu-moe-lora.yaml"} <= names
     names = {p.stem for p in ACCELERATE}
     for kind in ("ddp", "zero2", "zero3", "fsdp2"):
         assert {kind, f"cpu-{kind}"} <= names
@@ -51,15 +52,39 @@ def test_recipe_loads_and_opens_with_its_purpose_hardware_and_launch_line(path):
     config = launch[0].split("--config_file ")[1].split()[0]
     assert (REPO / config).is_file(), f"{path.name}: launch line names a missing {config}"
     assert f"--config recipes/{path.name}" in launch[0]
+    if "moe" in path.stem:  # the MoE twins name the fixture they expect and how to build it
+        assert yaml.safe_load(path.read_text(encoding="utf-8"))["model"]["path"] == "out/fixture-moe"
+        assert "beam-sft fixture --arch gpt_oss --out out/fixture-moe" in text
+        assert recipe.model.attn_implementation == "eager"
+        assert config.endswith("cpu-fsdp2.yaml" if recipe.lora is None else "cpu-zero3.yaml")
+        if recipe.lora is not None:
+            assert recipe.lora.experts and not recipe.lora.train_routers
+
+
+def test_moe_recipes_train_what_they_say(tmp_path):
+    """Both MoE recipes validate against the fixture they name (LoRA targets exist, routers frozen)."""
+    from beam_sft.harmony.fixture import build_fixture
+    from beam_sft.train.trainer import lora_config
+
+    model_dir = build_fixture(tmp_path / "fixture-moe", arch="gpt_oss")
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    recipe = load_recipe(REPO / "recipes" / "tiny-cpu-moe-lora.yaml", ["--model.path", str(model_dir)])
+    config = lora_config(recipe, model)
+    assert set(config.target_parameters) == {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}
+    assert set(config.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj"}
+    assert all(r.endswith("router") for r in config.exclude_modules)
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=_ids(RECIPES))
 def test_recipe_data_spec_is_a_valid_prepare_config(path):
     from beam_sft.config_utils import from_dict
-    from beam_sft.prepare import config as encode_config
+    from beam_sft.prepare.config import PrepareConfig
+
     spec = load_recipe(path, ["--model.path", "m"]).data.prepare
     if spec is not None:
-        from_dict(encode_config.PrepareConfig, spec, "data.prepare")
+        from_dict(PrepareConfig, spec, "data.prepare")
 
 
 @pytest.mark.parametrize("path", ACCELERATE, ids=_ids(ACCELERATE))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -37,7 +38,10 @@ def test_good_dataset_passes_on_the_trainers_own_batches(fixture_dir, prepared_d
     run = _run(fixture_dir, prepared_dir, tmp_path, sft=sft)
     report, batches = run_data_checks(run.trainer, run.dataset, run.tokenizer, run.recipe)
     assert report.batches == 2 and report.rows_checked >= 2
-    assert report.sequences >= (4 if sft.get("packing") else 4)
+    if sft.get("packing"):  # 2 batches of 2 packed rows, each row holding several whole sequences
+        assert report.sequences > 4
+    else:  # 2 batches x per_device_train_batch_size 2, one sequence a row
+        assert report.sequences == 4
     assert report.packed == bool(sft.get("packing"))
     if "max_length" in sft and not sft.get("packing"):  # truncation really happened, and was matched
         assert max(len(ids) for b in batches for ids, _ in batch_sequences(b, 0)) == 120
@@ -162,3 +166,149 @@ def test_row_index_finds_rows_among_many_of_the_same_length():
     # Candidates are a pre-filter (a few positions); the batch check compares every token after it.
     unbounded = RowIndex(dataset, max_length=None)
     assert 45 in unbounded.candidates(rows[45]) and all(len(rows[i]) == 14 for i in unbounded.candidates(rows[45]))
+
+
+# --- the prepared tokenizer against the model's own, before the weights load (issue 9.11) ----------
+
+
+def _model_with_tokenizer(tmp_path, fixture_dir, tokenizer):
+    """A copy of the fixture model whose own tokenizer is ``tokenizer``."""
+    import shutil
+
+    model_dir = tmp_path / "model"
+    shutil.copytree(fixture_dir, model_dir)
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (model_dir / name).unlink(missing_ok=True)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+def _swapped(tokenizer):
+    """Same size, same added tokens, two ordinary tokens' ids swapped."""
+    import json as _json
+
+    from transformers import PreTrainedTokenizerFast
+
+    data = _json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab = data["model"]["vocab"]
+    a, b = "Paris", "London"
+    if a not in vocab or b not in vocab:
+        a, b = sorted(vocab, key=vocab.get)[300], sorted(vocab, key=vocab.get)[301]
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    from tokenizers import Tokenizer
+
+    swapped = PreTrainedTokenizerFast(tokenizer_object=Tokenizer.from_str(_json.dumps(data)))
+    swapped.chat_template = tokenizer.chat_template
+    return swapped
+
+
+def test_the_prepared_tokenizer_must_be_the_models_own(fixture_dir, tokenizer, tmp_path):
+    from beam_sft.train.preflight import check_model_tokenizer, tokenizer_differences
+
+    check_model_tokenizer(str(fixture_dir), tokenizer)  # the same tokenizer: fine
+    assert tokenizer_differences(tokenizer, tokenizer) == []
+    swapped = _swapped(tokenizer)
+    assert len(swapped) == len(tokenizer)
+    problems = tokenizer_differences(swapped, tokenizer)
+    assert any("other ids" in p for p in problems)
+    with pytest.raises(PreflightError, match="not the model's own"):
+        check_model_tokenizer(str(fixture_dir), swapped)
+
+
+def test_larger_or_smaller_tokenizers_are_refused(fixture_dir, tokenizer, tmp_path):
+    import copy
+
+    from beam_sft.harmony.fixture import FixtureOptions, build_tokenizer
+    from beam_sft.train.preflight import check_model_tokenizer
+
+    larger = copy.deepcopy(tokenizer)
+    larger.add_tokens(["<extra_a>", "<extra_b>"])
+    with pytest.raises(PreflightError, match="1033 tokens in the prepared tokenizer, 1031"):
+        check_model_tokenizer(str(fixture_dir), larger)
+    smaller = build_tokenizer(FixtureOptions(vocab_size=700))  # the hostile trial's 707-token tokenizer
+    assert len(smaller) == 707
+    with pytest.raises(PreflightError, match="707 tokens"):
+        check_model_tokenizer(str(fixture_dir), smaller)
+    # A model without a tokenizer beside it: the size against the embedding rows still decides.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "generation_config.json", "model.safetensors"):
+        (bare / name).write_bytes((fixture_dir / name).read_bytes())
+    check_model_tokenizer(str(bare), tokenizer)
+    for wrong in (smaller, larger):
+        with pytest.raises(PreflightError, match="embedding rows"):
+            check_model_tokenizer(str(bare), wrong)
+
+
+def test_train_refuses_a_foreign_tokenizer_before_loading_weights(fixture_dir, tokenizer, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.harmony.fixture import FixtureOptions, build_tokenizer
+
+    prepared = write_prepared(tmp_path / "small", train_rows(8), build_tokenizer(FixtureOptions(vocab_size=700)))
+
+    def never(*args, **kwargs):
+        raise AssertionError("weights were loaded before the tokenizer check")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", never)
+    with pytest.raises(PreflightError, match="707 tokens"):
+        _run(fixture_dir, prepared, tmp_path)
+
+
+# --- resume_from_checkpoint, checked before the pre-flight and the weights (issue 9.15) -------------
+
+
+def _checkpoint(tmp_path, fixture_dir):
+    import shutil
+
+    folder = tmp_path / "out" / "checkpoint-2"
+    folder.mkdir(parents=True)
+    shutil.copy(fixture_dir / "model.safetensors", folder / "model.safetensors")
+    (folder / "trainer_state.json").write_text(json.dumps({"global_step": 2}))
+    return folder
+
+
+@pytest.mark.parametrize("damage", ["none-there", "no-state", "bad-state", "truncated", "garbage", "no-weights", "file"])
+def test_a_bad_checkpoint_is_refused_naming_the_folder(damage, fixture_dir, prepared_dir, tmp_path, monkeypatch):
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.errors import ConfigError
+
+    value = True
+    if damage != "none-there":
+        folder = _checkpoint(tmp_path, fixture_dir)
+        value = str(folder)
+        weights = folder / "model.safetensors"
+        if damage == "no-state":
+            (folder / "trainer_state.json").unlink()
+        elif damage == "bad-state":
+            (folder / "trainer_state.json").write_text("{not json")
+        elif damage == "truncated":
+            weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+        elif damage == "garbage":
+            weights.write_bytes(b"\x00" * 64)
+        elif damage == "no-weights":
+            weights.unlink()
+        elif damage == "file":
+            value = str(weights)
+
+    def never(*args, **kwargs):
+        raise AssertionError("weights were loaded before the checkpoint check")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", never)
+    recipe = recipe_from_dict(recipe_dict(fixture_dir, prepared_dir, tmp_path / "out",
+                                          sft={"resume_from_checkpoint": value}))
+    with pytest.raises(ConfigError) as info:
+        build(recipe)
+    assert info.value.path == "sft.resume_from_checkpoint"
+    named = str(tmp_path / "out") if damage == "none-there" else str(Path(value).parent if damage == "file" else value)
+    assert named in str(info.value)
+
+
+def test_a_good_checkpoint_resolves(fixture_dir, tmp_path):
+    from beam_sft.train.resume import resolve_checkpoint
+
+    folder = _checkpoint(tmp_path, fixture_dir)
+    assert resolve_checkpoint(True, tmp_path / "out") == str(folder)
+    assert resolve_checkpoint(str(folder), "elsewhere") == str(folder)
+    assert resolve_checkpoint(None, "x") is None and resolve_checkpoint(False, "x") is None

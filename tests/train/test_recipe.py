@@ -82,7 +82,6 @@ def test_data_needs_exactly_one_source():
 
 
 def test_prepare_spec_is_checked_as_a_prepare_config():
-    import beam_sft.prepare.config  # noqa: F401 (a broken import must fail, not skip)
     with pytest.raises(ConfigError) as info:
         recipe_from_dict({"model": {"path": "m"}, "data": {"prepare": {"sources": [], "max_lenght": 8}}})
     assert info.value.path == "data.prepare.max_lenght"
@@ -112,3 +111,78 @@ def test_resume_accepts_true_or_a_path():
 def test_to_dict_round_trips():
     recipe = _recipe(lora={"r": 4}, sft={"max_steps": 3})
     assert recipe_from_dict(recipe.to_dict()) == recipe
+
+
+# --- every value checked before any heavy work, with its full key path (issue 9.12) ----------------
+
+
+@pytest.mark.parametrize(
+    ("sections", "path"),
+    [
+        ({"sft": {"learning_rate": -1}}, "sft.learning_rate"),
+        ({"sft": {"per_device_train_batch_size": 0}}, "sft.per_device_train_batch_size"),
+        ({"sft": {"per_device_train_batch_size": -2}}, "sft.per_device_train_batch_size"),
+        ({"sft": {"seed": -1}}, "sft.seed"),
+        ({"sft": {"warmup_steps": -5}}, "sft.warmup_steps"),
+        ({"sft": {"gradient_accumulation_steps": 0}}, "sft.gradient_accumulation_steps"),
+        ({"sft": {"max_length": 0}}, "sft.max_length"),
+        ({"sft": {"max_steps": -3}}, "sft.max_steps"),
+        ({"sft": {"max_steps": 0}}, "sft.max_steps"),
+        ({"sft": {"num_train_epochs": 0}}, "sft.num_train_epochs"),
+        ({"sft": {"router_aux_loss_coef": -0.1}}, "sft.router_aux_loss_coef"),
+        ({"sft": {"learning_rate": float("nan")}}, "sft.learning_rate"),
+        ({"lora": {"r": -8}}, "lora.r"),
+        ({"lora": {"r": 0}}, "lora.r"),
+        ({"lora": {"dropout": 2.0}}, "lora.dropout"),
+        ({"lora": {"dropout": -0.1}}, "lora.dropout"),
+        ({"lora": {"alpha": 0}}, "lora.alpha"),
+        ({"lora": {"experts": True, "dropout": 0.05}}, "lora.dropout"),
+        ({"lora": {"target_parameters": [], "dropout": 0.0}}, "lora.target_parameters"),
+        ({"preflight": {"packing_tolerance": -1}}, "preflight.packing_tolerance"),
+        ({"preflight": {"packing_tolerance": 1e9}}, "preflight.packing_tolerance"),
+        ({"preflight": {"packing_tolerance": 0}}, "preflight.packing_tolerance"),
+        ({"preflight": {"timeout": 0}}, "preflight.timeout"),
+        ({"preflight": {"timeout": -5}}, "preflight.timeout"),
+    ],
+)
+def test_out_of_range_values_fail_with_their_path(sections, path):
+    with pytest.raises(ConfigError) as info:
+        recipe_from_dict({**BASE, **sections})
+    assert info.value.path == path
+    assert str(info.value).startswith(f"{path}: ")
+
+
+@pytest.mark.parametrize(
+    "sections",
+    [
+        {"sft": {"max_steps": -1}},  # TRL's "unset": train num_train_epochs
+        {"sft": {"warmup_steps": 0.03, "seed": 0, "max_length": None}},
+        {"lora": {"r": 1, "dropout": 0.0, "experts": True}},
+        {"preflight": {"packing_tolerance": 1e-3, "timeout": 30}},
+    ],
+)
+def test_values_in_range_pass(sections):
+    recipe_from_dict({**BASE, **sections})
+
+
+def test_string_fields_keep_the_raw_text_of_an_override(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("model: {path: m}\ndata: {prepared: p}\n")
+    recipe = load_recipe(path, ["--sft.run_name", "2024.10", "--sft.output_dir=1e3", "--model.path", "007",
+                                "--sft.learning_rate", "2e-5", "--sft.max_steps", "7", "--sft.resume_from_checkpoint",
+                                "true", "--lora.target_modules", "[q_proj, v_proj]"])
+    assert recipe.sft["run_name"] == "2024.10"
+    assert recipe.sft["output_dir"] == "1e3"
+    assert recipe.model.path == "007"
+    assert recipe.sft["learning_rate"] == pytest.approx(2e-5) and recipe.sft["max_steps"] == 7
+    assert recipe.sft["resume_from_checkpoint"] is True
+    assert recipe.lora.target_modules == ["q_proj", "v_proj"]
+
+
+def test_missing_model_path_fails_before_any_work(tmp_path):
+    from beam_sft.train.trainer import build
+
+    recipe = recipe_from_dict({"data": {"prepared": str(tmp_path / "never-read")}})
+    with pytest.raises(ConfigError) as info:
+        build(recipe)
+    assert info.value.path == "model.path"

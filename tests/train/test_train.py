@@ -119,8 +119,6 @@ def test_lora_adapter_saves_and_merges(fixture_dir, prepared_dir, tmp_path):
 
 
 def test_a_data_spec_is_prepared_first_then_trained(fixture_dir, tmp_path):
-    import beam_sft.prepare.pipeline  # noqa: F401 (a broken import must fail, not skip)
-
     from .conftest import train_rows
 
     rows = tmp_path / "rows.jsonl"

@@ -1,0 +1,67 @@
+"""The one place that touches accelerate's private state (cpu_fsdp), applied only where a CPU FSDP
+launch asks for it; the rank watch's message names the silent rank."""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_sft.train import cpu_fsdp
+
+
+def test_accelerate_still_has_what_cpu_fsdp_relies_on():
+    missing = cpu_fsdp.check_internals()
+    assert missing == [], f"accelerate changed: {missing} (update beam_sft/train/cpu_fsdp.py)"
+
+
+def test_check_internals_names_a_missing_private(monkeypatch):
+    from accelerate.state import PartialState
+
+    monkeypatch.delattr(PartialState, "_shared_state")
+    assert cpu_fsdp.check_internals() == ["accelerate.state.PartialState._shared_state"]
+
+
+@pytest.mark.parametrize(("fsdp", "use_cpu", "gpu", "promoted"),
+                         [("true", True, True, True), ("true", False, False, True), ("true", False, True, False),
+                          ("false", True, False, False), (None, True, False, False)])
+def test_cpu_fsdp_only_where_a_cpu_fsdp_launch_asks(monkeypatch, fsdp, use_cpu, gpu, promoted):
+    import torch
+    from trl import SFTTrainer
+
+    from beam_sft.train.trainer import trainer_class
+
+    monkeypatch.delenv("ACCELERATE_USE_CPU", raising=False)
+    if fsdp is None:
+        monkeypatch.delenv("ACCELERATE_USE_FSDP", raising=False)
+    else:
+        monkeypatch.setenv("ACCELERATE_USE_FSDP", fsdp)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
+    cls = trainer_class(use_cpu)
+    assert (cls is not SFTTrainer) == promoted
+    assert issubclass(cls, SFTTrainer)
+
+
+def test_silent_rank_is_named():
+    from beam_sft.train.ranks import silent_ranks_message
+
+    message = silent_ranks_message("[Rank 0]: Ranks 1 failed to pass monitoredBarrier in 2000 ms", "the data checks",
+                                   2, 0)
+    assert message.startswith("rank(s) 1 did not answer within 2s at the data checks")
+
+
+def test_torch_still_has_what_the_rank_watch_relies_on():
+    import importlib
+
+    from beam_sft.train.ranks import PRIVATE_NAMES
+
+    missing = [f"{m}.{n}" for m, n in PRIVATE_NAMES if not hasattr(importlib.import_module(m), n)]
+    assert missing == [], f"torch changed: {missing} (update beam_sft/train/ranks.py)"
+
+
+def test_the_process_group_waits_the_preflight_timeout_until_the_preflight_is_over():
+    from beam_sft.train.recipe import recipe_from_dict
+    from beam_sft.train.trainer import build_sft_config
+
+    base = {"model": {"path": "m"}, "data": {"prepared": "p"}, "sft": {"output_dir": "/tmp/x", "use_cpu": True}}
+    assert build_sft_config(recipe_from_dict({**base, "preflight": {"timeout": 42}})).ddp_timeout == 42
+    lower = {**base, "sft": {**base["sft"], "ddp_timeout": 20}}
+    assert build_sft_config(recipe_from_dict(lower)).ddp_timeout == 20

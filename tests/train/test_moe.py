@@ -1,0 +1,186 @@
+"""Mixture-of-experts training in one process: the aux loss in the loss, LoRA on attention and experts
+with frozen routers, merge, ZeRO-3 leaf marking, and packing isolation on sliding windows and sinks."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+import torch
+
+from beam_sft.errors import ConfigError, PreflightError
+from beam_sft.train.callbacks import read_losses
+from beam_sft.train.moe import moe_layout
+from beam_sft.train.packing import check_isolation, disable_cache, isolation_diff
+from beam_sft.train.preflight import first_batches
+from beam_sft.train.recipe import recipe_from_dict
+from beam_sft.train.trainer import build, train
+
+from .conftest import recipe_dict
+
+ARCHES = ["gpt_oss", "deepseek_v3"]
+ATTN = {"gpt_oss": "eager", "deepseek_v3": "sdpa"}  # gpt-oss has no sdpa path in transformers
+
+
+def _recipe(model_dir, prepared, out, arch, **sections):
+    model = {"attn_implementation": ATTN[arch], **sections.pop("model", {})}
+    return recipe_from_dict(recipe_dict(model_dir, prepared, out, model=model, **sections))
+
+
+def test_layout_finds_blocks_routers_and_fused_experts(moe_dirs, fixture_dir):
+    from transformers import AutoModelForCausalLM
+
+    gpt = moe_layout(AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"]))
+    assert len(gpt.blocks) == 4 and all(r.endswith(".mlp.router") for r in gpt.routers)
+    assert gpt.expert_parameters == ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+    deepseek = moe_layout(AutoModelForCausalLM.from_pretrained(moe_dirs["deepseek_v3"]))
+    assert deepseek.blocks == ("model.layers.1.mlp",) and deepseek.routers == ("model.layers.1.mlp.gate",)
+    assert not moe_layout(AutoModelForCausalLM.from_pretrained(fixture_dir)).is_moe
+
+
+def test_aux_loss_is_in_the_logged_loss(moe_dirs, prepared_dir, tmp_path):
+    """Step 1 starts from the same weights and batch: the difference is exactly coef x aux_loss."""
+    sft = {"max_steps": 1}
+    with_aux = train(_recipe(moe_dirs["gpt_oss"], prepared_dir, tmp_path / "a", "gpt_oss", sft=sft))
+    without = train(_recipe(moe_dirs["gpt_oss"], prepared_dir, tmp_path / "b", "gpt_oss",
+                            sft={**sft, "router_aux_loss_coef": 0.0}))
+    a, b = read_losses(with_aux)[0], read_losses(without)[0]
+    assert "aux_loss" in a and "aux_loss" not in b
+    coef = 0.01  # the fixture config's router_aux_loss_coef
+    assert a["loss"] - b["loss"] == pytest.approx(coef * a["aux_loss"], rel=1e-3, abs=1e-6)
+    assert a["loss"] > b["loss"]
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, prepared_dir, tmp_path):
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train import cli
+
+    base_dir = moe_dirs[arch]
+    out = train(_recipe(base_dir, prepared_dir, tmp_path / "lora", arch,
+                        lora={"r": 4, "alpha": 8, "dropout": 0.0, "experts": True},
+                        sft={"max_steps": 3, "learning_rate": 1e-2}))
+    weights = load_file(out / "adapter_model.safetensors")
+    experts = {k: v for k, v in weights.items() if ".experts." in k and "lora_B" in k}
+    attention = {k: v for k, v in weights.items() if "self_attn" in k and "lora_B" in k}
+    assert experts and attention
+    assert all(float(v.abs().max()) > 0 for v in experts.values()), "expert LoRA trained away from zero"
+    assert not [k for k in weights if ".router." in k or ".mlp.gate." in k], "routers stay frozen"
+
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["merge", str(out), "-o", str(tmp_path / "merged")])
+    assert args.func(args) == 0
+    ids = torch.tensor([[5, 17, 300, 42, 9, 100] * 6])  # longer than the sliding window
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged").eval()
+    adapted = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir), str(out)).eval()
+    plain = AutoModelForCausalLM.from_pretrained(base_dir).eval()
+    with torch.no_grad():
+        want, got, before = adapted(ids).logits, merged(ids).logits, plain(ids).logits
+    assert torch.allclose(got, want, atol=1e-4)
+    assert not torch.allclose(got, before, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_routers_are_frozen_under_lora_unless_asked(arch, moe_dirs, prepared_dir, tmp_path):
+    layout_routers = {"gpt_oss": ".mlp.router.", "deepseek_v3": ".mlp.gate."}[arch]
+    lora = {"r": 4, "alpha": 8, "dropout": 0.0, "experts": True}
+    run = build(_recipe(moe_dirs[arch], prepared_dir, tmp_path / "a", arch, lora=lora,
+                        preflight={"enabled": False}))
+    trainable = [n for n, p in run.trainer.model.named_parameters() if p.requires_grad]
+    assert trainable and not [n for n in trainable if layout_routers in n]
+    run = build(_recipe(moe_dirs[arch], prepared_dir, tmp_path / "b", arch, lora={**lora, "train_routers": True},
+                        preflight={"enabled": False}))
+    trainable = [n for n, p in run.trainer.model.named_parameters() if p.requires_grad]
+    assert [n for n in trainable if layout_routers in n]
+
+
+def test_lora_experts_on_a_dense_model_is_refused(fixture_dir, prepared_dir, tmp_path):
+    recipe = recipe_from_dict(recipe_dict(fixture_dir, prepared_dir, tmp_path / "o",
+                                          lora={"r": 4, "dropout": 0.0, "experts": True}))
+    with pytest.raises(ConfigError) as info:
+        build(recipe)
+    assert info.value.path == "lora.experts"
+
+
+def test_moe_blocks_become_zero3_leaves(moe_dirs):
+    from deepspeed.utils import z3_leaf_module
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.moe import mark_zero3_leaves
+
+    model = AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"])
+    assert mark_zero3_leaves(model) == 4
+    assert all(z3_leaf_module(layer.mlp) for layer in model.model.layers)
+    assert not z3_leaf_module(model.model.layers[0].self_attn)
+
+
+# --- packing isolation on sliding windows and attention sinks (gpt_oss) -----------------------------
+
+
+def _packed_batch(model_dir, prepared_dir, tmp_path, arch="gpt_oss"):
+    run = build(_recipe(model_dir, prepared_dir, tmp_path / "p", arch, sft={"packing": True, "max_length": 384},
+                        preflight={"enabled": False}))
+    batch = first_batches(run.trainer, 1)[0]
+    return run, batch
+
+
+def test_packed_gpt_oss_batch_is_isolated_across_sliding_and_full_layers(moe_dirs, prepared_dir, tmp_path):
+    run, batch = _packed_batch(moe_dirs["gpt_oss"], prepared_dir, tmp_path)
+    from beam_sft.train.packing import segments
+
+    spans = [e - s for s, e in segments(batch["position_ids"][0]) if e - s > 1]
+    assert len(spans) >= 2 and min(spans) > run.trainer.model.config.sliding_window  # the windows slide
+    result = check_isolation(run.trainer.model, batch, pad_token_id=run.tokenizer.pad_token_id,
+                             attn_implementation="eager")
+    assert result.compared_sequences >= 1 and result.max_abs_diff < 1e-4
+
+
+def test_transformers_own_gpt_oss_packing_leaks_and_is_refused(moe_dirs, prepared_dir, tmp_path):
+    """Without our masks, GptOssModel builds its masks without the position ids: packed sequences
+    attend to each other. The pre-flight check refuses that set-up."""
+    from transformers import AutoModelForCausalLM
+
+    run, batch = _packed_batch(moe_dirs["gpt_oss"], prepared_dir, tmp_path)
+    plain = AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"], attn_implementation="eager")
+    disable_cache(plain)
+    assert isolation_diff(plain, batch, pad_token_id=run.tokenizer.pad_token_id).max_abs_diff > 0.05
+    with pytest.raises(PreflightError, match="packing leaks attention"):
+        check_isolation(plain, batch, pad_token_id=run.tokenizer.pad_token_id, attn_implementation="eager")
+
+
+def test_gpt_oss_attention_implementations_that_cannot_run_are_refused(moe_dirs, prepared_dir, tmp_path):
+    run, batch = _packed_batch(moe_dirs["gpt_oss"], prepared_dir, tmp_path)
+    with pytest.raises(ConfigError) as info:  # transformers has no sdpa path for gpt-oss
+        build(_recipe(moe_dirs["gpt_oss"], prepared_dir, tmp_path / "s", "gpt_oss",
+                      model={"attn_implementation": "sdpa"}))
+    assert info.value.path == "model.attn_implementation"
+    flex = build(_recipe(moe_dirs["gpt_oss"], prepared_dir, tmp_path / "f", "gpt_oss",
+                         model={"attn_implementation": "flex_attention"}, sft={"packing": True, "max_length": 384},
+                         preflight={"enabled": False}))
+    with pytest.raises(PreflightError, match="flex_attention"):  # sinks are GPU-only under flex
+        check_isolation(flex.trainer.model, batch, pad_token_id=run.tokenizer.pad_token_id,
+                        attn_implementation="flex_attention")
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa", "flex_attention"])
+def test_packed_deepseek_v3_batch_is_isolated(attn, moe_dirs, prepared_dir, tmp_path):
+    run = build(_recipe(moe_dirs["deepseek_v3"], prepared_dir, tmp_path / "p", "deepseek_v3",
+                        model={"attn_implementation": attn}, sft={"packing": True, "max_length": 384},
+                        preflight={"enabled": False}))
+    batch = first_batches(run.trainer, 1)[0]
+    result = check_isolation(run.trainer.model, batch, pad_token_id=run.tokenizer.pad_token_id,
+                             attn_implementation=attn)
+    assert result.max_abs_diff < 1e-4
+
+
+def test_packed_gpt_oss_training_passes_the_preflight(moe_dirs, prepared_dir, tmp_path):
+    import json
+
+    out = train(_recipe(moe_dirs["gpt_oss"], prepared_dir, tmp_path / "t", "gpt_oss",
+                        sft={"packing": True, "max_length": 384, "max_steps": 2}))
+    meta = json.loads((out / "beam_run.json").read_text())
+    assert meta["preflight"]["packed"] is True and meta["preflight"]["packing_max_logit_diff"] < 1e-4

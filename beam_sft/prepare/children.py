@@ -3,8 +3,11 @@ with it, however it dies (kill -9 included), and leave Ctrl-C to it.
 
 ``children_die_with_me()`` arms an ``os.register_at_fork`` hook for its duration: in every child
 forked meanwhile, Linux's ``PR_SET_PDEATHSIG`` makes the kernel send SIGTERM when the parent goes,
-SIGINT is ignored (the parent handles it, cleans up and says so in one line) and SIGTERM gets its
-default action (die quietly). ``subprocess`` launches do not run the hook (they exec at once).
+SIGINT is ignored (the parent handles it, cleans up and says so in one line) and SIGTERM exits
+quietly through ``SystemExit``, not the default action, so that multiprocessing's exit handlers run
+in the child: ``datasets``' queue manager removes its ``pymp-*`` socket folder from TMPDIR (killed
+outright, it would leave the folder behind whenever the parent is killed with kill -9).
+``subprocess`` launches do not run the hook (they exec at once).
 """
 
 from __future__ import annotations
@@ -19,13 +22,17 @@ _armed_for: list[int] = []  # the pid children must die with, while armed (the h
 _registered: list[bool] = []
 
 
+def _exit_quietly(signum, frame) -> None:
+    raise SystemExit(128 + signum)  # multiprocessing's bootstrap exits on it without a traceback
+
+
 def _in_child() -> None:
     if not _armed_for:
         return
     parent = _armed_for[-1]
     _armed_for.clear()  # a grandchild is its parent's business
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, _exit_quietly)
     try:
         import ctypes
 

@@ -59,9 +59,11 @@ class Clock:
 
 def verify_folder(directory: Path, num_proc: int) -> None:
     """Run ``beam_sft.verify`` on a prepared folder; VerificationError naming it on any violation."""
+    from beam_sft.prepare.children import children_die_with_me
     from beam_sft.verify import verify_prepared
 
-    result = verify_prepared(directory, num_proc=num_proc)
+    with children_die_with_me():  # verify's pool workers too: die with us, leave SIGINT/SIGTERM to us
+        result = verify_prepared(directory, num_proc=num_proc)
     if not result.ok:
         raise VerificationError(
             f"{directory}: {len(result.violations)} mask violation(s); see report.json and verify_violations.jsonl"
@@ -80,10 +82,12 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
     one of ours) and VerificationError names it; ``final`` is left as it was.
     """
     if verify:
+        from beam_sft.prepare.children import children_die_with_me
         from beam_sft.verify import verify_prepared
 
         started = time.time()
-        result = verify_prepared(staging, num_proc=num_proc)
+        with children_die_with_me():  # verify's pool workers too: die with us, leave SIGINT/SIGTERM to us
+            result = verify_prepared(staging, num_proc=num_proc)
         seconds = round(time.time() - started, 3)
         if clock is not None:
             clock.phase("verify")

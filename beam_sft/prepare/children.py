@@ -3,10 +3,11 @@ with it, however it dies (kill -9 included), and leave Ctrl-C to it.
 
 ``children_die_with_me()`` arms an ``os.register_at_fork`` hook for its duration: in every child
 forked meanwhile, Linux's ``PR_SET_PDEATHSIG`` makes the kernel send SIGTERM when the parent goes,
-SIGINT is ignored (the parent handles it, cleans up and says so in one line) and SIGTERM exits
-quietly through ``SystemExit``, not the default action, so that multiprocessing's exit handlers run
-in the child: ``datasets``' queue manager removes its ``pymp-*`` socket folder from TMPDIR (killed
-outright, it would leave the folder behind whenever the parent is killed with kill -9).
+SIGINT is ignored (the parent handles it, cleans up and says so in one line) and SIGTERM kills as its
+default action does, except in ``datasets``' queue manager, which exits through ``SystemExit`` so
+that its exit handlers remove its ``pymp-*`` socket folder from TMPDIR (killed outright, it would
+leave the folder behind whenever the parent is killed with kill -9). Workers are not given
+``SystemExit``: library code that catches it would keep them alive, and the pool's terminate waits.
 ``subprocess`` launches do not run the hook (they exec at once).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from collections.abc import Iterator
 
 _PR_SET_PDEATHSIG = 1
@@ -22,8 +24,19 @@ _armed_for: list[int] = []  # the pid children must die with, while armed (the h
 _registered: list[bool] = []
 
 
-def _exit_quietly(signum, frame) -> None:
-    raise SystemExit(128 + signum)  # multiprocessing's bootstrap exits on it without a traceback
+def _is_queue_manager() -> bool:
+    for name in ("multiprocess", "multiprocessing"):  # datasets forks through dill's multiprocess
+        module = sys.modules.get(name)
+        if module is not None and module.current_process().name.startswith("SyncManager"):
+            return True
+    return False
+
+
+def _on_sigterm(signum, frame) -> None:
+    if _is_queue_manager():
+        raise SystemExit(128 + signum)  # its server loop exits on it, quietly, running exit handlers
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
 
 
 def _in_child() -> None:
@@ -32,7 +45,7 @@ def _in_child() -> None:
     parent = _armed_for[-1]
     _armed_for.clear()  # a grandchild is its parent's business
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _exit_quietly)
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         import ctypes
 

@@ -178,8 +178,13 @@ class Run:
             time.sleep(0.02)
         return True
 
-    def wait(self, timeout: float = 300) -> int:
-        self.proc.wait(timeout=timeout)
+    def wait(self, timeout: float = 120) -> int:
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:  # a hang is a failure; leave no process of it behind
+            for entry in self.survivors():
+                os.kill(int(entry.split()[0]), signal.SIGKILL)
+            raise
         for reader in self._readers:
             reader.join(timeout=30)
         return self.proc.returncode

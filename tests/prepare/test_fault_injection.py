@@ -293,24 +293,28 @@ def _assert_equal_to_reference(work: Workload, folder: Path) -> None:
     assert got["files"] == ref["files"]
 
 
-def _assert_clean_interrupt(run: Run, signum: int) -> None:
-    """A SIGTERM/SIGINT run ends on one line, exit 128 + signum, without a traceback.
+def _assert_clean_interrupt(run: Run, signum: int) -> bool:
+    """A SIGTERM/SIGINT run ends on one line, exit 128 + signum, without a traceback; returns whether
+    the run had finished its work (published) before the signal came.
 
-    The one exception: a signal that arrives while the interpreter is still starting (before
-    ``beam-sft`` could install its handler) kills it by the signal's default action: then nothing may
-    have been printed or written (checked by the caller's side-entry and snapshot checks).
+    Two exceptions, both by the signal's default action: a signal that arrives while the interpreter
+    is still starting (before ``beam-sft`` could install its handler): then nothing may have been
+    printed or written (checked by the caller); and one that arrives after the work was done and the
+    summary printed (while the interpreter exits): the result is published and complete.
     """
     name = signal.Signals(signum).name
+    finished = "prepared dataset: out" in run.stdout
+    if run.returncode == 0 or (run.returncode == -signum and finished):
+        assert finished and "Traceback" not in run.stderr, run.stderr
+        return True
     if run.returncode == -signum:
         assert run.stderr.strip() == "", f"killed by {name} after it had started:\n{run.stderr}"
-        return
-    if run.returncode == 0:  # the signal came after the work was done (the summary was printed)
-        assert "prepared dataset: out" in run.stdout, run.stderr
-        return
+        return False
     assert run.returncode == 128 + signum, f"exit {run.returncode}:\n{run.stderr}"
     assert "Traceback" not in run.stderr, run.stderr
     last = [line for line in run.lines if line.strip()][-1]
     assert last == f"beam-sft prepare: interrupted by {name}; nothing was published, staging removed"
+    return False
 
 
 def _interrupt_and_rerun(work: Workload, name: str, signum: int, *, delay: float | None = None,
@@ -328,8 +332,7 @@ def _interrupt_and_rerun(work: Workload, name: str, signum: int, *, delay: float
     if signum == signal.SIGKILL:
         assert run.returncode == -signal.SIGKILL or run.returncode == 0, run.stderr
     else:
-        _assert_clean_interrupt(run, signum)
-        if run.returncode != 0:  # it said nothing was published, and nothing was
+        if not _assert_clean_interrupt(run, signum):  # it said nothing was published, and nothing was
             assert not case.out.exists(), run.stderr
             assert case.side_entries() == [], f"left beside the output: {case.side_entries()}"
     run.assert_no_survivors()

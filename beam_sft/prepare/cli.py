@@ -209,7 +209,9 @@ def run_prepare(args: argparse.Namespace) -> int:
     from beam_sft.prepare.pipeline import prepare
     from beam_sft.prepare.progress import cli_progress
 
-    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(message)s", stream=sys.stderr)
+    # Our INFO lines only: other libraries' loggers stay at WARNING (a torch import cut short by a signal
+    # would otherwise print its INFO statistics at exit, after our one-line message).
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("beam_sft").setLevel(logging.WARNING if args.quiet else logging.INFO)
     config = build_config(args)
 

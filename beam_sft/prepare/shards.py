@@ -73,8 +73,9 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
     from datasets import concatenate_datasets, load_from_disk
 
     output.check_output_target(final)
-    staging = output.staging_dir(final)
+    staging = output.staging_path(final)
     try:
+        output.staging_dir(final)
         dataset = concatenate_datasets([load_from_disk(str(s)) for s in shards])
         dataset.save_to_disk(str(staging))
         shutil.copytree(shards[0] / TOKENIZER_DIR, staging / TOKENIZER_DIR)

@@ -12,6 +12,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,9 +45,37 @@ def _read_pid(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
 @contextlib.contextmanager
 def output_lock(final: Path) -> Iterator[Path]:
-    """Hold the lock of ``final`` for the duration; OutputLocked when a live process holds it."""
+    """Hold the lock of ``final`` for the duration; OutputLocked when a live process holds it.
+
+    SIGINT and SIGTERM wait while the lock file is taken and released (a handler that raises there
+    would leave the file behind); they arrive once the holder is inside the block that removes it.
+    """
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+    try:
+        fd, path = _acquire(final)
+    except BaseException:  # refused or unwritable: nothing of ours to remove
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        raise
+    try:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a signal that waited is handled here, inside
+        yield path
+    finally:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
+        try:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            os.close(fd)  # releases the flock
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def _acquire(final: Path) -> tuple[int, Path]:
+    """Take the flock and write our pid; (the locked fd, the lock file)."""
     path = lock_path(final)
     while True:
         try:
@@ -77,8 +106,9 @@ def output_lock(final: Path) -> Iterator[Path]:
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, f"{os.getpid()}\n".encode())
-        yield path
-    finally:
+    except BaseException:
         with contextlib.suppress(OSError):
             path.unlink()
-        os.close(fd)  # releases the flock
+        os.close(fd)
+        raise
+    return fd, path

@@ -48,6 +48,12 @@ def check_output_target(final: Path) -> None:
         raise OutputRefused(final, f"it is a prepared folder but also holds {', '.join(foreign[:5])}")
 
 
+def staging_path(final: Path) -> Path:
+    """This process's staging directory for ``final`` (named before it is made, so that a caller's
+    clean-up covers an interrupt that lands while ``staging_dir`` makes it)."""
+    return final.parent / f".{final.name}.staging-{os.getpid()}"
+
+
 def staging_dir(final: Path) -> Path:
     """A fresh directory beside ``final`` to write into (same filesystem, so the rename is atomic).
 
@@ -56,7 +62,7 @@ def staging_dir(final: Path) -> Path:
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(final)
-        staging = final.parent / f".{final.name}.staging-{os.getpid()}"
+        staging = staging_path(final)
         if staging.exists():
             shutil.rmtree(staging)
         staging.mkdir()

@@ -117,6 +117,10 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     data.load_prepared(prepared_dir)  # checks the contract's columns where the data really is
     dataset = data.load_prepared(data.dataset_view(prepared_dir, Path(args.output_dir), args.distributed_state))
     tokenizer = data.load_tokenizer(prepared_dir)
+    if recipe.preflight.enabled:  # on a GPU: refuse a plan larger than the free memory, before loading
+        from beam_sft.train.plan import check_plan_fits
+
+        check_plan_fits(recipe, world_size=args.world_size)
     model = load_model(recipe)
     if recipe.preflight.enabled:
         check_tokenizer(tokenizer)

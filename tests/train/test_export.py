@@ -1,0 +1,178 @@
+"""``beam-sft export``: sharded checkpoints -> from_pretrained folders whose logits equal the model's.
+
+Default tier: a DCP (FSDP ``SHARDED_STATE_DICT`` layout) checkpoint written in one process, for the
+dense fixture and for gpt_oss / deepseek_v3 configs built here, exported in several small shards.
+Slow tier: real 2-process ZeRO-3 and FSDP2 full fine-tunes of the fixture save sharded, resume
+with the same losses, and export to a folder whose logits equal the trained model's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from beam_sft.errors import BeamError, OutputRefused
+from beam_sft.train.export import FSDP_DIR, checkpoint_format, export_checkpoint, parse_size, plan_shards
+
+from .test_plan import tiny_deepseek_v3, tiny_gpt_oss
+
+IDS = torch.tensor([[5, 17, 300, 42, 7, 99, 3, 250]])
+
+
+def _logits(model):
+    model.eval()
+    with torch.no_grad():
+        return model(IDS).logits
+
+
+def write_dcp(model, folder):
+    """What accelerate's save_fsdp_model writes with SHARDED_STATE_DICT, from one process."""
+    import torch.distributed.checkpoint as dcp
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(str(folder))
+    dcp.save({"model": model.state_dict()}, storage_writer=dcp.FileSystemWriter(str(folder / FSDP_DIR)),
+             no_dist=True)
+    return folder
+
+
+def _tiny_model(arch, fixture_dir):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    if arch == "llama":
+        return AutoModelForCausalLM.from_pretrained(fixture_dir)
+    return AutoModelForCausalLM.from_config({"gpt_oss": tiny_gpt_oss, "deepseek_v3": tiny_deepseek_v3}[arch]())
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt_oss", "deepseek_v3"])
+def test_export_dcp_in_small_shards_gives_the_same_logits(arch, fixture_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    model = _tiny_model(arch, fixture_dir)
+    with torch.no_grad():  # move off the init values so a reader that returns zeros/init would fail
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    checkpoint = write_dcp(model, tmp_path / "ckpt")
+    assert checkpoint_format(checkpoint) == "fsdp"
+    out = export_checkpoint(checkpoint, tmp_path / "exported", dtype="float32", max_shard_bytes=64_000)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2, "several shards"
+    exported = AutoModelForCausalLM.from_pretrained(out)
+    assert torch.equal(_logits(exported), _logits(model))
+
+
+def test_export_refuses_what_it_must(fixture_dir, tmp_path):
+    model = _tiny_model("llama", fixture_dir)
+    checkpoint = write_dcp(model, tmp_path / "ckpt")
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "mine.txt").write_text("the user's file")
+    with pytest.raises(OutputRefused):
+        export_checkpoint(checkpoint, taken)
+    assert (taken / "mine.txt").read_text() == "the user's file"
+    with pytest.raises(BeamError, match="no sharded checkpoint"):
+        export_checkpoint(fixture_dir, tmp_path / "x")
+    other = tmp_path / "other"  # a config that does not match the checkpoint
+    _tiny_model("gpt_oss", fixture_dir).config.save_pretrained(str(other))
+    with pytest.raises(BeamError, match="disagree"):
+        export_checkpoint(checkpoint, tmp_path / "y", config=other)
+
+
+def test_sizes_and_shard_plan():
+    assert parse_size("5GB") == 5 * 10**9 and parse_size("200MiB") == 200 * 2**20 and parse_size("10") == 10
+    with pytest.raises(BeamError):
+        parse_size("lots")
+    assert plan_shards({"a": 6, "b": 5, "c": 20, "d": 1}, 10) == [["a"], ["b"], ["c"], ["d"]]
+    assert plan_shards({"a": 3, "b": 3, "c": 3, "d": 3}, 7) == [["a", "b"], ["c", "d"]]
+
+
+# ---------------------------------------------------------------- slow: real sharded runs
+
+def probe_launch(accelerate_config, recipe_path, probe_out, overrides=(), *, timeout=900, extra_launch=()):
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO_ROOT
+
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+           str(REPO_ROOT / "configs" / "accelerate" / accelerate_config), *extra_launch,
+           str(REPO_ROOT / "tests" / "train" / "probe_launch.py"), "--probe-out", str(probe_out),
+           "--config", str(recipe_path), *overrides]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"launch failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return result
+
+
+SHARDED = {"zero3": ("cpu-zero3.yaml", "deepspeed"), "fsdp2": ("cpu-fsdp2.yaml", "fsdp")}
+
+
+@pytest.fixture(scope="module", params=list(SHARDED))
+def sharded_run(request, fixture_dir, prepared_dir, tmp_path_factory):
+    """A full fine-tune of the dense fixture, 2 CPU processes, saving sharded at steps 2 and 4."""
+    import yaml
+
+    from .conftest import recipe_dict
+
+    strategy = request.param
+    tmp = tmp_path_factory.mktemp(f"sharded-{strategy}")
+    out = tmp / "out"
+    data = recipe_dict(fixture_dir, prepared_dir, out)
+    data["sft"].update({"use_cpu": True, "max_steps": 4, "save_strategy": "steps", "save_steps": 2})
+    recipe = tmp / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    probe_launch(SHARDED[strategy][0], recipe, tmp / "probe")
+    return {"strategy": strategy, "out": out, "probe": tmp / "probe", "recipe": recipe, "tmp": tmp,
+            "format": SHARDED[strategy][1]}
+
+
+@pytest.mark.slow
+def test_sharded_save_and_export_match_the_trained_model(sharded_run, fixture_dir):
+    from transformers import AutoModelForCausalLM
+
+    out = sharded_run["out"]
+    meta = json.loads((out / "beam_run.json").read_text())
+    assert meta["checkpoint_format"] == sharded_run["format"]
+    assert not any(out.glob("*.safetensors")), "a full fine-tune under ZeRO-3/FSDP2 is not gathered on save"
+    assert checkpoint_format(out / "checkpoint-2") == sharded_run["format"]
+
+    exported = export_checkpoint(out, sharded_run["tmp"] / "exported", dtype="float32", max_shard_bytes=100_000)
+    model = AutoModelForCausalLM.from_pretrained(exported)
+    trained = torch.load(sharded_run["probe"] / "logits.pt")
+    torch.testing.assert_close(_logits(model), trained, rtol=1e-5, atol=1e-5)
+    untrained = _logits(AutoModelForCausalLM.from_pretrained(fixture_dir))
+    assert not torch.allclose(trained, untrained, atol=1e-3), "training changed the model"
+    assert (exported / "chat_template.jinja").is_file() or "chat_template" in json.loads(
+        (exported / "tokenizer_config.json").read_text())
+
+
+@pytest.mark.slow
+def test_resume_from_the_sharded_checkpoint_gives_the_same_losses(sharded_run):
+    from beam_sft.train.callbacks import read_losses
+
+    out, resumed = sharded_run["out"], sharded_run["tmp"] / "resumed"
+    probe_launch(SHARDED[sharded_run["strategy"]][0], sharded_run["recipe"], sharded_run["tmp"] / "probe-resume",
+                 ["--sft.output_dir", str(resumed), "--sft.resume_from_checkpoint", str(out / "checkpoint-2")])
+    whole = {r["step"]: r["loss"] for r in read_losses(out)}
+    again = {r["step"]: r["loss"] for r in read_losses(resumed)}
+    assert sorted(again) == [3, 4]
+    for step in (3, 4):
+        assert again[step] == pytest.approx(whole[step], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_plan_matches_the_bytes_each_rank_holds(sharded_run, fixture_dir):
+    """Issue 14: per-rank parameter and optimizer bytes of the real run equal the plan's within 5%."""
+    from beam_sft.train.plan import PlanSetup, plan
+
+    result = plan(fixture_dir, PlanSetup(gpus=2, strategy=sharded_run["strategy"], dtype="float32"))
+    for rank in (0, 1):
+        held = json.loads((sharded_run["probe"] / f"memory-{rank}.json").read_text())
+        assert held["kind"] == sharded_run["strategy"]
+        assert held["parameters"] == pytest.approx(result.per_gpu_bytes["weights"], rel=0.05), held
+        assert held["optimizer"] == pytest.approx(result.per_gpu_bytes["optimizer"], rel=0.05), held

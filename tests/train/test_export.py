@@ -176,3 +176,40 @@ def test_plan_matches_the_bytes_each_rank_holds(sharded_run, fixture_dir):
         assert held["kind"] == sharded_run["strategy"]
         assert held["parameters"] == pytest.approx(result.per_gpu_bytes["weights"], rel=0.05), held
         assert held["optimizer"] == pytest.approx(result.per_gpu_bytes["optimizer"], rel=0.05), held
+
+
+def _peak_rss_kib(args, cwd):
+    """Peak RSS (KiB) of the process tree of ``beam-sft ARGS``, measured by a parent that waits for it."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO_ROOT
+
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "beam_sft", *args], cwd=cwd,
+                            env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_export_memory_stays_near_one_shard(tmp_path):
+    """A 1.3 GB (fp32) model exported in 64 MB shards: the peak RSS above the tooling's own baseline
+    (``beam-sft plan`` on the same config: torch, transformers, the meta model) stays far below it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=16,
+                         num_attention_heads=16, num_key_value_heads=4, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    checkpoint = write_dcp(model, tmp_path / "ckpt")
+    del model
+    baseline = _peak_rss_kib(["plan", "--model", str(checkpoint)], tmp_path) * 1024
+    peak = _peak_rss_kib(["export", str(checkpoint), "-o", str(tmp_path / "out"), "--dtype", "float32",
+                          "--max-shard-size", "64MB"], tmp_path) * 1024
+    print(f"export peak RSS {peak / 2**20:.0f} MiB, baseline {baseline / 2**20:.0f} MiB, "
+          f"model {model_bytes / 2**20:.0f} MiB")
+    assert peak - baseline < 0.35 * model_bytes

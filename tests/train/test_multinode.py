@@ -165,3 +165,51 @@ def test_two_machines_on_localhost_train_like_one(strategy, fixture_dir, prepare
     assert sorted(losses["two"]) == [1, 2, 3, 4]
     for step in range(1, 5):
         assert losses["two"][step] == pytest.approx(losses["one"][step], rel=1e-6)
+
+
+# ---------------------------------------------------------------- tensor / expert parallelism on gloo
+
+# mode -> expected: the fraction of (all, expert) parameters a rank holds when it runs (logits equal the
+# unsharded model's, backward and an AdamW step work), or the text of its refusal. Measured 2026-12-01.
+PARALLEL_MODES = {
+    "transformers tp_size=2 (llama)": (0.50, None),
+    # gpt_oss's base_model_tp_plan shards only the embedding: the experts stay whole on every rank.
+    "transformers tp_size=2 (gpt_oss)": (0.80, 1.0),
+    "transformers ep_size=2 fsdp_size=2 (gpt_oss)": (0.50, 0.50),
+    "transformers ep_size=2 tp_size=2 (gpt_oss)": (0.58, 0.50),  # experts split, attention whole
+    "transformers fsdp_size=2 (gpt_oss)": (0.50, 0.50),
+    "transformers ep_size=2 (gpt_oss)": "`ep_size` must divide `fsdp_size * tp_size`",
+    "accelerate tp_size=2 (llama)": "got DistributedType.MULTI_CPU",
+}
+
+
+@pytest.fixture(scope="module")
+def parallel_models(tmp_path_factory):
+    out = tmp_path_factory.mktemp("parallel")
+    subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "train" / "parallel_probe.py"), str(out), "--build"],
+                   check=True, capture_output=True, timeout=300)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", list(PARALLEL_MODES))
+def test_what_tensor_and_expert_parallelism_do_on_gloo(mode, parallel_models):
+    """What the pinned transformers' DistributedConfig and accelerate's ParallelismConfig do with 2 CPU
+    processes over gloo (docs/fine-tuning-beam.md reports it); a change in either version shows here."""
+    import json
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PROBE_MODE": mode,
+           "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                    "--master_port", str(_free_port()), str(REPO_ROOT / "tests" / "train" / "parallel_probe.py"),
+                    str(parallel_models)], env=env, capture_output=True, timeout=300, check=True)
+    result = json.loads((parallel_models / f"results-{mode.replace(' ', '_')}.json").read_text())[mode]
+    expected = PARALLEL_MODES[mode]
+    if isinstance(expected, tuple):
+        assert result["ok"] and result["backward"], result
+        assert result["max_logit_diff"] < 1e-5
+        assert result["held_fraction"] == pytest.approx(expected[0], abs=0.01), result
+        if expected[1] is not None:
+            assert result["expert_held_fraction"] == pytest.approx(expected[1], abs=0.01), result
+    else:
+        assert not result["ok"] and expected in result["error"], result

@@ -185,3 +185,64 @@ def test_check_plan_fits_refuses_before_loading(fixture_dir):
 
     if not torch.cuda.is_available():  # no GPU: the hook does nothing
         assert check_plan_fits(recipe, world_size=2) is None
+
+
+# ---------------------------------------------------------------- the Beam recipes' headers
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+# What an H100 80 GB and an H200 141 GB report (81559 and 143771 MiB), in GiB.
+GPUS = {"H100 80 GB": "79.6", "H200 141 GB": "140.4"}
+
+
+def _header(path):
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# ").rstrip())
+    return lines
+
+
+@pytest.mark.parametrize("name", ["beam-full-zero3.yaml", "beam-lora.yaml"])
+def test_beam_recipe_header_figures_are_what_plan_says(name, capsys):
+    """Recompute the nodes and GPUs each Beam recipe's header states, with the header's own plan line,
+    and check that line describes the recipe (length, micro-batch, LoRA rank, checkpointing)."""
+    import re
+    import shlex
+
+    from beam_sft.cli import main
+    from beam_sft.train.recipe import load_recipe
+
+    path = REPO / "recipes" / name
+    header = _header(path)
+    text = "\n".join(header)
+    plan_line = next(line for line in header if line.startswith("plan: beam-sft plan "))
+    argv = shlex.split(plan_line.removeprefix("plan: beam-sft "))
+    gpu_at = argv.index("--gpu-memory")
+    argv = argv[:gpu_at] + argv[gpu_at + 2:]
+    assert "approximation" in text and "configs/models/beam-approx.json" in argv
+
+    recipe = load_recipe(path, ["--model.path", "m"])
+    opts = dict(zip(argv, [*argv[1:], None], strict=True))
+    assert int(opts["--max-length"]) == recipe.sft["max_length"]
+    assert int(opts["--micro-batch"]) == recipe.sft["per_device_train_batch_size"]
+    assert ("--activation-checkpointing" in argv) == bool(recipe.sft["activation_checkpointing"])
+    assert (int(opts["--lora"]) if "--lora" in opts else None) == (recipe.lora.r if recipe.lora else None)
+
+    stated = {}
+    for gpu in GPUS:
+        match = re.search(rf"{gpu}: (\d+) nodes x 8 GPUs \((\d+) GPUs\)", text)
+        assert match, f"{name}: no figure for {gpu}"
+        stated[gpu] = (int(match.group(1)), int(match.group(2)))
+        assert main([*argv, "--gpu-memory", GPUS[gpu], "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert (result["nodes_needed"], result["gpus_needed"]) == stated[gpu], gpu
+    sbatch = re.search(r"sbatch --nodes=(\d+) scripts/slurm/train.sbatch recipes/" + re.escape(name), text)
+    assert sbatch and int(sbatch.group(1)) == stated["H200 141 GB"][0]
+
+
+def test_beam_approx_config_is_501b_total_23b_active():
+    result = plan(REPO / "configs" / "models" / "beam-approx.json")
+    assert round(result.parameters["total"] / 1e9) == 501
+    assert round(result.parameters["active"] / 1e9) == 23
+    assert result.model_type == "gpt_oss"

@@ -195,7 +195,7 @@ def parallel_models(tmp_path_factory):
 @pytest.mark.parametrize("mode", list(PARALLEL_MODES))
 def test_what_tensor_and_expert_parallelism_do_on_gloo(mode, parallel_models):
     """What the pinned transformers' DistributedConfig and accelerate's ParallelismConfig do with 2 CPU
-    processes over gloo (docs/fine-tuning-beam.md reports it); a change in either version shows here."""
+    processes over gloo (README, "Fine-tuning Beam", reports it); a change in either version shows here."""
     import json
 
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PROBE_MODE": mode,

@@ -13,7 +13,7 @@ strategy     full fine-tune, bytes per parameter    sharded over
 ===========  =====================================  ==========================================
 ddp          weights w, gradients w, AdamW 2w        nothing (every GPU holds everything)
 zero3        weights w, gradients w, AdamW 12        all GPUs (fp32 master copy + two fp32 moments)
-             (fp32 master + moments)
+zero2        the same                                gradients and AdamW state only
 fsdp2        weights 4, gradients 4, AdamW 8         all GPUs (accelerate upcasts trainable
                                                      parameters to fp32 under mixed precision)
 ===========  =====================================  ==========================================
@@ -38,7 +38,7 @@ from typing import Any
 from beam_sft.errors import BeamError, ConfigError, PreflightError
 
 GIB = 1024**3
-STRATEGIES = ("zero3", "fsdp2", "ddp")
+STRATEGIES = ("zero3", "zero2", "fsdp2", "ddp")
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # Names a config uses for the number of routed experts and for how many each token uses.
 NUM_EXPERTS_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
@@ -233,17 +233,19 @@ def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params
     """Bytes each GPU holds, by component, for ``setup`` over ``setup.gpus`` GPUs."""
     w = DTYPE_BYTES[setup.dtype]
     shards = 1 if setup.strategy == "ddp" else setup.gpus
+    weight_shards = 1 if setup.strategy in ("ddp", "zero2") else setup.gpus
     total = counts.total
     if setup.lora_r is None:
-        per_param = {"ddp": (w, w, 2 * w), "zero3": (w, w, 12), "fsdp2": (4, 4, 8)}[setup.strategy]
-        weights, grads, optim = (math.ceil(total * b / shards) for b in per_param)
+        per_param = {"ddp": (w, w, 2 * w), "zero3": (w, w, 12), "zero2": (w, w, 12), "fsdp2": (4, 4, 8)}[setup.strategy]
+        weights = math.ceil(total * per_param[0] / weight_shards)
+        grads, optim = (math.ceil(total * b / shards) for b in per_param[1:])
         lora = 0
         trainable = total
     else:
-        weights, grads, optim = math.ceil(total * w / shards), 0, 0
+        weights, grads, optim = math.ceil(total * w / weight_shards), 0, 0
         lora = math.ceil(lora_params * 16 / shards)
         trainable = lora_params
-    if setup.strategy == "ddp":
+    if setup.strategy in ("ddp", "zero2"):
         working = trainable * (4 if setup.lora_r is not None else w)  # gradient buckets
     else:
         working = 2 * counts.largest_layer * w  # the running layer and the prefetched one, unsharded
@@ -271,6 +273,7 @@ def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096) -> Pl
     nodes = None
     if setup.strategy == "ddp":  # nothing is sharded: more GPUs change nothing per GPU
         nodes = 1 if total <= usable else None
+        # (zero2 keeps every weight on every GPU: the search below finds its floor too)
     else:
         # Memory per GPU only falls as nodes are added, so the first that fits is the fewest.
         for n in range(1, max_nodes + 1):
@@ -336,7 +339,12 @@ def strategy_from_environment(env=None) -> str:
 
     env = os.environ if env is None else env
     if env.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        return "zero3" if env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE", "3") == "3" else "ddp"
+        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
+        config_file = env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
+        if config_file and Path(config_file).is_file():
+            stage = str(json.loads(Path(config_file).read_text(encoding="utf-8"))
+                        .get("zero_optimization", {}).get("stage", stage))
+        return {"3": "zero3", "2": "zero2", "1": "zero2"}.get(str(stage), "ddp")
     if env.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
         return "fsdp2"
     return "ddp"

@@ -246,3 +246,25 @@ def test_beam_approx_config_is_501b_total_23b_active():
     assert round(result.parameters["total"] / 1e9) == 501
     assert round(result.parameters["active"] / 1e9) == 23
     assert result.model_type == "gpt_oss"
+
+
+def test_strategy_from_the_launcher_environment():
+    from beam_sft.train.plan import strategy_from_environment
+
+    zero2, zero3 = REPO / "configs" / "deepspeed" / "zero2.json", REPO / "configs" / "deepspeed" / "zero3.json"
+    assert strategy_from_environment({"ACCELERATE_USE_DEEPSPEED": "true",
+                                      "ACCELERATE_DEEPSPEED_CONFIG_FILE": str(zero3)}) == "zero3"
+    assert strategy_from_environment({"ACCELERATE_USE_DEEPSPEED": "true",
+                                      "ACCELERATE_DEEPSPEED_CONFIG_FILE": str(zero2)}) == "zero2"
+    assert strategy_from_environment({"ACCELERATE_USE_DEEPSPEED": "true",
+                                      "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}) == "zero3"
+    assert strategy_from_environment({"ACCELERATE_USE_FSDP": "true"}) == "fsdp2"
+    assert strategy_from_environment({}) == "ddp"
+
+
+def test_zero2_shards_gradients_and_optimizer_but_not_weights():
+    config = llama3_8b()
+    counts = count_parameters(config)
+    mem = memory_per_gpu(counts, config, PlanSetup(gpus=8, strategy="zero2"))
+    assert mem["weights"] == counts.total * 2
+    assert mem["gradients"] == -(-counts.total * 2 // 8) and mem["optimizer"] == -(-counts.total * 12 // 8)

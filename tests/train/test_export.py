@@ -110,29 +110,61 @@ def probe_launch(accelerate_config, recipe_path, probe_out, overrides=(), *, tim
 
 
 SHARDED = {"zero3": ("cpu-zero3.yaml", "deepspeed"), "fsdp2": ("cpu-fsdp2.yaml", "fsdp")}
+ZERO3_MOE = pytest.mark.skip(reason="MoE under ZeRO-3 hangs until the trainer marks the expert modules as "
+                                    "DeepSpeed leaf modules (issue 13; measured: no step in 240 s)")
+RUNS = [pytest.param(("llama", "zero3"), id="llama-zero3"), pytest.param(("llama", "fsdp2"), id="llama-fsdp2"),
+        pytest.param(("gpt_oss", "fsdp2"), id="gpt_oss-fsdp2"),
+        pytest.param(("deepseek_v3", "fsdp2"), id="deepseek_v3-fsdp2"),
+        pytest.param(("gpt_oss", "zero3"), id="gpt_oss-zero3", marks=ZERO3_MOE),
+        pytest.param(("deepseek_v3", "zero3"), id="deepseek_v3-zero3", marks=ZERO3_MOE)]
 
 
-@pytest.fixture(scope="module", params=list(SHARDED))
-def sharded_run(request, fixture_dir, prepared_dir, tmp_path_factory):
-    """A full fine-tune of the dense fixture, 2 CPU processes, saving sharded at steps 2 and 4."""
+def moe_checkpoint(arch: str, out, tokenizer):
+    """A tiny MoE checkpoint matching the fixture tokenizer, built from transformers' config here (the
+    project's `beam-sft fixture --arch` lands with issue 13)."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from beam_sft.harmony import markers
+
+    stop = [tokenizer.convert_tokens_to_ids(m) for m in markers.STOP_MARKERS]
+    config = {"gpt_oss": tiny_gpt_oss, "deepseek_v3": tiny_deepseek_v3}[arch]()
+    config.vocab_size, config.eos_token_id, config.bos_token_id = len(tokenizer), stop, None
+    config.pad_token_id = tokenizer.pad_token_id
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    model.generation_config = GenerationConfig(eos_token_id=stop, pad_token_id=tokenizer.pad_token_id,
+                                               bos_token_id=None)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module", params=RUNS)
+def sharded_run(request, fixture_dir, tokenizer, prepared_dir, tmp_path_factory):
+    """A full fine-tune, 2 CPU processes, saving sharded at steps 2 and 4: the dense fixture under
+    ZeRO-3 and FSDP2, and MoE models (gpt_oss: sinks and sliding windows, deepseek_v3: shared experts
+    and MLA) under FSDP2."""
     import yaml
 
     from .conftest import recipe_dict
 
-    strategy = request.param
-    tmp = tmp_path_factory.mktemp(f"sharded-{strategy}")
+    arch, strategy = request.param
+    tmp = tmp_path_factory.mktemp(f"sharded-{arch}-{strategy}")
+    model_dir = fixture_dir if arch == "llama" else moe_checkpoint(arch, tmp / "model", tokenizer)
     out = tmp / "out"
-    data = recipe_dict(fixture_dir, prepared_dir, out)
+    data = recipe_dict(model_dir, prepared_dir, out)
+    if arch == "gpt_oss":  # transformers 5.24's gpt_oss refuses sdpa (attention sinks)
+        data["model"]["attn_implementation"] = "eager"
     data["sft"].update({"use_cpu": True, "max_steps": 4, "save_strategy": "steps", "save_steps": 2})
     recipe = tmp / "recipe.yaml"
     recipe.write_text(yaml.safe_dump(data))
     probe_launch(SHARDED[strategy][0], recipe, tmp / "probe")
-    return {"strategy": strategy, "out": out, "probe": tmp / "probe", "recipe": recipe, "tmp": tmp,
-            "format": SHARDED[strategy][1]}
+    return {"strategy": strategy, "arch": arch, "model": model_dir, "out": out, "probe": tmp / "probe",
+            "recipe": recipe, "tmp": tmp, "format": SHARDED[strategy][1]}
 
 
 @pytest.mark.slow
-def test_sharded_save_and_export_match_the_trained_model(sharded_run, fixture_dir):
+def test_sharded_save_and_export_match_the_trained_model(sharded_run):
     from transformers import AutoModelForCausalLM
 
     out = sharded_run["out"]
@@ -145,7 +177,7 @@ def test_sharded_save_and_export_match_the_trained_model(sharded_run, fixture_di
     model = AutoModelForCausalLM.from_pretrained(exported)
     trained = torch.load(sharded_run["probe"] / "logits.pt")
     torch.testing.assert_close(_logits(model), trained, rtol=1e-5, atol=1e-5)
-    untrained = _logits(AutoModelForCausalLM.from_pretrained(fixture_dir))
+    untrained = _logits(AutoModelForCausalLM.from_pretrained(sharded_run["model"]))
     assert not torch.allclose(trained, untrained, atol=1e-3), "training changed the model"
     assert (exported / "chat_template.jinja").is_file() or "chat_template" in json.loads(
         (exported / "tokenizer_config.json").read_text())
@@ -166,11 +198,11 @@ def test_resume_from_the_sharded_checkpoint_gives_the_same_losses(sharded_run):
 
 
 @pytest.mark.slow
-def test_plan_matches_the_bytes_each_rank_holds(sharded_run, fixture_dir):
+def test_plan_matches_the_bytes_each_rank_holds(sharded_run):
     """Issue 14: per-rank parameter and optimizer bytes of the real run equal the plan's within 5%."""
     from beam_sft.train.plan import PlanSetup, plan
 
-    result = plan(fixture_dir, PlanSetup(gpus=2, strategy=sharded_run["strategy"], dtype="float32"))
+    result = plan(sharded_run["model"], PlanSetup(gpus=2, strategy=sharded_run["strategy"], dtype="float32"))
     for rank in (0, 1):
         held = json.loads((sharded_run["probe"] / f"memory-{rank}.json").read_text())
         assert held["kind"] == sharded_run["strategy"]

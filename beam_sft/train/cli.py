@@ -99,6 +99,7 @@ def _add_plan(subparsers) -> None:
     plan.add_argument("--micro-batch", type=int, default=1)
     plan.add_argument("--activation-checkpointing", action="store_true")
     plan.add_argument("--reserve", type=float, default=3.0, help="GiB kept for CUDA context, NCCL, fragmentation")
+    plan.add_argument("--trust-remote-code", action="store_true", help="let a hub config run its own code")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(func=_plan)
 
@@ -115,7 +116,7 @@ def _plan(args) -> int:
                       strategy=args.strategy, dtype=args.dtype, lora_r=args.lora, lora_experts=args.lora_experts,
                       max_length=args.max_length, micro_batch=args.micro_batch,
                       activation_checkpointing=args.activation_checkpointing, reserve_gib=args.reserve)
-    result = plan(args.model, setup)
+    result = plan(args.model, setup, trust_remote_code=args.trust_remote_code)
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_plan(result))
     return 0
 

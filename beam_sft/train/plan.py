@@ -112,7 +112,7 @@ class Plan:
 
 # ---------------------------------------------------------------- the model, from its config only
 
-def load_model_config(source):
+def load_model_config(source, *, trust_remote_code: bool = False):
     """A transformers config from a config object, a ``config.json`` path, or a model directory/hub id."""
     from transformers import AutoConfig, PretrainedConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -130,7 +130,7 @@ def load_model_config(source):
             raise BeamError(f"{path}: unknown or missing model_type {model_type!r}")
         return CONFIG_MAPPING[model_type].from_dict(data)
     try:
-        return AutoConfig.from_pretrained(str(source))
+        return AutoConfig.from_pretrained(str(source), trust_remote_code=trust_remote_code)
     except OSError as exc:
         raise BeamError(f"{source}: no model config found ({exc})") from exc
 
@@ -140,8 +140,10 @@ def meta_model(config):
     import torch
     from transformers import AutoModelForCausalLM
 
+    # A config loaded with trust_remote_code carries its code's auto_map; building it needs the same trust.
+    trust = bool(getattr(config, "auto_map", None))
     with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config)
+        return AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
 
 
 def _config_int(config, keys) -> int | None:
@@ -260,11 +262,11 @@ def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params
     }
 
 
-def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096) -> Plan:
+def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust_remote_code: bool = False) -> Plan:
     """Count the model of ``source`` (config, config.json, model dir) and plan ``setup`` on it."""
     import dataclasses
 
-    config = load_model_config(source)
+    config = load_model_config(source, trust_remote_code=trust_remote_code)
     counts = count_parameters(config)
     lora_params = lora_parameters(config, setup.lora_r, experts=setup.lora_experts) if setup.lora_r else 0
     per_gpu = memory_per_gpu(counts, config, setup, lora_params=lora_params)
@@ -365,6 +367,18 @@ def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: st
     )
 
 
+def _any_process(flag: bool) -> bool:
+    import torch
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1):
+        return flag
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    value = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(value, op=dist.ReduceOp.MAX)
+    return bool(value.item())
+
+
 def check_plan_fits(recipe, *, world_size: int, free_bytes: int | None = None, strategy: str | None = None):
     """Refuse a launch whose plan exceeds this GPU's free memory, before any weight is loaded.
 
@@ -378,12 +392,13 @@ def check_plan_fits(recipe, *, world_size: int, free_bytes: int | None = None, s
             return None
         free_bytes = torch.cuda.mem_get_info()[0]
     setup = recipe_setup(recipe, world_size=world_size, gpu_memory_gib=free_bytes / GIB, strategy=strategy)
-    result = plan(recipe.model.path, setup, max_nodes=1)
-    if not result.fits:
+    result = plan(recipe.model.path, setup, max_nodes=1, trust_remote_code=recipe.model.trust_remote_code)
+    if _any_process(not result.fits):  # every process stops together (a lone refusal would hang the rest)
         parts = ", ".join(f"{k} {v / GIB:.2f}" for k, v in result.per_gpu_bytes.items() if v)
+        where = "" if not result.fits else "another process has too little free memory; on this one "
         raise PreflightError(
-            f"pre-flight failed: the plan for {recipe.model.path} needs {result.total_bytes / GIB:.2f} GiB per GPU "
-            f"({parts}) but {free_bytes / GIB:.2f} GiB is free, with {setup.strategy} over {world_size} "
-            f"processes; add GPUs, enable activation checkpointing, or lower the micro-batch "
-            f"(`beam-sft plan --model {recipe.model.path} ...` shows how many nodes fit)")
+            f"pre-flight failed: {where}the plan for {recipe.model.path} with {setup.strategy} over {world_size} "
+            f"processes needs {result.total_bytes / GIB:.2f} GiB per GPU ({parts}) and {free_bytes / GIB:.2f} GiB "
+            "is free; add GPUs, enable activation checkpointing, or lower the micro-batch or max_length "
+            f"(`beam-sft plan --model {recipe.model.path} ...` prints the fewest nodes that fit)")
     return result

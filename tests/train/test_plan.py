@@ -268,3 +268,38 @@ def test_zero2_shards_gradients_and_optimizer_but_not_weights():
     mem = memory_per_gpu(counts, config, PlanSetup(gpus=8, strategy="zero2"))
     assert mem["weights"] == counts.total * 2
     assert mem["gradients"] == -(-counts.total * 2 // 8) and mem["optimizer"] == -(-counts.total * 12 // 8)
+
+
+def _refusal_worker(rank, port, model_dir, results):
+    import os
+
+    import torch.distributed as dist
+
+    from beam_sft.train.recipe import recipe_from_dict
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    recipe = recipe_from_dict({"model": {"path": model_dir, "dtype": "float32"}, "data": {"prepared": "unused"},
+                               "sft": {"max_length": 256}})
+    try:  # only rank 0 is short of memory: both must refuse, or rank 1 would wait in a collective
+        check_plan_fits(recipe, world_size=2, free_bytes=1024 if rank == 0 else 64 * GIB)
+        results[rank] = "started"
+    except PreflightError as exc:
+        results[rank] = str(exc)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_check_plan_fits_stops_every_process_together(fixture_dir):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = mp.Manager().dict()
+    mp.spawn(_refusal_worker, args=(port, str(fixture_dir), results), nprocs=2, join=True)
+    assert "pre-flight failed" in results[0] and "pre-flight failed" in results[1]
+    assert "another process has too little free memory" in results[1]
+    assert "another process" not in results[0]

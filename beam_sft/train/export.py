@@ -122,7 +122,7 @@ def _deepspeed_tensors(checkpoint: Path, names: list[str]) -> dict:
     missing = [n for n in names if n not in lazy]
     if missing:
         raise BeamError(f"{checkpoint}: the DeepSpeed checkpoint lacks {missing[:5]}")
-    out = {name: lazy[name].contiguous().clone() for name in names}
+    out = {name: lazy[name].contiguous() for name in names}  # a fresh tensor, not a view of the mmap
     del lazy
     gc.collect()
     return out

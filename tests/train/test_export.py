@@ -98,8 +98,13 @@ def probe_launch(accelerate_config, recipe_path, probe_out, overrides=(), *, tim
 
     from .conftest import REPO_ROOT
 
+    import socket
+
+    with socket.socket() as s:  # never the default 29500: other runs on this host may hold it
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-           str(REPO_ROOT / "configs" / "accelerate" / accelerate_config), *extra_launch,
+           str(REPO_ROOT / "configs" / "accelerate" / accelerate_config), "--main_process_port", port, *extra_launch,
            str(REPO_ROOT / "tests" / "train" / "probe_launch.py"), "--probe-out", str(probe_out),
            "--config", str(recipe_path), *overrides]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
@@ -245,3 +250,29 @@ def test_export_memory_stays_near_one_shard(tmp_path):
     print(f"export peak RSS {peak / 2**20:.0f} MiB, baseline {baseline / 2**20:.0f} MiB, "
           f"model {model_bytes / 2**20:.0f} MiB")
     assert peak - baseline < 0.35 * model_bytes
+
+
+@pytest.mark.slow
+def test_fsdp2_lora_saves_the_adapter_whole(fixture_dir, prepared_dir, tmp_path):
+    """Under SHARDED_STATE_DICT a LoRA adapter is still gathered (it is small) into adapter_model.safetensors,
+    and the reloaded adapter gives the trained model's logits."""
+    import yaml
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from .conftest import recipe_dict
+
+    out = tmp_path / "out"
+    data = recipe_dict(fixture_dir, prepared_dir, out, lora={"r": 4, "alpha": 8, "dropout": 0.0})
+    data["sft"].update({"use_cpu": True, "max_steps": 3, "learning_rate": 1e-2})
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    probe_launch("cpu-fsdp2.yaml", recipe, tmp_path / "probe")
+    meta = json.loads((out / "beam_run.json").read_text())
+    assert meta["checkpoint_format"] == "from_pretrained" and meta["distributed"]["type"] == "FSDP"
+    weights = load_file(out / "adapter_model.safetensors")
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    assert lora_b and all(float(v.abs().max()) > 0 for v in lora_b)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(fixture_dir), str(out))
+    torch.testing.assert_close(_logits(model), torch.load(tmp_path / "probe" / "logits.pt"), rtol=1e-5, atol=1e-5)

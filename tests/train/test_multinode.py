@@ -152,7 +152,7 @@ def test_two_machines_on_localhost_train_like_one(strategy, fixture_dir, prepare
         recipe = tmp_path / f"{name}.yaml"
         recipe.write_text(yaml.safe_dump(data))
         if name == "one":
-            _finish(_launch(f"cpu-{strategy}.yaml", recipe, []))
+            _finish(_launch(f"cpu-{strategy}.yaml", recipe, ["--main_process_port", str(_free_port())]))
         else:
             port = str(_free_port())
             procs = [_launch(f"cpu-multinode-{strategy}.yaml", recipe,

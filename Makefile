@@ -54,3 +54,11 @@ lint: install
 
 clean:
 	rm -rf out .pytest_cache .ruff_cache
+
+.PHONY: gpu-check gpu-check-dry
+GPU_CHECK_ARGS ?=
+gpu-check: install  ## on one CUDA GPU: throughput padded vs packed, MFU, memory vs plan, bf16 isolation (< 8 min)
+	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+
+gpu-check-dry: install  ## the same check on the CPU, tiny config, two steps (the default tests run it)
+	$(PY) benchmarks/gpu_check.py --dry-run --out out/gpu-check-dry.json $(GPU_CHECK_ARGS)

@@ -1,4 +1,4 @@
-"""``beam-sft train`` and ``beam-sft merge``.
+"""``beam-sft train``, ``merge``, ``plan`` and ``export``.
 
 Launch training through accelerate, one line per recipe (the recipe's header gives it)::
 
@@ -40,6 +40,8 @@ def register(subparsers) -> None:
     merge.add_argument("--base", help="base model (default: the adapter's base_model_name_or_path)")
     merge.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     merge.set_defaults(func=_merge)
+    _add_plan(subparsers)
+    _add_export(subparsers)
 
 
 def _add_train(subparsers):
@@ -75,4 +77,68 @@ def _merge(args) -> int:
 
     out = merge_adapter(args.adapter, args.out, base=args.base, dtype=args.dtype)
     print(f"beam-sft merge: merged model saved to {out}")
+    return 0
+
+
+def _add_plan(subparsers) -> None:
+    plan = subparsers.add_parser(
+        "plan", help="exact parameter counts and memory per GPU: does a run fit, on how many nodes?",
+        description="Build the model on the meta device from its config (nothing is loaded), count its "
+                    "parameters (total and active per token) and plan the memory each GPU holds.")
+    plan.add_argument("--model", default=os.environ.get("BEAM_MODEL_ID"),
+                      help="config.json, model directory or hub id (default: $BEAM_MODEL_ID)")
+    plan.add_argument("--gpus", type=int, default=8, help="GPUs in all (default 8)")
+    plan.add_argument("--gpu-memory", type=float, default=80.0, help="GiB per GPU (default 80)")
+    plan.add_argument("--gpus-per-node", type=int, default=8)
+    plan.add_argument("--strategy", default="zero3", choices=["zero3", "zero2", "fsdp2", "ddp"])
+    plan.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
+    plan.add_argument("--lora", type=int, metavar="R", help="LoRA rank (default: full fine-tune)")
+    plan.add_argument("--lora-experts", action="store_true", help="LoRA on the expert tensors too")
+    plan.add_argument("--max-length", type=int, default=4096)
+    plan.add_argument("--micro-batch", type=int, default=1)
+    plan.add_argument("--activation-checkpointing", action="store_true")
+    plan.add_argument("--reserve", type=float, default=3.0, help="GiB kept for CUDA context, NCCL, fragmentation")
+    plan.add_argument("--trust-remote-code", action="store_true", help="let a hub config run its own code")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.set_defaults(func=_plan)
+
+
+def _plan(args) -> int:
+    import json
+
+    from beam_sft.errors import BeamError
+    from beam_sft.train.plan import PlanSetup, format_plan, plan
+
+    if not args.model:
+        raise BeamError("--model is required (a config.json, a model directory; or set BEAM_MODEL_ID)")
+    setup = PlanSetup(gpus=args.gpus, gpu_memory_gib=args.gpu_memory, gpus_per_node=args.gpus_per_node,
+                      strategy=args.strategy, dtype=args.dtype, lora_r=args.lora, lora_experts=args.lora_experts,
+                      max_length=args.max_length, micro_batch=args.micro_batch,
+                      activation_checkpointing=args.activation_checkpointing, reserve_gib=args.reserve)
+    result = plan(args.model, setup, trust_remote_code=args.trust_remote_code)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else format_plan(result))
+    return 0
+
+
+def _add_export(subparsers) -> None:
+    export = subparsers.add_parser(
+        "export", help="turn a sharded ZeRO-3/FSDP2 checkpoint into a from_pretrained folder, offline",
+        description="Read a DeepSpeed ZeRO or FSDP (torch.distributed.checkpoint) checkpoint shard by shard "
+                    "and write safetensors shards plus config and tokenizer; memory stays near one shard.")
+    export.add_argument("checkpoint", help="a checkpoint-N folder or a sharded final output folder")
+    export.add_argument("-o", "--out", required=True, help="new or empty output folder")
+    export.add_argument("--config", help="folder or config.json of the model (default: the checkpoint's, "
+                                         "else its parent's)")
+    export.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"],
+                        help="output dtype (default: the config's dtype, else float32)")
+    export.add_argument("--max-shard-size", default="5GB", help="largest output shard (e.g. 5GB, 200MB)")
+    export.set_defaults(func=_export)
+
+
+def _export(args) -> int:
+    from beam_sft.train.export import export_checkpoint, parse_size
+
+    out = export_checkpoint(args.checkpoint, args.out, config=args.config, dtype=args.dtype,
+                            max_shard_bytes=parse_size(args.max_shard_size))
+    print(f"beam-sft export: wrote {out}")
     return 0

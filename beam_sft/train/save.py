@@ -1,9 +1,14 @@
 """Save the trained model (or LoRA adapter) with everything needed to use it.
 
-The output directory holds the weights (gathered from ZeRO-3/FSDP shards by ``Trainer.save_model``),
-the tokenizer with its chat template (``chat_template.jinja``) and response template
+The output directory holds the weights, the tokenizer with its chat template (``chat_template.jinja``) and response template
 (``tokenizer_config.json``), the generation config, and ``beam_run.json``: the recipe, the
 prepared dataset it read, and the pre-flight results.
+
+Weights: a LoRA adapter is always gathered (it is small). A full fine-tune under ZeRO-3
+(``stage3_gather_16bit_weights_on_model_save: false``) or FSDP2 (``SHARDED_STATE_DICT``) is saved
+sharded, each rank writing its own part, because gathering a 501B model onto one process needs
+about 1 TB there; ``beam-sft export`` turns it into a ``from_pretrained`` folder offline, and
+``beam_run.json`` records which (``checkpoint_format``). Anything else is a ``from_pretrained`` folder.
 """
 
 from __future__ import annotations
@@ -21,23 +26,58 @@ def save_final(run, report=None) -> Path:
     trainer = run.trainer
     out = Path(trainer.args.output_dir)
     _restore_cache(trainer.model)
-    trainer.save_model(str(out))
+    save_weights(trainer, out, lora=run.recipe.lora is not None)
+    trainer.accelerator.wait_for_everyone()
     if trainer.accelerator.is_main_process:
+        from beam_sft.train.export import checkpoint_format
+
+        sharded = checkpoint_format(out)
         run.tokenizer.save_pretrained(str(out))
         _save_generation_config(trainer.model, out)
         meta = {
             "recipe": run.recipe.to_dict(),
             "prepared": str(run.prepared_dir),
             "lora": run.recipe.lora is not None,
+            "checkpoint_format": sharded or "from_pretrained",
             "distributed": distributed_info(trainer),
             "preflight": report.to_dict() if report is not None else None,
             "global_step": trainer.state.global_step,
             "log_history": [e for e in trainer.state.log_history if "loss" in e or "train_loss" in e],
         }
         (out / RUN_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
-        check_saved(out, tokenizer=run.tokenizer)
+        check_saved(out, tokenizer=run.tokenizer, sharded=sharded is not None)
     trainer.accelerator.wait_for_everyone()
     return out
+
+
+def save_weights(trainer, out: Path, *, lora: bool) -> None:
+    """Save the weights on every process (the collective saves need all of them)."""
+    accelerator = trainer.accelerator
+    fsdp = getattr(accelerator.state, "fsdp_plugin", None)
+    if trainer.is_fsdp_enabled and fsdp is not None and "SHARDED_STATE_DICT" in str(fsdp.state_dict_type):
+        # Trainer.save_model writes nothing for a sharded FSDP state dict: save it ourselves.
+        if lora:
+            _save_fsdp_adapter(trainer, out)
+            return
+        from accelerate.utils import save_fsdp_model
+
+        save_fsdp_model(fsdp, accelerator, trainer.model, str(out))
+        if accelerator.is_main_process:
+            accelerator.unwrap_model(trainer.model).config.save_pretrained(str(out))
+        return
+    # ZeRO-3 without the 16-bit gather: Trainer.save_model writes DeepSpeed's sharded checkpoint.
+    trainer.save_model(str(out))
+
+
+def _save_fsdp_adapter(trainer, out: Path) -> None:
+    # Only the trainable (adapter) tensors are gathered, one at a time, on every rank.
+    state = {}
+    for name, param in trainer.model.named_parameters():
+        if param.requires_grad:
+            full = param.full_tensor() if hasattr(param, "full_tensor") else param
+            state[name] = full.detach().cpu()
+    if trainer.accelerator.is_main_process:
+        trainer.accelerator.unwrap_model(trainer.model).save_pretrained(str(out), state_dict=state)
 
 
 def distributed_info(trainer) -> dict:
@@ -73,12 +113,15 @@ def _save_generation_config(model, out: Path) -> None:
         generation_config.save_pretrained(str(out))
 
 
-def check_saved(out: Path, *, tokenizer=None) -> None:
-    """The directory has weights or an adapter, a tokenizer, the chat template and (when the
-    tokenizer has one) the response template; raise BeamError naming what is missing."""
+def check_saved(out: Path, *, tokenizer=None, sharded: bool = False) -> None:
+    """The directory has weights (or an adapter, or a sharded checkpoint with its config), a tokenizer,
+    the chat template and (when the tokenizer has one) the response template; raise BeamError
+    naming what is missing."""
     missing = []
-    has_weights = any(out.glob("*.safetensors")) or any(out.glob("*.bin"))
-    if not has_weights:
+    if sharded:
+        if not (out / "config.json").is_file():
+            missing.append("config.json (export needs it)")
+    elif not (any(out.glob("*.safetensors")) or any(out.glob("*.bin"))):
         missing.append("weights (*.safetensors)")
     if not (out / "tokenizer_config.json").is_file():
         missing.append("tokenizer_config.json")

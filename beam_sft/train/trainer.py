@@ -222,6 +222,10 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     from beam_sft.train import eval_set, run_log  # issue 15: data.eval, format health, TensorBoard record
 
     eval_data = eval_set.resolve_eval(recipe, dataset, prepared_dir, Path(args.output_dir), args.distributed_state)
+    if recipe.preflight.enabled:  # on a GPU: refuse a plan larger than the free memory, before loading
+        from beam_sft.train.plan import check_plan_fits
+
+        check_plan_fits(recipe, world_size=args.world_size)
     model = load_model(recipe)
     if recipe.preflight.enabled:
         check_generation_eos(model, tokenizer)

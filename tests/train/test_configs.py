@@ -111,7 +111,8 @@ def test_accelerate_config_is_valid(path):
             assert json.loads(ds_file.read_text())["zero_optimization"]["stage"] == 3
     if kind == "FSDP":
         assert raw["fsdp_config"]["fsdp_version"] == 2
-        assert raw["fsdp_config"]["fsdp_state_dict_type"] == "FULL_STATE_DICT"
+        # Sharded saves: a full state dict would gather the whole model onto one process.
+        assert raw["fsdp_config"]["fsdp_state_dict_type"] == "SHARDED_STATE_DICT"
 
 
 def _stand_in(value, key=None):
@@ -136,4 +137,4 @@ def test_deepspeed_config_is_valid(path):
     assert raw["bf16"]["enabled"] == "auto", "TRL's bf16 default fails DeepSpeed's check unless 'auto'"
     config = DeepSpeedConfig(_stand_in(raw))  # the zero section is a strict pydantic model
     if config.zero_optimization_stage == 3:
-        assert config.zero_config.gather_16bit_weights_on_model_save is True
+        assert config.zero_config.gather_16bit_weights_on_model_save is False  # sharded saves

@@ -44,6 +44,11 @@ def _check_launch(result):
 def _reload(directory, fixture_dir, lora: bool):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from beam_sft.train.export import export_checkpoint, is_sharded_checkpoint
+
+    if not lora and is_sharded_checkpoint(directory):  # ZeRO-3/FSDP2 full fine-tunes save sharded
+        directory = export_checkpoint(directory, directory.parent / f"{directory.name}-exported")
+
     if lora:
         from peft import PeftModel
 

@@ -1,0 +1,249 @@
+"""``beam-sft export``: a sharded training checkpoint -> a ``from_pretrained`` folder, offline.
+
+Full fine-tunes under ZeRO-3 and FSDP2 save sharded (each rank writes its own part; nothing is
+gathered onto one process, which for Beam would be about 1 TB). This turns such a checkpoint into
+safetensors shards with an index, the config, the generation config and the tokenizer, one output
+shard at a time: only the tensors of the shard being written are in memory, read straight from
+the checkpoint files (DeepSpeed's files are memory-mapped and re-opened per shard, so pages
+already written are released; DCP reads only the requested tensors).
+
+Two formats, told apart by their files:
+
+- ``deepspeed``: ``latest`` + ``global_stepN/*_optim_states.pt`` (ZeRO-2/3; the fp32 master weights
+  are read through DeepSpeed's own ``zero_to_fp32`` reader, :func:`_deepspeed_tensors`);
+- ``fsdp``: ``pytorch_model_fsdp_0/.metadata`` (``torch.distributed.checkpoint``, as accelerate
+  writes with ``SHARDED_STATE_DICT``).
+
+The expected tensor names come from the model built on the meta device from the config, so any
+architecture transformers builds (dense, ``gpt_oss``, ``deepseek_v3``) exports the same way; a
+checkpoint missing a tensor, or holding one the model does not have, is refused.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import re
+import shutil
+from pathlib import Path
+
+from beam_sft.errors import BeamError, OutputRefused
+
+FSDP_DIR = "pytorch_model_fsdp_0"
+# Files copied beside the weights when the checkpoint (or its parent) has them.
+SIDE_FILES = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+              "chat_template.jinja")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?i?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def parse_size(text: str) -> int:
+    """``"5GB"`` -> 5_000_000_000 (KB/MB/GB decimal, KiB/MiB/GiB binary, a bare number is bytes)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise BeamError(f"--max-shard-size: {text!r} is not a size like 5GB or 200MB")
+    size = int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
+    if size < 1:
+        raise BeamError(f"--max-shard-size: {text!r} must be positive")
+    return size
+
+
+def checkpoint_format(path: str | Path) -> str | None:
+    """``"deepspeed"``, ``"fsdp"``, or None when ``path`` holds no sharded checkpoint."""
+    path = Path(path)
+    if (path / FSDP_DIR / ".metadata").is_file():
+        return "fsdp"
+    if (path / "latest").is_file() and any(path.glob("global_step*/*optim_states.pt")):
+        return "deepspeed"
+    return None
+
+
+def is_sharded_checkpoint(path: str | Path) -> bool:
+    return checkpoint_format(path) is not None
+
+
+def _find_config(checkpoint: Path, config: str | Path | None) -> Path:
+    candidates = [Path(config)] if config else [checkpoint, checkpoint.parent]
+    for candidate in candidates:
+        file = candidate if candidate.is_file() else candidate / "config.json"
+        if file.is_file():
+            return file
+    raise BeamError(f"{checkpoint}: no config.json here or in its parent; pass --config (the model's folder "
+                    f"or config.json)")
+
+
+def _check_output(out: Path) -> None:
+    if out.is_symlink() or (out.exists() and not out.is_dir()):
+        raise OutputRefused(out, "it is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        raise OutputRefused(out, "it is not empty")
+
+
+def expected_tensors(config) -> dict[str, tuple[tuple[int, ...], object]]:
+    """Name -> (shape, dtype) of every tensor ``from_pretrained`` reads for ``config``; tied weights once."""
+    from beam_sft.train.plan import meta_model
+
+    model = meta_model(config)
+    seen, out = set(), {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        if id(param) in seen:
+            continue
+        seen.add(id(param))
+        out[name] = (tuple(param.shape), param.dtype)
+    persistent = set(model.state_dict())
+    for name, buffer in model.named_buffers():
+        if name in persistent:
+            out[name] = (tuple(buffer.shape), buffer.dtype)
+    return out
+
+
+def plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]:
+    """Group names, in order, into shards of at most ``max_shard_bytes`` (a bigger tensor goes alone)."""
+    shards, current, used = [], [], 0
+    for name, size in sizes.items():
+        if current and used + size > max_shard_bytes:
+            shards.append(current)
+            current, used = [], 0
+        current.append(name)
+        used += size
+    if current:
+        shards.append(current)
+    return shards
+
+
+# ---------------------------------------------------------------- readers, one per format
+
+def _deepspeed_tensors(checkpoint: Path, names: list[str]) -> dict:
+    """The fp32 tensors ``names`` from a ZeRO checkpoint, through DeepSpeed's lazy reader (the one
+    adapter onto ``deepspeed.utils.zero_to_fp32``); everything it mapped is dropped on return."""
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    lazy = get_fp32_state_dict_from_zero_checkpoint(str(checkpoint), lazy_mode=True)
+    missing = [n for n in names if n not in lazy]
+    if missing:
+        raise BeamError(f"{checkpoint}: the DeepSpeed checkpoint lacks {missing[:5]}")
+    out = {name: lazy[name].contiguous() for name in names}  # a fresh tensor, not a view of the mmap
+    del lazy
+    gc.collect()
+    return out
+
+
+def _deepspeed_names(checkpoint: Path) -> set[str]:
+    from deepspeed.utils.zero_to_fp32 import get_fp32_state_dict_from_zero_checkpoint
+
+    names = set(get_fp32_state_dict_from_zero_checkpoint(str(checkpoint), lazy_mode=True))
+    gc.collect()
+    return names
+
+
+def _fsdp_metadata(checkpoint: Path) -> dict[str, tuple[int, ...]]:
+    from torch.distributed.checkpoint import FileSystemReader
+    from torch.distributed.checkpoint.metadata import TensorStorageMetadata
+
+    metadata = FileSystemReader(str(checkpoint / FSDP_DIR)).read_metadata()
+    return {key.removeprefix("model."): tuple(meta.size) for key, meta in metadata.state_dict_metadata.items()
+            if key.startswith("model.") and isinstance(meta, TensorStorageMetadata)}
+
+
+def _fsdp_tensors(checkpoint: Path, names: list[str], shapes: dict, dtypes: dict) -> dict:
+    import torch
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
+
+    wanted = {name: torch.empty(shapes[name], dtype=dtypes[name]) for name in names}
+    state = {"model": wanted}
+    dcp.load(state, storage_reader=dcp.FileSystemReader(str(checkpoint / FSDP_DIR)),
+             planner=DefaultLoadPlanner(allow_partial_load=True), no_dist=True)
+    return state["model"]
+
+
+# ---------------------------------------------------------------- export
+
+def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | Path | None = None,
+                      dtype: str = "auto", max_shard_bytes: int = 5 * 10**9) -> Path:
+    """Write a ``from_pretrained`` folder at ``out`` from the sharded checkpoint at ``checkpoint``."""
+    import torch
+    from safetensors.torch import save_file
+
+    from beam_sft.train.plan import load_model_config
+
+    checkpoint, out = Path(checkpoint), Path(out)
+    kind = checkpoint_format(checkpoint)
+    if kind is None:
+        hint = " (it already is a from_pretrained folder)" if any(checkpoint.glob("*.safetensors")) else ""
+        raise BeamError(f"{checkpoint}: no sharded checkpoint (DeepSpeed `latest` + global_step*/, or "
+                        f"{FSDP_DIR}/.metadata){hint}")
+    _check_output(out)
+    config_file = _find_config(checkpoint, config)
+    model_config = load_model_config(config_file)
+    expected = expected_tensors(model_config)
+    if dtype == "auto":
+        configured = getattr(model_config, "dtype", None) or getattr(model_config, "torch_dtype", None)
+        dtype = str(configured).removeprefix("torch.") if configured else "float32"
+    target = getattr(torch, dtype)
+
+    if kind == "fsdp":
+        shapes = _fsdp_metadata(checkpoint)
+        available = set(shapes)
+    else:
+        shapes = {name: shape for name, (shape, _) in expected.items()}
+        available = _deepspeed_names(checkpoint)
+    missing = sorted(set(expected) - available)
+    unknown = sorted(available - set(expected) - _ignorable(available, expected))
+    if missing or unknown:
+        raise BeamError(f"{checkpoint}: checkpoint and {config_file} disagree: missing {missing[:5]}, "
+                        f"not in the model {unknown[:5]}")
+    for name, (shape, _) in expected.items():
+        if tuple(shapes.get(name, shape)) != tuple(shape):
+            raise BeamError(f"{checkpoint}: {name} has shape {tuple(shapes[name])}, the config says {shape}")
+
+    def out_dtype(name):
+        return target if expected[name][1].is_floating_point else expected[name][1]
+
+    sizes = {name: _numel(shape) * torch.empty((), dtype=out_dtype(name)).element_size()
+             for name, (shape, _) in expected.items()}
+    shards = plan_shards(sizes, max_shard_bytes)
+    out.mkdir(parents=True, exist_ok=True)
+    weight_map, total = {}, 0
+    for index, names in enumerate(shards, start=1):
+        file = "model.safetensors" if len(shards) == 1 else f"model-{index:05d}-of-{len(shards):05d}.safetensors"
+        if kind == "fsdp":
+            dtypes = {n: expected[n][1] if not expected[n][1].is_floating_point else torch.float32 for n in names}
+            tensors = _fsdp_tensors(checkpoint, names, shapes, dtypes)
+        else:
+            tensors = _deepspeed_tensors(checkpoint, names)
+        tensors = {n: t.to(out_dtype(n)).contiguous() for n, t in tensors.items()}
+        save_file(tensors, str(out / file), metadata={"format": "pt"})
+        for name in names:
+            weight_map[name] = file
+        total += sum(sizes[n] for n in names)
+        del tensors
+        gc.collect()
+    if len(shards) > 1:
+        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+        (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    model_config.dtype = dtype
+    model_config.save_pretrained(str(out))
+    _copy_side_files(checkpoint, out)
+    return out
+
+
+def _ignorable(available: set[str], expected: dict) -> set[str]:
+    # Tied weights saved under both names (the checkpoint keeps what the module held).
+    return {name for name in available if name.endswith("lm_head.weight") and name not in expected}
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _copy_side_files(checkpoint: Path, out: Path) -> None:
+    # A checkpoint-N folder may lack them; the run's output folder above it has the final ones.
+    for name in SIDE_FILES:
+        for folder in (checkpoint, checkpoint.parent):
+            if (folder / name).is_file():
+                shutil.copy2(folder / name, out / name)
+                break

@@ -1,0 +1,439 @@
+"""One prepared check on one CUDA GPU: throughput (padded TRL default vs the packed recipe), MFU,
+peak memory against `beam-sft plan`, and packing isolation in bf16 for every attention implementation.
+
+    make gpu-check                                   # = python benchmarks/gpu_check.py
+    python benchmarks/gpu_check.py --dry-run         # CPU, tiny config, two steps: the default tests run it
+
+What it does, on the same prepared rows (multi-turn conversations with reasoning and tool calls,
+lengths log-uniform from a few hundred to 16k tokens, prepared by `beam-sft prepare` with the
+offline fixture tokenizer):
+
+1. Picks the largest Llama-shaped config (``--arch gpt_oss``: gpt_oss-shaped, MoE with sinks and
+   sliding windows) whose full bf16 fine-tune with AdamW fits this GPU by `beam-sft plan`
+   (capped by ``--max-params``, so the whole check stays under 8 minutes), builds it from the config
+   with random weights (no download) and trains it ``--steps`` steps through `beam-sft train`'s own
+   trainer twice: (a) TRL's default, padded batches without packing, pre-flight off; (b) the
+   project's recipe, packing (bfd, padding-free) with the pre-flight and the isolation check on.
+   For each: non-padding tokens/s, MFU (6 x active parameters x tokens/s over the GPU's dense bf16
+   peak, the peak stated), step time, peak memory; and the ratio (b)/(a).
+2. ``torch.cuda.max_memory_allocated()`` of each run against the plan's figure for the same config,
+   micro-batch and length.
+3. The pre-flight's packed-versus-alone logits comparison in bf16 for every attention implementation
+   available here (sdpa, eager, flex_attention, flash_attention_2/3 when installed), with the
+   tolerance it uses and the largest difference seen.
+
+It writes one JSON file (``--out``, default ``benchmarks/results/gpu-check-<gpu>.json``) and prints
+a table. Nothing goes to the network.
+
+Bringing it to an offline GPU machine (nothing but the CUDA build of torch needs to be there):
+
+    # on a machine with network, same OS/CPU architecture and Python as the GPU machine:
+    pip download -d wheels/ -r <(pip freeze --exclude-editable | grep -v -E '^(torch|nvidia-|triton)')
+    pip wheel --no-deps -w wheels/ .            # beam-sft itself
+    # copy the repository and wheels/ over, then on the GPU machine (its CUDA torch already installed):
+    pip install --no-index --find-links wheels/ beam-sft[deepspeed]
+    python benchmarks/gpu_check.py             # or: make gpu-check
+    # optional, to include it in the isolation check: a flash-attn wheel built for that torch/CUDA.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+# Dense bf16 peak, TFLOPS (no sparsity), by a substring of torch.cuda.get_device_name().
+BF16_PEAK_TFLOPS = {"H200": 989.0, "H100 SXM": 989.0, "H100 NVL": 835.0, "H100 PCIe": 756.0, "H100": 989.0,
+                    "H20": 148.0, "B200": 2250.0, "GH200": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 70.0,
+                    "L4": 121.0}
+WORDS = ("the model reads each tool result before it answers and checks the units twice so that "
+         "weather in paris is eighteen degrees while the sum of seven and five is twelve which "
+         "means we call the function again with the next city and report back briefly").split()
+
+
+# ---------------------------------------------------------------- rows, prepared once
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(max(1, words)))
+
+
+def synth_rows(n: int, *, min_tokens: int, max_tokens: int, seed: int = 0) -> list[dict]:
+    """Multi-turn rows with reasoning on every assistant turn and tool calls, lengths log-uniform."""
+    rng = random.Random(seed)
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.",
+               "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    rows = []
+    for i in range(n):
+        target = int(math.exp(rng.uniform(math.log(min_tokens), math.log(max_tokens))))
+        turns = max(1, min(6, target // 400 + 1))
+        per_turn = max(8, target // (turns * 3))  # about a word a token with the fixture tokenizer
+        messages = [{"role": "system", "content": "Answer briefly. Think first."}]
+        for t in range(turns):
+            messages.append({"role": "user", "content": _text(rng, per_turn // 4)})
+            if t % 2 == 1:
+                call = {"id": f"call_{i}_{t}", "type": "function",
+                        "function": {"name": "get_weather", "arguments": {"city": rng.choice(["Paris", "Oslo"])}}}
+                messages.append({"role": "assistant", "reasoning_content": _text(rng, per_turn), "tool_calls": [call]})
+                messages.append({"role": "tool", "tool_call_id": call["id"], "name": "get_weather",
+                                 "content": _text(rng, per_turn // 4)})
+            messages.append({"role": "assistant", "reasoning_content": _text(rng, per_turn),
+                             "content": _text(rng, per_turn // 2)})
+        rows.append({"messages": messages, "tools": [weather]})
+    return rows
+
+
+def prepare(work: Path, rows: list[dict], tokenizer_dir: Path, max_length: int) -> Path:
+    from beam_sft.cli import main as beam_sft
+
+    source = work / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    out = work / "prepared"
+    code = beam_sft(["prepare", "--data", str(source), "--format", "openai", "--tokenizer", str(tokenizer_dir),
+                     "--output", str(out), "--max-length", str(max_length), "--num-proc", "1"])
+    if code:
+        raise SystemExit(f"gpu_check: beam-sft prepare failed ({code})")
+    return out
+
+
+# ---------------------------------------------------------------- the model, sized by the plan
+
+def model_config(arch: str, *, hidden: int, layers: int, vocab: int, experts: int = 8, top_k: int = 2,
+                 heads: int | None = None):
+    """A config built directly from transformers (not through the fixture), random init, no download."""
+    import transformers
+
+    heads = heads or max(4, hidden // 64)
+    kv = max(1, heads // 8) if heads >= 8 else 2
+    if arch == "gpt_oss":
+        return transformers.GptOssConfig(
+            vocab_size=vocab, hidden_size=hidden, intermediate_size=hidden, num_hidden_layers=layers,
+            num_attention_heads=heads, num_key_value_heads=kv, head_dim=64, num_local_experts=experts,
+            num_experts_per_tok=top_k, sliding_window=128,
+            layer_types=(["sliding_attention"] * 3 + ["full_attention"]) * (layers // 4) + ["full_attention"] * (layers % 4),
+            tie_word_embeddings=False, max_position_embeddings=32768)
+    return transformers.LlamaConfig(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=int(hidden * 8 / 3) // 64 * 64,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv,
+        tie_word_embeddings=False, max_position_embeddings=32768)
+
+
+LADDER = [(512, 8), (768, 12), (1024, 16), (1536, 16), (2048, 20), (2560, 24), (3072, 24), (4096, 28)]
+
+
+def pick_config(arch: str, *, gpu_gib: float, micro_batch: int, max_length: int, max_params: float):
+    """The largest config of the ladder whose full bf16 AdamW fine-tune fits one GPU by plan."""
+    from beam_sft.train.plan import PlanSetup, plan
+
+    best = None
+    for hidden, layers in LADDER:
+        config = model_config(arch, hidden=hidden, layers=layers, vocab=201088 if arch == "gpt_oss" else 128256)
+        result = plan(config, PlanSetup(gpus=1, gpus_per_node=1, gpu_memory_gib=gpu_gib, strategy="ddp",
+                                        dtype="bfloat16", max_length=max_length, micro_batch=micro_batch,
+                                        activation_checkpointing=True))
+        if result.fits and result.parameters["total"] <= max_params:
+            best = (config, result)
+    if best is None:
+        raise SystemExit(f"gpu_check: no {arch} config of the ladder fits {gpu_gib:.1f} GiB")
+    return best
+
+
+def available_arch(requested: str) -> str:
+    import transformers
+
+    if requested == "gpt_oss" and not hasattr(transformers, "GptOssConfig"):
+        raise SystemExit(f"gpu_check: transformers {transformers.__version__} has no GptOssConfig; use --arch llama")
+    return requested
+
+
+def training_attention(arch: str, device: str, requested: str | None) -> str:
+    # transformers 5.24's gpt_oss refuses sdpa (attention sinks), and flex_attention with sinks on the CPU.
+    if requested:
+        return requested
+    if arch == "gpt_oss":
+        return "flex_attention" if device == "cuda" else "eager"
+    return "sdpa"
+
+
+# ---------------------------------------------------------------- the two training runs
+
+class StepTimer:
+    def __init__(self, device):
+        self.device, self.times, self._start = device, [], None
+
+    def _sync(self):
+        if self.device == "cuda":
+            import torch
+
+            torch.cuda.synchronize()
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        timer = self
+
+        class _Timer(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                timer._sync()
+                timer._start = time.perf_counter()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                timer._sync()
+                timer.times.append(time.perf_counter() - timer._start)
+
+        return _Timer()
+
+
+def train_run(name: str, *, model_dir: Path, prepared: Path, work: Path, packed: bool, steps: int,
+              micro_batch: int, max_length: int, device: str, dtype: str, attn: str) -> dict:
+    import torch
+
+    from beam_sft.train.recipe import recipe_from_dict
+    from beam_sft.train.trainer import build, preflight
+
+    sft = {"output_dir": str(work / name), "max_steps": steps, "per_device_train_batch_size": micro_batch,
+           "max_length": max_length, "packing": packed, "learning_rate": 1e-5, "lr_scheduler_type": "constant",
+           "warmup_steps": 0, "logging_steps": 1, "save_strategy": "no", "report_to": "none",
+           "bf16": dtype == "bfloat16", "activation_checkpointing": True, "disable_tqdm": True, "seed": 0,
+           "dataloader_num_workers": 0, "dataloader_pin_memory": device == "cuda", "use_cpu": device == "cpu"}
+    if packed:
+        sft["packing_strategy"] = "bfd"
+    recipe = recipe_from_dict({"model": {"path": str(model_dir), "dtype": dtype, "attn_implementation": attn},
+                               "data": {"prepared": str(prepared)}, "sft": sft,
+                               "preflight": {"enabled": packed}})
+    timer = StepTimer(device)
+    if device == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    run = build(recipe, callbacks=[timer.callback()])
+    report = preflight(run) if packed else None
+    run.trainer.train()
+    logs = [e for e in run.trainer.state.log_history if "num_tokens" in e]
+    tokens = [int(float(e["num_tokens"])) for e in logs]
+    per_step = [b - a for a, b in zip([0, *tokens], tokens, strict=False)]
+    # The first step carries compilation and allocator warm-up: time the rest when there is a rest.
+    timed = slice(1, None) if len(timer.times) > 2 else slice(None)
+    seconds, counted = sum(timer.times[timed]), sum(per_step[timed])
+    result = {
+        "packed": packed, "preflight": packed, "attn_implementation": attn, "steps": len(timer.times), "micro_batch": micro_batch,
+        "max_length": max_length, "non_padding_tokens": counted, "seconds": round(seconds, 4),
+        "tokens_per_s": round(counted / seconds, 2) if seconds else None,
+        "step_time_s": round(seconds / max(1, len(timer.times[timed])), 4),
+        "peak_memory_bytes": torch.cuda.max_memory_allocated() if device == "cuda" else None,
+        "losses": [e["loss"] for e in run.trainer.state.log_history if "loss" in e],
+    }
+    if report is not None:
+        result["preflight_report"] = report.to_dict()
+    del run
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+# ---------------------------------------------------------------- isolation in bf16
+
+def attention_implementations(device: str) -> list[str]:
+    import importlib.util
+
+    impls = ["sdpa", "eager"]
+    if device == "cuda":
+        impls.append("flex_attention")
+        if importlib.util.find_spec("flash_attn") is not None:
+            impls.append("flash_attention_2")
+        if importlib.util.find_spec("flash_attn_interface") is not None:
+            impls.append("flash_attention_3")
+    return impls
+
+
+def packed_batch(prepared: Path, device: str, *, sequences: int = 4, max_tokens: int = 4096) -> dict:
+    """A padding-free packed batch as TRL's collator yields it: sequences end to end, positions restart."""
+    import torch
+    from datasets import load_from_disk
+
+    dataset = load_from_disk(str(prepared))
+    ids, positions = [], []
+    for row in dataset.sort("num_tokens"):
+        if len(ids) + row["num_tokens"] > max_tokens or len(positions) >= sequences:
+            break
+        positions.append(len(ids))
+        ids.extend(row["input_ids"])
+    position_ids = torch.cat([torch.arange(e - s) for s, e in zip(positions, [*positions[1:], len(ids)], strict=True)])
+    return {"input_ids": torch.tensor([ids], device=device), "position_ids": position_ids[None].to(device)}
+
+
+def isolation(model_dir: Path, prepared: Path, device: str, pad_token_id: int) -> dict:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.packing import disable_cache, isolation_diff
+
+    batch = packed_batch(prepared, device)
+    out = {}
+    for impl in attention_implementations(device):
+        try:
+            model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation=impl)
+            disable_cache(model)
+            result = isolation_diff(model.to(device), batch, pad_token_id=pad_token_id)
+            out[impl] = {"max_abs_diff": result.max_abs_diff, "tolerance": result.tolerance, "ok": result.ok,
+                         "compared_sequences": result.compared_sequences, "dtype": "bfloat16"}
+            del model
+        except Exception as exc:  # an implementation that cannot run here is reported, not fatal
+            out[impl] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        if device == "cuda":
+            torch.cuda.empty_cache()
+    return out
+
+
+# ---------------------------------------------------------------- main
+
+def gpu_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if device == "cuda" else f"cpu ({platform.processor() or platform.machine()})"
+
+
+def peak_tflops(name: str, override: float | None) -> float | None:
+    if override:
+        return override
+    return next((v for k, v in BF16_PEAK_TFLOPS.items() if k in name), None)
+
+
+def run(args) -> dict:
+    import torch
+    import transformers
+    import trl
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from beam_sft.harmony.fixture import build_fixture
+    from beam_sft.train.plan import GIB, PlanSetup, plan
+
+    device = "cuda" if torch.cuda.is_available() and not args.dry_run else "cpu"
+    if device == "cpu" and not args.dry_run:
+        raise SystemExit("gpu_check: no CUDA device; run with --dry-run for the CPU check of the script itself")
+    work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    arch = available_arch(args.arch)
+    dtype = "float32" if args.dry_run else "bfloat16"
+    tokenizer_dir = build_fixture(work / "tokenizer", with_model=False)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+
+    if args.dry_run:
+        rows = synth_rows(args.rows or 24, min_tokens=60, max_tokens=400)
+        max_length, micro_batch = 512, 2
+        config = model_config(arch, hidden=64, layers=4, vocab=len(tokenizer), experts=4, heads=4)
+        gpu_gib = None
+    else:
+        rows = synth_rows(args.rows or 256, min_tokens=300, max_tokens=16384)
+        max_length, micro_batch = args.max_length, 2
+        gpu_gib = torch.cuda.get_device_properties(0).total_memory / GIB
+        config, _ = pick_config(arch, gpu_gib=gpu_gib - 3, micro_batch=micro_batch, max_length=max_length,
+                                max_params=args.max_params)
+    prepared = prepare(work, rows, tokenizer_dir, max_length)
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|return|>")
+    model_dir = work / "model"
+    model.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    del model
+    counts = plan(config).parameters
+
+    runs = {}
+    for name, packed in (("padded_trl_default", False), ("packed_recipe", True)):
+        try:
+            runs[name] = train_run(name, model_dir=model_dir, prepared=prepared, work=work, packed=packed,
+                                   steps=args.steps, micro_batch=1 if packed else micro_batch,
+                                   max_length=max_length, device=device, dtype=dtype,
+                                   attn=training_attention(arch, device, args.attn))
+        except Exception as exc:
+            runs[name] = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
+    name = gpu_name(device)
+    peak = peak_tflops(name, args.peak_tflops)
+    memory = {}
+    for key, result in runs.items():
+        if "tokens_per_s" in result and result["tokens_per_s"]:
+            result["mfu"] = (6 * counts["active"] * result["tokens_per_s"] / (peak * 1e12)) if peak else None
+        if "micro_batch" in result:
+            expected = plan(config, PlanSetup(gpus=1, gpus_per_node=1, gpu_memory_gib=gpu_gib or 1.0, strategy="ddp",
+                                              dtype=dtype, max_length=max_length, micro_batch=result["micro_batch"],
+                                              activation_checkpointing=True, reserve_gib=0.0))
+            measured = result.get("peak_memory_bytes")
+            memory[key] = {"plan_bytes": expected.total_bytes, "measured_bytes": measured,
+                           "plan_components": expected.per_gpu_bytes,
+                           "ratio_measured_over_plan": round(measured / expected.total_bytes, 4) if measured else None}
+    a, b = runs.get("padded_trl_default", {}), runs.get("packed_recipe", {})
+    ratio = (b["tokens_per_s"] / a["tokens_per_s"]) if a.get("tokens_per_s") and b.get("tokens_per_s") else None
+    return {
+        "dry_run": args.dry_run, "gpu": name, "bf16_peak_tflops": peak, "device": device,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
+                     "cuda": torch.version.cuda},
+        "arch": arch, "config": {k: v for k, v in config.to_dict().items()
+                                 if k in ("hidden_size", "num_hidden_layers", "num_local_experts",
+                                          "num_experts_per_tok", "intermediate_size", "vocab_size")},
+        "parameters": {"total": counts["total"], "active": counts["active"]},
+        "rows": len(rows), "max_length": max_length,
+        "runs": runs, "ratio_packed_over_padded": round(ratio, 3) if ratio else None,
+        "memory_vs_plan": memory,
+        "isolation": isolation(model_dir, prepared, device, tokenizer.pad_token_id),
+    }
+
+
+def table(results: dict) -> str:
+    lines = [f"GPU: {results['gpu']}  (bf16 peak {results['bf16_peak_tflops']} TFLOPS)   arch {results['arch']}: "
+             f"{results['parameters']['total']:,} parameters, {results['parameters']['active']:,} active",
+             f"{'run':<20}{'tokens/s':>12}{'MFU':>8}{'step s':>9}{'peak GiB':>10}{'plan GiB':>10}"]
+    for name, r in results["runs"].items():
+        if "error" in r:
+            lines.append(f"{name:<20}  error: {r['error']}")
+            continue
+        mem = results["memory_vs_plan"].get(name, {})
+        peak = f"{r['peak_memory_bytes'] / 2**30:.1f}" if r.get("peak_memory_bytes") else "-"
+        planned = f"{mem['plan_bytes'] / 2**30:.1f}" if mem.get("plan_bytes") else "-"
+        mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "-"
+        lines.append(f"{name:<20}{r['tokens_per_s'] or 0:>12.0f}{mfu:>8}{r['step_time_s']:>9.3f}{peak:>10}{planned:>10}")
+    lines.append(f"packed / padded throughput: {results['ratio_packed_over_padded']}")
+    lines.append("isolation in bf16 (packed vs alone, max |logit diff| / tolerance):")
+    for impl, r in results["isolation"].items():
+        lines.append(f"  {impl:<20}" + (f"{r['max_abs_diff']:.4g} / {r['tolerance']:.4g}  {'ok' if r['ok'] else 'LEAKS'}"
+                                       if "error" not in r else f"not run: {r['error']}"))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dry-run", action="store_true", help="CPU, tiny config, two steps (no CUDA needed)")
+    parser.add_argument("--arch", default="llama", choices=["llama", "gpt_oss"],
+                        help="model shape (default llama; gpt_oss needs transformers' GptOssConfig)")
+    parser.add_argument("--attn", help="attention implementation for training (default: sdpa; gpt_oss: "
+                                       "flex_attention on CUDA, eager on the CPU, since it refuses sdpa)")
+    parser.add_argument("--steps", type=int, help="training steps per run (default 8; 2 with --dry-run)")
+    parser.add_argument("--rows", type=int)
+    parser.add_argument("--max-length", type=int, default=16384)
+    parser.add_argument("--max-params", type=float, default=4e9, help="cap on the model size (time budget)")
+    parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, if not in the table")
+    parser.add_argument("--work", default="out/gpu-check")
+    parser.add_argument("--out", help="results JSON (default benchmarks/results/gpu-check-<gpu>.json)")
+    args = parser.parse_args(argv)
+    args.steps = args.steps or (2 if args.dry_run else 8)
+    results = run(args)
+    slug = "dry-run" if args.dry_run else "".join(c if c.isalnum() else "-" for c in results["gpu"]).strip("-").lower()
+    out = Path(args.out or REPO / "benchmarks" / "results" / f"gpu-check-{slug}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+    print(table(results))
+    print(f"results: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

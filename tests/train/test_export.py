@@ -1,0 +1,278 @@
+"""``beam-sft export``: sharded checkpoints -> from_pretrained folders whose logits equal the model's.
+
+Default tier: a DCP (FSDP ``SHARDED_STATE_DICT`` layout) checkpoint written in one process, for the
+dense fixture and for gpt_oss / deepseek_v3 configs built here, exported in several small shards.
+Slow tier: real 2-process ZeRO-3 and FSDP2 full fine-tunes of the fixture save sharded, resume
+with the same losses, and export to a folder whose logits equal the trained model's.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from beam_sft.errors import BeamError, OutputRefused
+from beam_sft.train.export import FSDP_DIR, checkpoint_format, export_checkpoint, parse_size, plan_shards
+
+from .test_plan import tiny_deepseek_v3, tiny_gpt_oss
+
+IDS = torch.tensor([[5, 17, 300, 42, 7, 99, 3, 250]])
+
+
+def _logits(model):
+    model.eval()
+    with torch.no_grad():
+        return model(IDS).logits
+
+
+def write_dcp(model, folder):
+    """What accelerate's save_fsdp_model writes with SHARDED_STATE_DICT, from one process."""
+    import torch.distributed.checkpoint as dcp
+
+    folder.mkdir(parents=True, exist_ok=True)
+    model.config.save_pretrained(str(folder))
+    dcp.save({"model": model.state_dict()}, storage_writer=dcp.FileSystemWriter(str(folder / FSDP_DIR)),
+             no_dist=True)
+    return folder
+
+
+def _tiny_model(arch, fixture_dir):
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    if arch == "llama":
+        return AutoModelForCausalLM.from_pretrained(fixture_dir)
+    return AutoModelForCausalLM.from_config({"gpt_oss": tiny_gpt_oss, "deepseek_v3": tiny_deepseek_v3}[arch]())
+
+
+@pytest.mark.parametrize("arch", ["llama", "gpt_oss", "deepseek_v3"])
+def test_export_dcp_in_small_shards_gives_the_same_logits(arch, fixture_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    model = _tiny_model(arch, fixture_dir)
+    with torch.no_grad():  # move off the init values so a reader that returns zeros/init would fail
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    checkpoint = write_dcp(model, tmp_path / "ckpt")
+    assert checkpoint_format(checkpoint) == "fsdp"
+    out = export_checkpoint(checkpoint, tmp_path / "exported", dtype="float32", max_shard_bytes=64_000)
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2, "several shards"
+    exported = AutoModelForCausalLM.from_pretrained(out)
+    assert torch.equal(_logits(exported), _logits(model))
+
+
+def test_export_refuses_what_it_must(fixture_dir, tmp_path):
+    model = _tiny_model("llama", fixture_dir)
+    checkpoint = write_dcp(model, tmp_path / "ckpt")
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "mine.txt").write_text("the user's file")
+    with pytest.raises(OutputRefused):
+        export_checkpoint(checkpoint, taken)
+    assert (taken / "mine.txt").read_text() == "the user's file"
+    with pytest.raises(BeamError, match="no sharded checkpoint"):
+        export_checkpoint(fixture_dir, tmp_path / "x")
+    other = tmp_path / "other"  # a config that does not match the checkpoint
+    _tiny_model("gpt_oss", fixture_dir).config.save_pretrained(str(other))
+    with pytest.raises(BeamError, match="disagree"):
+        export_checkpoint(checkpoint, tmp_path / "y", config=other)
+
+
+def test_sizes_and_shard_plan():
+    assert parse_size("5GB") == 5 * 10**9 and parse_size("200MiB") == 200 * 2**20 and parse_size("10") == 10
+    with pytest.raises(BeamError):
+        parse_size("lots")
+    assert plan_shards({"a": 6, "b": 5, "c": 20, "d": 1}, 10) == [["a"], ["b"], ["c"], ["d"]]
+    assert plan_shards({"a": 3, "b": 3, "c": 3, "d": 3}, 7) == [["a", "b"], ["c", "d"]]
+
+
+# ---------------------------------------------------------------- slow: real sharded runs
+
+def probe_launch(accelerate_config, recipe_path, probe_out, overrides=(), *, timeout=900, extra_launch=()):
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO_ROOT
+
+    import socket
+
+    with socket.socket() as s:  # never the default 29500: other runs on this host may hold it
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+           str(REPO_ROOT / "configs" / "accelerate" / accelerate_config), "--main_process_port", port, *extra_launch,
+           str(REPO_ROOT / "tests" / "train" / "probe_launch.py"), "--probe-out", str(probe_out),
+           "--config", str(recipe_path), *overrides]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run(cmd, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    assert result.returncode == 0, f"launch failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return result
+
+
+SHARDED = {"zero3": ("cpu-zero3.yaml", "deepspeed"), "fsdp2": ("cpu-fsdp2.yaml", "fsdp")}
+ZERO3_MOE = pytest.mark.skip(reason="MoE under ZeRO-3 hangs until the trainer marks the expert modules as "
+                                    "DeepSpeed leaf modules (issue 13; measured: no step in 240 s)")
+RUNS = [pytest.param(("llama", "zero3"), id="llama-zero3"), pytest.param(("llama", "fsdp2"), id="llama-fsdp2"),
+        pytest.param(("gpt_oss", "fsdp2"), id="gpt_oss-fsdp2"),
+        pytest.param(("deepseek_v3", "fsdp2"), id="deepseek_v3-fsdp2"),
+        pytest.param(("gpt_oss", "zero3"), id="gpt_oss-zero3", marks=ZERO3_MOE),
+        pytest.param(("deepseek_v3", "zero3"), id="deepseek_v3-zero3", marks=ZERO3_MOE)]
+
+
+def moe_checkpoint(arch: str, out, tokenizer):
+    """A tiny MoE checkpoint matching the fixture tokenizer, built from transformers' config here (the
+    project's `beam-sft fixture --arch` lands with issue 13)."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from beam_sft.harmony import markers
+
+    stop = [tokenizer.convert_tokens_to_ids(m) for m in markers.STOP_MARKERS]
+    config = {"gpt_oss": tiny_gpt_oss, "deepseek_v3": tiny_deepseek_v3}[arch]()
+    config.vocab_size, config.eos_token_id, config.bos_token_id = len(tokenizer), stop, None
+    config.pad_token_id = tokenizer.pad_token_id
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    model.generation_config = GenerationConfig(eos_token_id=stop, pad_token_id=tokenizer.pad_token_id,
+                                               bos_token_id=None)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module", params=RUNS)
+def sharded_run(request, fixture_dir, tokenizer, prepared_dir, tmp_path_factory):
+    """A full fine-tune, 2 CPU processes, saving sharded at steps 2 and 4: the dense fixture under
+    ZeRO-3 and FSDP2, and MoE models (gpt_oss: sinks and sliding windows, deepseek_v3: shared experts
+    and MLA) under FSDP2."""
+    import yaml
+
+    from .conftest import recipe_dict
+
+    arch, strategy = request.param
+    tmp = tmp_path_factory.mktemp(f"sharded-{arch}-{strategy}")
+    model_dir = fixture_dir if arch == "llama" else moe_checkpoint(arch, tmp / "model", tokenizer)
+    out = tmp / "out"
+    data = recipe_dict(model_dir, prepared_dir, out)
+    if arch == "gpt_oss":  # transformers 5.24's gpt_oss refuses sdpa (attention sinks)
+        data["model"]["attn_implementation"] = "eager"
+    data["sft"].update({"use_cpu": True, "max_steps": 4, "save_strategy": "steps", "save_steps": 2})
+    recipe = tmp / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    probe_launch(SHARDED[strategy][0], recipe, tmp / "probe")
+    return {"strategy": strategy, "arch": arch, "model": model_dir, "out": out, "probe": tmp / "probe",
+            "recipe": recipe, "tmp": tmp, "format": SHARDED[strategy][1]}
+
+
+@pytest.mark.slow
+def test_sharded_save_and_export_match_the_trained_model(sharded_run):
+    from transformers import AutoModelForCausalLM
+
+    out = sharded_run["out"]
+    meta = json.loads((out / "beam_run.json").read_text())
+    assert meta["checkpoint_format"] == sharded_run["format"]
+    assert not any(out.glob("*.safetensors")), "a full fine-tune under ZeRO-3/FSDP2 is not gathered on save"
+    assert checkpoint_format(out / "checkpoint-2") == sharded_run["format"]
+
+    exported = export_checkpoint(out, sharded_run["tmp"] / "exported", dtype="float32", max_shard_bytes=100_000)
+    model = AutoModelForCausalLM.from_pretrained(exported)
+    trained = torch.load(sharded_run["probe"] / "logits.pt")
+    torch.testing.assert_close(_logits(model), trained, rtol=1e-5, atol=1e-5)
+    untrained = _logits(AutoModelForCausalLM.from_pretrained(sharded_run["model"]))
+    assert not torch.allclose(trained, untrained, atol=1e-3), "training changed the model"
+    assert (exported / "chat_template.jinja").is_file() or "chat_template" in json.loads(
+        (exported / "tokenizer_config.json").read_text())
+
+
+@pytest.mark.slow
+def test_resume_from_the_sharded_checkpoint_gives_the_same_losses(sharded_run):
+    from beam_sft.train.callbacks import read_losses
+
+    out, resumed = sharded_run["out"], sharded_run["tmp"] / "resumed"
+    probe_launch(SHARDED[sharded_run["strategy"]][0], sharded_run["recipe"], sharded_run["tmp"] / "probe-resume",
+                 ["--sft.output_dir", str(resumed), "--sft.resume_from_checkpoint", str(out / "checkpoint-2")])
+    whole = {r["step"]: r["loss"] for r in read_losses(out)}
+    again = {r["step"]: r["loss"] for r in read_losses(resumed)}
+    assert sorted(again) == [3, 4]
+    for step in (3, 4):
+        assert again[step] == pytest.approx(whole[step], rel=1e-5)
+
+
+@pytest.mark.slow
+def test_plan_matches_the_bytes_each_rank_holds(sharded_run):
+    """Issue 14: per-rank parameter and optimizer bytes of the real run equal the plan's within 5%."""
+    from beam_sft.train.plan import PlanSetup, plan
+
+    result = plan(sharded_run["model"], PlanSetup(gpus=2, strategy=sharded_run["strategy"], dtype="float32"))
+    for rank in (0, 1):
+        held = json.loads((sharded_run["probe"] / f"memory-{rank}.json").read_text())
+        assert held["kind"] == sharded_run["strategy"]
+        assert held["parameters"] == pytest.approx(result.per_gpu_bytes["weights"], rel=0.05), held
+        assert held["optimizer"] == pytest.approx(result.per_gpu_bytes["optimizer"], rel=0.05), held
+
+
+def _peak_rss_kib(args, cwd):
+    """Peak RSS (KiB) of the process tree of ``beam-sft ARGS``, measured by a parent that waits for it."""
+    import os
+    import subprocess
+    import sys
+
+    from .conftest import REPO_ROOT
+
+    probe = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+             "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(r.returncode)")
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run([sys.executable, "-c", probe, sys.executable, "-m", "beam_sft", *args], cwd=cwd,
+                            env=env, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return int(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_export_memory_stays_near_one_shard(tmp_path):
+    """A 1.3 GB (fp32) model exported in 64 MB shards: the peak RSS above the tooling's own baseline
+    (``beam-sft plan`` on the same config: torch, transformers, the meta model) stays far below it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=16,
+                         num_attention_heads=16, num_key_value_heads=4, tie_word_embeddings=False)
+    model = LlamaForCausalLM(config)
+    model_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
+    checkpoint = write_dcp(model, tmp_path / "ckpt")
+    del model
+    baseline = _peak_rss_kib(["plan", "--model", str(checkpoint)], tmp_path) * 1024
+    peak = _peak_rss_kib(["export", str(checkpoint), "-o", str(tmp_path / "out"), "--dtype", "float32",
+                          "--max-shard-size", "64MB"], tmp_path) * 1024
+    print(f"export peak RSS {peak / 2**20:.0f} MiB, baseline {baseline / 2**20:.0f} MiB, "
+          f"model {model_bytes / 2**20:.0f} MiB")
+    assert peak - baseline < 0.35 * model_bytes
+
+
+@pytest.mark.slow
+def test_fsdp2_lora_saves_the_adapter_whole(fixture_dir, prepared_dir, tmp_path):
+    """Under SHARDED_STATE_DICT a LoRA adapter is still gathered (it is small) into adapter_model.safetensors,
+    and the reloaded adapter gives the trained model's logits."""
+    import yaml
+    from peft import PeftModel
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM
+
+    from .conftest import recipe_dict
+
+    out = tmp_path / "out"
+    data = recipe_dict(fixture_dir, prepared_dir, out, lora={"r": 4, "alpha": 8, "dropout": 0.0})
+    data["sft"].update({"use_cpu": True, "max_steps": 3, "learning_rate": 1e-2})
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(data))
+    probe_launch("cpu-fsdp2.yaml", recipe, tmp_path / "probe")
+    meta = json.loads((out / "beam_run.json").read_text())
+    assert meta["checkpoint_format"] == "from_pretrained" and meta["distributed"]["type"] == "FSDP"
+    weights = load_file(out / "adapter_model.safetensors")
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    assert lora_b and all(float(v.abs().max()) > 0 for v in lora_b)
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(fixture_dir), str(out))
+    torch.testing.assert_close(_logits(model), torch.load(tmp_path / "probe" / "logits.pt"), rtol=1e-5, atol=1e-5)

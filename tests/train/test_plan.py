@@ -1,0 +1,305 @@
+"""``beam-sft plan``: exact counts from configs built on the meta device, and each fit verdict.
+
+The expected counts come from real (tiny) instantiated models or from the published Llama-3-8B
+figure, never from plan's own code path; the active count is recomputed here with the test's own
+rule (parameters under ``mlp.experts``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from beam_sft.errors import BeamError, ConfigError, PreflightError
+from beam_sft.train.plan import GIB, PlanSetup, check_plan_fits, count_parameters, memory_per_gpu, plan
+
+
+def llama3_8b():
+    from transformers import LlamaConfig
+
+    return LlamaConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                       num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=False)
+
+
+def tiny_gpt_oss():
+    from transformers import GptOssConfig
+
+    return GptOssConfig(vocab_size=512, hidden_size=64, intermediate_size=48, num_hidden_layers=4,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, num_local_experts=6,
+                        num_experts_per_tok=2, sliding_window=8,
+                        layer_types=["sliding_attention"] * 3 + ["full_attention"])
+
+
+def tiny_deepseek_v3():
+    from transformers import DeepseekV3Config
+
+    return DeepseekV3Config(vocab_size=512, hidden_size=64, intermediate_size=96, moe_intermediate_size=24,
+                            num_hidden_layers=3, first_k_dense_replace=1, n_routed_experts=8, num_experts_per_tok=2,
+                            n_shared_experts=1, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=32,
+                            kv_lora_rank=16, qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8,
+                            n_group=1, topk_group=1)
+
+
+def _real_counts(config, num_experts, top_k):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config)
+    total = sum(p.numel() for p in model.parameters())
+    expert = sum(p.numel() for n, p in model.named_parameters() if ".mlp.experts." in n)
+    return total, total - expert + expert * top_k // num_experts, expert
+
+
+def test_llama3_8b_shape_counts_exactly_without_weights():
+    counts = count_parameters(llama3_8b())
+    assert counts.total == 8_030_261_248
+    assert counts.active == counts.total and counts.expert == 0
+
+
+def test_dense_fixture_count_is_its_numel_sum(fixture_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(fixture_dir)
+    result = plan(fixture_dir)
+    assert result.parameters["total"] == sum(p.numel() for p in model.parameters())
+    assert result.parameters["active"] == result.parameters["total"]
+
+
+@pytest.mark.parametrize("make, experts, top_k", [(tiny_gpt_oss, 6, 2), (tiny_deepseek_v3, 8, 2)],
+                         ids=["gpt_oss", "deepseek_v3"])
+def test_moe_total_and_active_counts_are_exact(make, experts, top_k, tmp_path):
+    config = make()
+    total, active, expert = _real_counts(config, experts, top_k)
+    assert 0 < expert < total and active < total
+    path = tmp_path / "config.json"
+    config.to_json_file(str(path))
+    for source in (config, path, tmp_path):  # a config object, a config.json, a model directory
+        result = plan(source)
+        assert result.parameters["total"] == total
+        assert result.parameters["active"] == active
+        assert result.parameters["expert"] == expert
+        assert (result.parameters["num_experts"], result.parameters["top_k"]) == (experts, top_k)
+
+
+def test_moe_fixtures_when_present(tmp_path):
+    """The project's own MoE fixtures (once `beam-sft fixture --arch` has them) count exactly too."""
+    import inspect
+
+    from beam_sft.harmony import fixture
+
+    if "arch" not in inspect.signature(fixture.build_fixture).parameters:
+        pytest.skip("beam_sft.harmony.fixture has no --arch yet (MoE fixtures land with issue 13)")
+    from transformers import AutoModelForCausalLM
+
+    for arch in ("gpt_oss", "deepseek_v3"):
+        out = fixture.build_fixture(tmp_path / arch, arch=arch)
+        model = AutoModelForCausalLM.from_pretrained(out)
+        assert plan(out).parameters["total"] == sum(p.numel() for p in model.parameters())
+
+
+def test_sharded_components_divide_by_the_gpus():
+    config = llama3_8b()
+    counts = count_parameters(config)
+    for strategy, per_param in (("zero3", (2, 2, 12)), ("fsdp2", (4, 4, 8)), ("ddp", (2, 2, 4))):
+        gpus = 16
+        mem = memory_per_gpu(counts, config, PlanSetup(gpus=gpus, strategy=strategy))
+        shards = 1 if strategy == "ddp" else gpus
+        assert (mem["weights"], mem["gradients"], mem["optimizer"]) == tuple(
+            -(-counts.total * b // shards) for b in per_param)
+
+
+def test_lora_counts_match_peft():
+    """LoRA r=16 on all linear layers of a Llama-3-8B shape: PEFT's published 41,943,040."""
+    result = plan(llama3_8b(), PlanSetup(lora_r=16, strategy="ddp"))
+    assert result.parameters["lora"] == 41_943_040
+    assert result.per_gpu_bytes["gradients"] == 0 and result.per_gpu_bytes["optimizer"] == 0
+    assert result.per_gpu_bytes["lora"] == 41_943_040 * 16
+
+
+def test_verdict_fits():
+    result = plan(llama3_8b(), PlanSetup(gpus=8, gpu_memory_gib=80, strategy="zero3", max_length=4096,
+                                         activation_checkpointing=True))
+    assert result.fits is True and result.total_bytes <= 80 * GIB
+    assert result.nodes_needed == 1 and result.gpus_needed == 8
+
+
+def test_verdict_does_not_fit_and_no_node_count_helps_ddp():
+    result = plan(llama3_8b(), PlanSetup(gpus=8, gpu_memory_gib=24, strategy="ddp"))
+    assert result.fits is False and result.total_bytes > 24 * GIB
+    assert result.nodes_needed is None
+
+
+def test_verdict_nodes_needed_is_the_fewest():
+    config = llama3_8b()
+    setup = PlanSetup(gpus=8, gpu_memory_gib=10, strategy="zero3", max_length=1024, activation_checkpointing=True)
+    result = plan(config, setup)
+    assert result.fits is False
+    nodes = result.nodes_needed
+    assert nodes is not None and nodes > 1
+    at = plan(config, dataclasses.replace(setup, gpus=nodes * 8))
+    below = plan(config, dataclasses.replace(setup, gpus=(nodes - 1) * 8))
+    assert at.fits and not below.fits
+
+
+def test_cli_json(tmp_path, capsys):
+    from beam_sft.cli import main
+
+    path = tmp_path / "config.json"
+    tiny_gpt_oss().to_json_file(str(path))
+    assert main(["plan", "--model", str(path), "--gpus", "2", "--gpu-memory", "1", "--reserve", "0", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["fits"] is True and data["parameters"]["total"] == plan(path).parameters["total"]
+    assert set(data["per_gpu_bytes"]) == {"weights", "gradients", "optimizer", "lora", "activations",
+                                          "buffers", "reserve"}
+    assert main(["plan", "--model", str(path), "--gpus", "2", "--gpu-memory", "0.001", "--reserve", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fits"] is False
+    assert main(["plan", "--model", str(path), "--gpu-memory", "8"]) == 0
+    assert "fits: yes" in capsys.readouterr().out
+
+
+def test_bad_inputs_are_named(tmp_path):
+    with pytest.raises(ConfigError, match="strategy"):
+        PlanSetup(strategy="zero9")
+    with pytest.raises(ConfigError, match="gpus"):
+        PlanSetup(gpus=0)
+    bad = tmp_path / "config.json"
+    bad.write_text(json.dumps({"model_type": "no_such_model"}))
+    with pytest.raises(BeamError, match="no_such_model"):
+        plan(bad)
+    with pytest.raises(BeamError, match="no model config"):
+        plan(tmp_path / "missing")
+
+
+def test_check_plan_fits_refuses_before_loading(fixture_dir):
+    from beam_sft.train.recipe import recipe_from_dict
+
+    recipe = recipe_from_dict({"model": {"path": str(fixture_dir), "dtype": "float32"},
+                               "data": {"prepared": "unused"}, "sft": {"max_length": 256}})
+    with pytest.raises(PreflightError, match="GiB per GPU"):
+        check_plan_fits(recipe, world_size=2, free_bytes=1024)
+    assert check_plan_fits(recipe, world_size=2, free_bytes=64 * GIB).fits
+    import torch
+
+    if not torch.cuda.is_available():  # no GPU: the hook does nothing
+        assert check_plan_fits(recipe, world_size=2) is None
+
+
+# ---------------------------------------------------------------- the Beam recipes' headers
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[2]
+# What an H100 80 GB and an H200 141 GB report (81559 and 143771 MiB), in GiB.
+GPUS = {"H100 80 GB": "79.6", "H200 141 GB": "140.4"}
+
+
+def _header(path):
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        lines.append(line.lstrip("# ").rstrip())
+    return lines
+
+
+@pytest.mark.parametrize("name", ["beam-full-zero3.yaml", "beam-lora.yaml"])
+def test_beam_recipe_header_figures_are_what_plan_says(name, capsys):
+    """Recompute the nodes and GPUs each Beam recipe's header states, with the header's own plan line,
+    and check that line describes the recipe (length, micro-batch, LoRA rank, checkpointing)."""
+    import re
+    import shlex
+
+    from beam_sft.cli import main
+    from beam_sft.train.recipe import load_recipe
+
+    path = REPO / "recipes" / name
+    header = _header(path)
+    text = "\n".join(header)
+    plan_line = next(line for line in header if line.startswith("plan: beam-sft plan "))
+    argv = shlex.split(plan_line.removeprefix("plan: beam-sft "))
+    gpu_at = argv.index("--gpu-memory")
+    argv = argv[:gpu_at] + argv[gpu_at + 2:]
+    assert "approximation" in text and "configs/models/beam-approx.json" in argv
+
+    recipe = load_recipe(path, ["--model.path", "m"])
+    opts = dict(zip(argv, [*argv[1:], None], strict=True))
+    assert int(opts["--max-length"]) == recipe.sft["max_length"]
+    assert int(opts["--micro-batch"]) == recipe.sft["per_device_train_batch_size"]
+    assert ("--activation-checkpointing" in argv) == bool(recipe.sft["activation_checkpointing"])
+    assert (int(opts["--lora"]) if "--lora" in opts else None) == (recipe.lora.r if recipe.lora else None)
+
+    stated = {}
+    for gpu in GPUS:
+        match = re.search(rf"{gpu}: (\d+) nodes x 8 GPUs \((\d+) GPUs\)", text)
+        assert match, f"{name}: no figure for {gpu}"
+        stated[gpu] = (int(match.group(1)), int(match.group(2)))
+        assert main([*argv, "--gpu-memory", GPUS[gpu], "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert (result["nodes_needed"], result["gpus_needed"]) == stated[gpu], gpu
+    sbatch = re.search(r"sbatch --nodes=(\d+) scripts/slurm/train.sbatch recipes/" + re.escape(name), text)
+    assert sbatch and int(sbatch.group(1)) == stated["H200 141 GB"][0]
+
+
+def test_beam_approx_config_is_501b_total_23b_active():
+    result = plan(REPO / "configs" / "models" / "beam-approx.json")
+    assert round(result.parameters["total"] / 1e9) == 501
+    assert round(result.parameters["active"] / 1e9) == 23
+    assert result.model_type == "gpt_oss"
+
+
+def test_strategy_from_the_launcher_environment():
+    from beam_sft.train.plan import strategy_from_environment
+
+    zero2, zero3 = REPO / "configs" / "deepspeed" / "zero2.json", REPO / "configs" / "deepspeed" / "zero3.json"
+    assert strategy_from_environment({"ACCELERATE_USE_DEEPSPEED": "true",
+                                      "ACCELERATE_DEEPSPEED_CONFIG_FILE": str(zero3)}) == "zero3"
+    assert strategy_from_environment({"ACCELERATE_USE_DEEPSPEED": "true",
+                                      "ACCELERATE_DEEPSPEED_CONFIG_FILE": str(zero2)}) == "zero2"
+    assert strategy_from_environment({"ACCELERATE_USE_DEEPSPEED": "true",
+                                      "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}) == "zero3"
+    assert strategy_from_environment({"ACCELERATE_USE_FSDP": "true"}) == "fsdp2"
+    assert strategy_from_environment({}) == "ddp"
+
+
+def test_zero2_shards_gradients_and_optimizer_but_not_weights():
+    config = llama3_8b()
+    counts = count_parameters(config)
+    mem = memory_per_gpu(counts, config, PlanSetup(gpus=8, strategy="zero2"))
+    assert mem["weights"] == counts.total * 2
+    assert mem["gradients"] == -(-counts.total * 2 // 8) and mem["optimizer"] == -(-counts.total * 12 // 8)
+
+
+def _refusal_worker(rank, port, model_dir, results):
+    import os
+
+    import torch.distributed as dist
+
+    from beam_sft.train.recipe import recipe_from_dict
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    recipe = recipe_from_dict({"model": {"path": model_dir, "dtype": "float32"}, "data": {"prepared": "unused"},
+                               "sft": {"max_length": 256}})
+    try:  # only rank 0 is short of memory: both must refuse, or rank 1 would wait in a collective
+        check_plan_fits(recipe, world_size=2, free_bytes=1024 if rank == 0 else 64 * GIB)
+        results[rank] = "started"
+    except PreflightError as exc:
+        results[rank] = str(exc)
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+def test_check_plan_fits_stops_every_process_together(fixture_dir):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    results = mp.Manager().dict()
+    mp.spawn(_refusal_worker, args=(port, str(fixture_dir), results), nprocs=2, join=True)
+    assert "pre-flight failed" in results[0] and "pre-flight failed" in results[1]
+    assert "another process has too little free memory" in results[1]
+    assert "another process" not in results[0]

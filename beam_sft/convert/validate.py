@@ -73,8 +73,9 @@ TOOL_CALL_MARKUP: tuple[str, ...] = ("<tool_call>", "</tool_call>", "<tool_respo
 
 
 def forbidden_tokens(tokenizer: Any) -> frozenset[str]:
-    """The tokenizer's added and special tokens other than the Harmony markers: text holding one
-    would be tokenized as that control token. Pass it as ``ConvertOptions.forbidden_tokens``.
+    """The tokenizer's added and special tokens other than the Harmony markers (those are
+    ``harmony_marker_in_text``): text holding one would be tokenized as that control token. Pass it
+    as ``ConvertOptions.forbidden_tokens``; ``convert --tokenizer`` and ``prepare`` both do (one rule).
 
     Whitespace-only added tokens (some tokenizers add runs of spaces) are left out: they are how
     ordinary text is tokenized, not control tokens.
@@ -310,7 +311,7 @@ def _special_tokens(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | 
     for path, text in iter_rendered_text(row):
         m = pattern.search(text)
         if m is not None:
-            return "special_token_in_text", f"{path} contains the tokenizer's token {m.group()!r}"
+            return "special_token_in_text", f"{path} contains the tokenizer's added token {m.group()!r}"
     return None
 
 

@@ -7,6 +7,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
 from beam_sft.data.hub import source_digest
 from beam_sft.prepare.config import PrepareConfig
@@ -37,6 +38,9 @@ def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
         "data_code": fp.package_digest("beam_sft.data"),
         "template": fp.digest_bytes((template or "").encode()),
         "tokenizer": fp.tokenizer_digest(tokenizer),
+        # The tokens every source's text may not hold (convert.validate.forbidden_tokens): part of the
+        # conversion options, so a change in them is a change of the output even if the digest above missed it.
+        "forbidden_tokens": fp.digest_json(sorted(forbidden_tokens(tokenizer))),
         "response_template": fp.digest_json(getattr(tokenizer, "response_template", None)),
         "libraries": fp.library_versions(),
         "sources": [

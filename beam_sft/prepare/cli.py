@@ -126,10 +126,15 @@ def build_config(args: argparse.Namespace):
 
 
 def _summary(directory: Path) -> str:
-    from beam_sft.prepared.report import require_report, sources_table
+    from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+    from beam_sft.prepared.report import require_report
 
     report = require_report(directory)
     lines = [sources_table(report["sources"])]
+    lines.extend(f"{name}: {entry['rows_out']} rows out after the mix (weight {entry['weight']})"
+                 for name, entry in report["sources"].items() if entry.get("rows_out", entry["kept"]) != entry["kept"])
+    lines.extend(f"{name}: skipped {f['path']}, {f['reason']}"
+                 for name, entry in report["sources"].items() for f in entry.get("skipped", ()))
     tokens = report["tokens"]
     lines.append(f"rows {tokens['rows']}  tokens {tokens['total']}  trained {tokens['trained']} "
                  f"({100 * tokens['trained_fraction']:.1f}%)  length p50 {tokens['length']['p50']} "

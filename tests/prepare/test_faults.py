@@ -106,7 +106,7 @@ def test_empty_sources_are_said_and_nothing_kept_fails(tmp_path, fixture_dir, ca
     assert entry["empty"] is True and entry["read"] == 0
     only_empty = PrepareConfig(**{**config.__dict__, "sources": [SourceSpec(path=str(empty))],
                                   "output": str(tmp_path / "nothing")})
-    with pytest.raises(NothingKept, match=r"(?s)nothing to prepare.*empty source: no records"):
+    with pytest.raises(NothingKept, match=r"(?s)nothing to prepare.*the source is empty"):
         prepare(only_empty)
     assert not (tmp_path / "nothing").exists()
 

@@ -51,6 +51,9 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--max-length", type=int, metavar="N")
     prepare.add_argument("--length-policy", choices=_choices("length_policy"))
     prepare.add_argument("--missing-reasoning", choices=_choices("missing_reasoning"))
+    from beam_sft.convert.cli import add_option_flags
+
+    add_option_flags(prepare, missing_reasoning=False)  # every conversion option convert accepts, for every source
     prepare.add_argument("--num-proc", type=int, metavar="N", help="worker processes (default: every core)")
     prepare.add_argument("--seed", type=int)
     prepare.add_argument("--num-shards", type=int, metavar="N")
@@ -103,6 +106,25 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _with_convert_flags(sources: Any, args: argparse.Namespace) -> Any:
+    """Every source's ``convert`` mapping with the conversion flags on top (columns merged)."""
+    from beam_sft.convert.cli import option_overrides
+
+    flags = option_overrides(args)
+    if not flags or not isinstance(sources, list):
+        return sources
+    out = []
+    for source in sources:
+        if not isinstance(source, dict):
+            out.append(source)  # from_dict names what is wrong with it
+            continue
+        convert = dict(source.get("convert") or {})
+        for key, value in flags.items():
+            convert[key] = {**(convert.get(key) or {}), **value} if key == "columns" else value
+        out.append({**source, "convert": convert})
+    return out
+
+
 def build_config(args: argparse.Namespace):
     """The PrepareConfig: the file's section, the flags on top, then the tokenizer fallbacks."""
     from beam_sft.config_utils import from_dict, load_yaml
@@ -120,6 +142,8 @@ def build_config(args: argparse.Namespace):
     elif not args.data:
         raise ConfigError("", "give --config or at least one --data")
     merged = {**raw, **_overrides(args)}
+    if "sources" in merged:
+        merged["sources"] = _with_convert_flags(merged["sources"], args)
     if not merged.get("tokenizer"):
         merged["tokenizer"] = model_path or os.environ.get("BEAM_MODEL_ID") or None
     return from_dict(PrepareConfig, merged, key_path)

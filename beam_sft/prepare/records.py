@@ -29,6 +29,8 @@ def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidd
     from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, options_from_dict
 
     raw = {"missing_reasoning": config.missing_reasoning, **spec.convert}
+    if spec.columns:
+        raw["columns"] = {**(raw.get("columns") or {}), **spec.columns}
     if spec.column_map:
         raw[COLUMN_MAP_DEPRECATED] = {**(raw.get(COLUMN_MAP_DEPRECATED) or {}), **spec.column_map}
     if forbidden:

@@ -16,7 +16,6 @@ from beam_sft.errors import RowError
 from beam_sft.harmony.template import RESERVED_TEMPLATE_KWARGS
 
 
-
 def template_args(row: dict) -> tuple[list[dict], list[dict] | None, dict[str, Any]]:
     """Split a BeamRow into the ``messages``, ``tools`` and template kwargs of the template call.
 

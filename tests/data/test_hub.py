@@ -15,8 +15,8 @@ import pytest
 from beam_sft.data import hub
 from beam_sft.data.hub import DatasetRef, dataset_source, parse_data_arg, source_digest
 from beam_sft.data.sources import iter_records
-from beam_sft.prepare.config import SourceSpec
 from beam_sft.errors import BeamError, ConfigError
+from beam_sft.prepare.config import SourceSpec
 
 CARD = """---
 configs:

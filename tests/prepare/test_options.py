@@ -11,7 +11,7 @@ import yaml
 
 from beam_sft.cli import build_parser
 from beam_sft.convert.options import MissingReasoning, TextAfterToolCall, ToolCallContent, choices
-from beam_sft.prepare import PrepareConfig, SourceSpec, cli, prepare
+from beam_sft.prepare import PrepareConfig, SourceSpec, cli
 from beam_sft.prepare.records import convert_options
 
 

@@ -208,7 +208,8 @@ def sources_section(infos: Iterable[SourceInfo], counts: Counts) -> dict:
 
 
 def infos_from_report(report: Mapping) -> list[SourceInfo]:
-    return [SourceInfo(name, e["path"], e["format"], e["detection"], e["weight"])
+    # unreadable rests are not copied here: Counts.from_report sums them over every shard
+    return [SourceInfo(name, e["path"], e["format"], e["detection"], e["weight"], skipped=tuple(e.get("skipped", ())))
             for name, e in report["sources"].items()]
 
 

@@ -95,3 +95,17 @@ def test_the_flags_change_what_prepare_keeps(tmp_path, tokenizer_dir):
                  "--allow-undeclared-tools"]) == 0
     report = json.loads((tmp_path / "o3" / "report.json").read_text())
     assert next(iter(report["sources"].values()))["kept"] == 1
+
+
+def test_convert_reads_the_same_flags_into_its_options(tmp_path):
+    from beam_sft.convert import cli as convert_cli
+
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"columns": {"tools": "fns"}, "column_map": {"system": "sys"}}))
+    parser = argparse.ArgumentParser()
+    convert_cli.register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["convert", "x.jsonl", "-o", "o.jsonl", "--config", str(config), "--columns",
+                              "messages=dialog", "--allow-undeclared-tools", "--text-after-tool-call", "drop"])
+    options = convert_cli.build_options(args)
+    assert (options.columns.messages, options.columns.tools, options.columns.system) == ("dialog", "fns", "sys")
+    assert not options.require_declared_tools and options.text_after_tool_call == "drop"

@@ -78,8 +78,12 @@ def write_records(config: PrepareConfig, out_file: Path, tokenizer=None) -> tupl
             unreadable: list[dict] = []
             batch: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
 
-            def flush(batch=batch) -> None:
+            raws, errors, offsets, indices, files, rows = (batch[n] for n in (
+                "raw", "error", "byte", "row_index", "file", "file_row"))
+
+            def flush(batch=batch, source_id=source_id) -> None:
                 if batch["raw"]:
+                    batch["source_id"] = [source_id] * len(batch["raw"])
                     writer.write_batch(pa.record_batch([pa.array(batch[n], schema.field(n).type)
                                                         for n in RECORD_COLUMNS], schema=schema))
                     for column in batch.values():
@@ -91,10 +95,12 @@ def write_records(config: PrepareConfig, out_file: Path, tokenizer=None) -> tupl
                 if record.bad is not None and record.bad.rest:
                     unreadable.append({"file": record.file, "byte": record.bad.byte,
                                        "about_more_records": record.bad.more})
-                for name, value in (("raw", record.text), ("error", bad_json(record.bad) if record.bad else ""),
-                                    ("byte", record.byte), ("source_id", source_id), ("row_index", index),
-                                    ("file", record.file if folder not in (None, record.file) else None), ("file_row", record.row)):
-                    batch[name].append(value)
+                raws.append(record.text)
+                errors.append(bad_json(record.bad) if record.bad else "")
+                offsets.append(record.byte)
+                indices.append(index)
+                files.append(record.file if folder not in (None, record.file) else None)
+                rows.append(record.row)
                 total += 1
                 if len(batch["raw"]) >= _BATCH:
                     flush()

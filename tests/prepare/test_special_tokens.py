@@ -150,3 +150,10 @@ def test_every_source_format_is_checked(tmp_path, tokenizer_dir):
     with pytest.raises(Exception, match="special_token_in_text=1"):
         prepare(PrepareConfig(sources=[SourceSpec(path=str(data), format="sharegpt")], tokenizer=str(tokenizer_dir),
                               output=str(tmp_path / "out"), num_proc=1, verify=False))
+
+
+@pytest.mark.realistic
+def test_the_forbidden_set_realistic(realistic_tokenizer):
+    expected = {t for t in added_token_strings(realistic_tokenizer) if t not in ALL_MARKERS and t.strip()}
+    assert forbidden_tokens(realistic_tokenizer) == expected
+    assert len(expected) == len(added_token_strings(realistic_tokenizer)) - len(ALL_MARKERS)  # no token left out

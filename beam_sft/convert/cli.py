@@ -13,9 +13,13 @@ import math
 import sys
 from typing import Any
 
-from beam_sft.convert.options import FORMATS, MissingReasoning, TextAfterToolCall, ToolCallContent, choices
-
-FORMAT_CHOICES = ("auto", *FORMATS)
+from beam_sft.convert.options import (
+    FORMAT_CHOICES,
+    MissingReasoning,
+    TextAfterToolCall,
+    ToolCallContent,
+    choices,
+)
 
 
 def _rate(text: str) -> float:

@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from beam_sft.config_utils import from_dict, load_yaml
-from beam_sft.convert.options import FORMATS, MissingReasoning
+from beam_sft.convert.options import FORMAT_CHOICES, MissingReasoning
 from beam_sft.errors import ConfigError
 
 LengthPolicy = Literal["drop", "trim_turns"]
 EncoderChoice = Literal["auto", "fast", "template"]
-FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)
 
 
 @dataclass(frozen=True)

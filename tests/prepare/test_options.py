@@ -109,3 +109,12 @@ def test_convert_reads_the_same_flags_into_its_options(tmp_path):
     options = convert_cli.build_options(args)
     assert (options.columns.messages, options.columns.tools, options.columns.system) == ("dialog", "fns", "sys")
     assert not options.require_declared_tools and options.text_after_tool_call == "drop"
+
+
+def test_format_choices_have_one_home():
+    from beam_sft.convert import cli as convert_cli
+    from beam_sft.convert import options
+    from beam_sft.prepare import config
+
+    assert convert_cli.FORMAT_CHOICES is config.FORMAT_CHOICES is options.FORMAT_CHOICES
+    assert tuple(_actions("convert")["--format"].choices) == tuple(_actions("prepare")["--format"].choices)

@@ -13,9 +13,13 @@ import math
 import sys
 from typing import Any
 
-from beam_sft.convert.options import FORMATS, MissingReasoning, TextAfterToolCall, ToolCallContent, choices
-
-FORMAT_CHOICES = ("auto", *FORMATS)
+from beam_sft.convert.options import (
+    FORMAT_CHOICES,
+    MissingReasoning,
+    TextAfterToolCall,
+    ToolCallContent,
+    choices,
+)
 
 
 def _rate(text: str) -> float:
@@ -47,25 +51,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--rejects", help="where to write rejected rows (JSON Lines: source, row, code, message, raw)"
     )
-    parser.add_argument(
-        "--missing-reasoning",
-        choices=choices(MissingReasoning),
-        help="trained turns without reasoning: drop the row (default), truncate the conversation "
-        "after the last reasoned turn, or unmask them (weight 0)",
-    )
-    parser.add_argument(
-        "--tool-call-content",
-        choices=choices(ToolCallContent),
-        help="text said before tool calls: append it to the reasoning (default) or reject the row",
-    )
-    parser.add_argument(
-        "--text-after-tool-call",
-        choices=choices(TextAfterToolCall),
-        help="text after a turn's tool call: reject the row (default) or drop the text (counted)",
-    )
-    parser.add_argument(
-        "--allow-undeclared-tools", action="store_true", help="keep rows that call tools they do not declare"
-    )
+    add_option_flags(parser)
     parser.add_argument(
         "--tokenizer",
         help="reject text holding any added or special token of this tokenizer (other than the Harmony "
@@ -82,19 +68,57 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _column(text: str) -> tuple[str, str]:
+    key, sep, name = text.partition("=")
+    if not sep or not key or not name:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=COLUMN (e.g. messages=dialog)")
+    return key, name
+
+
+def add_option_flags(parser: argparse.ArgumentParser, *, missing_reasoning: bool = True) -> None:
+    """The flags of every conversion option (``ConvertOptions``), with choices from the option types:
+    ``convert`` and ``prepare`` both call this, so they accept the same options alike."""
+    if missing_reasoning:  # prepare has its own (a PrepareConfig field, every source's default)
+        parser.add_argument(
+            "--missing-reasoning", choices=choices(MissingReasoning),
+            help="trained turns without reasoning: drop the row (default), truncate the conversation "
+            "after the last reasoned turn, or unmask them (weight 0)")
+    parser.add_argument(
+        "--tool-call-content", choices=choices(ToolCallContent),
+        help="text said before tool calls: append it to the reasoning (default) or reject the row")
+    parser.add_argument(
+        "--text-after-tool-call", choices=choices(TextAfterToolCall),
+        help="text after a turn's tool call: reject the row (default) or drop the text (counted)")
+    parser.add_argument(
+        "--allow-undeclared-tools", action="store_true", help="keep rows that call tools they do not declare")
+    parser.add_argument(
+        "--columns", action="append", type=_column, metavar="KEY=COLUMN",
+        help="column mapping (repeatable), the convert option `columns`: e.g. messages=dialog, "
+        "conversations=turns, role_key=speaker")
+
+
+def option_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The ConvertOptions keys the flags of ``add_option_flags`` set (only those given)."""
+    data: dict[str, Any] = {}
+    for flag in ("missing_reasoning", "tool_call_content", "text_after_tool_call"):
+        if getattr(args, flag, None):
+            data[flag] = getattr(args, flag)
+    if getattr(args, "allow_undeclared_tools", False):
+        data["require_declared_tools"] = False
+    if getattr(args, "columns", None):
+        data["columns"] = dict(args.columns)
+    return data
+
+
 def build_options(args: argparse.Namespace):
     from beam_sft.config_utils import load_yaml
     from beam_sft.convert.options import options_from_dict
 
     data: dict[str, Any] = load_yaml(args.config) if args.config else {}
-    if args.missing_reasoning:
-        data["missing_reasoning"] = args.missing_reasoning
-    if args.tool_call_content:
-        data["tool_call_content"] = args.tool_call_content
-    if getattr(args, "text_after_tool_call", None):
-        data["text_after_tool_call"] = args.text_after_tool_call
-    if args.allow_undeclared_tools:
-        data["require_declared_tools"] = False
+    flags = option_overrides(args)
+    if "columns" in flags:
+        data["columns"] = {**(data.get("columns") or {}), **flags.pop("columns")}
+    data.update(flags)
     if getattr(args, "tokenizer", None):
         from transformers import AutoTokenizer
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony")
+FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # --format of convert and prepare; auto: per row
 MissingReasoning = Literal["drop", "truncate", "unmask"]
 ToolCallContent = Literal["reasoning", "reject"]
 TextAfterToolCall = Literal["reject", "drop"]

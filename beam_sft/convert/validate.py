@@ -53,18 +53,12 @@ from beam_sft.convert.reasoning import REASONING_MARKUP
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
 from beam_sft.harmony.spans import is_trained
+from beam_sft.harmony.template import RESERVED_TEMPLATE_KWARGS
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _TOOL_NAME_RE = re.compile(r"[^\s<]+")
 # The registered keys of chat_template_kwargs and the types the template accepts for them.
 _KWARG_TYPES: dict[str, tuple[type, ...]] = {"model_identity": (str,), "allow_missing_thinking": (bool,)}
-# Keys the template call itself uses: a per-row kwarg by one of these names would collide with
-# them. One home for the rule: the encoder reads it from here.
-RESERVED_TEMPLATE_KWARGS = frozenset(
-    {"messages", "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
-     "continue_final_message", "tokenize", "return_dict", "return_assistant_tokens_mask", "padding",
-     "truncation", "max_length", "return_tensors", "tokenizer_kwargs", "sanitize_control_tokens"}
-)
 # The least reasoning effort Beam was trained with (the format documentation: "Beam wasn't trained
 # below 8, so smaller values aren't respected").
 MIN_TRAINED_EFFORT = 8
@@ -74,8 +68,9 @@ TOOL_CALL_MARKUP: tuple[str, ...] = ("<tool_call>", "</tool_call>", "<tool_respo
 
 
 def forbidden_tokens(tokenizer: Any) -> frozenset[str]:
-    """The tokenizer's added and special tokens other than the Harmony markers: text holding one
-    would be tokenized as that control token. Pass it as ``ConvertOptions.forbidden_tokens``.
+    """The tokenizer's added and special tokens other than the Harmony markers (those are
+    ``harmony_marker_in_text``): text holding one would be tokenized as that control token. Pass it
+    as ``ConvertOptions.forbidden_tokens``; ``convert --tokenizer`` and ``prepare`` both do (one rule).
 
     Whitespace-only added tokens (some tokenizers add runs of spaces) are left out: they are how
     ordinary text is tokenized, not control tokens.
@@ -307,7 +302,7 @@ def _special_tokens(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | 
     for path, text in iter_rendered_text(row):
         m = pattern.search(text)
         if m is not None:
-            return "special_token_in_text", f"{path} contains the tokenizer's token {m.group()!r}"
+            return "special_token_in_text", f"{path} contains the tokenizer's added token {m.group()!r}"
     return None
 
 

@@ -171,8 +171,10 @@ def sources_table(sources: Mapping[str, Mapping[str, Any]] | Iterable[Mapping[st
                                 int(data.get("read", 0)), int(data.get("kept", 0)),
                                 Counter(codes if isinstance(codes, Mapping) else {}),
                                 Counter(data.get("formats") or {}), Counter(data.get("notes") or {}))
-        if data.get("unreadable"):
-            summary.unreadable = (data["unreadable"].get("byte"), data["unreadable"].get("about_more_records"))
+        rests = data.get("unreadable")
+        rests = [rests] if isinstance(rests, Mapping) else list(rests or ())  # prepare's report: one per file
+        if rests:
+            summary.unreadable = (rests[0].get("byte"), rests[0].get("about_more_records"))
         summaries.append(summary)
     return format_summary_table(summaries)
 

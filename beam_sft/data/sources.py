@@ -171,7 +171,12 @@ def _iter_lines(path: Path) -> Iterator[Any]:
             try:
                 yield json.loads(line)
             except (ValueError, RecursionError) as exc:
-                yield BadRecord(line.rstrip("\r\n"), f"not valid JSON (line at byte {start}): {exc}", byte=start)
+                yield bad_line(line, start, exc)
+
+
+def bad_line(line: str, start: int, exc: Exception) -> BadRecord:
+    """The BadRecord of a JSON Lines line that is not JSON (one wording for every reader)."""
+    return BadRecord(line.rstrip("\r\n"), f"not valid JSON (line at byte {start}): {exc}", byte=start)
 
 
 def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
@@ -188,6 +193,12 @@ def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
     >>> list(iter_raw_lines(p))
     [(0, '{"a": 1}', ''), (1, '{"b": "\\\\udcff"}', '')]
     """
+    for index, text, error, _ in _raw_lines(Path(path)):
+        yield index, text, error
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, str, str, int]]:
+    """``iter_raw_lines`` with each line's byte offset."""
     index = 0
     offset = 0
     with open(path, "rb") as fh:
@@ -204,11 +215,52 @@ def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
                     text, error = json.dumps(json.loads(line), ensure_ascii=True), ""
                 except (ValueError, RecursionError) as exc:
                     text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
-                    error = f"not valid JSON (line at byte {start}): {exc}"
+                    error = bad_line(line, start, exc).error
             if not text.strip():
                 continue
-            yield index, text, error
+            yield index, text, error, start
             index += 1
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One record as ``prepare`` stores it before decoding: its own file, its row in that file, its
+    JSON text (always valid UTF-8), the byte where it starts (JSON Lines), and ``bad`` when it could
+    not be read (the same BadRecord ``iter_located`` gives)."""
+
+    file: str
+    row: int
+    text: str
+    byte: int | None = None
+    bad: BadRecord | None = None
+
+
+def iter_raw_located(path: str | Path | hub.DatasetRef) -> Iterator[RawRecord]:
+    """Every record of a source as ``iter_located`` reads it (the same files, skips, BOM, bad-byte
+    and unreadable-rest rules), as JSON text: JSON Lines files are not decoded (``iter_raw_lines``;
+    the worker decodes, and ``bad_line`` words its error), every other shape is decoded here and
+    written back as JSON. Text that is not valid Unicode is written ASCII-escaped, so it decodes to
+    the same lone surrogates and is rejected as ``invalid_text``, never replaced."""
+    files, _ = expand_source(path)
+    for file in files:
+        if isinstance(file, Path) and file.is_file() and file.suffix.lower() in (".jsonl", ".ndjson"):
+            for index, text, error, start in _raw_lines(file):
+                yield RawRecord(str(file), index, text, start, BadRecord(text, error, byte=start) if error else None)
+            continue
+        for name, index, record in iter_located(file):
+            if isinstance(record, BadRecord):
+                yield RawRecord(name, index, _utf8(record.text), record.byte, record)
+                continue
+            text = json.dumps(record, ensure_ascii=False)
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:  # lone surrogates (bytes that were not UTF-8): kept, escaped
+                text = json.dumps(record, ensure_ascii=True)
+            yield RawRecord(name, index, text)
+
+
+def _utf8(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _first_char(fh: IO[str]) -> tuple[str, int]:

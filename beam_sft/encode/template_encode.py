@@ -14,13 +14,7 @@ from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
 from beam_sft.encode.weights import apply_weights, assistant_weights
 from beam_sft.errors import RowError
 from beam_sft.harmony.spans import mask_runs
-
-# Keys the template call itself uses: a per-row kwarg by one of these names would collide with them.
-RESERVED_TEMPLATE_KWARGS = frozenset(
-    {"messages", "conversation", "tools", "documents", "chat_template", "add_generation_prompt",
-     "continue_final_message", "tokenize", "return_dict", "return_assistant_tokens_mask", "padding",
-     "truncation", "max_length", "return_tensors", "tokenizer_kwargs", "sanitize_control_tokens"}
-)
+from beam_sft.harmony.template import RESERVED_TEMPLATE_KWARGS
 
 
 def template_args(row: dict) -> tuple[list[dict], list[dict] | None, dict[str, Any]]:

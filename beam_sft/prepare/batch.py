@@ -24,7 +24,11 @@ from beam_sft.prepared.rejects import reject_line
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
-STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject")
+STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject", "format")
+# The records file (records.py): JSON text, "" or a BadRecord as JSON, the line's byte (JSON Lines),
+# the source, the running index in the source (shards, mix), the row's own file (None: the source
+# itself) and its row there (meta, rejects).
+RECORD_COLUMNS = ("raw", "error", "byte", "source_id", "row_index", "file", "file_row")
 
 # job key -> WorkerState, per process (see the module docstring)
 _STATE: dict[str, WorkerState] = {}
@@ -33,9 +37,10 @@ _STATE: dict[str, WorkerState] = {}
 @dataclass(frozen=True)
 class SourceJob:
     label: str
-    format: str
+    format: str  # "auto": each row by the format its own shape shows (convert.pipeline.resolve_format)
     weight: float
     options: Any  # beam_sft.convert.options.ConvertOptions
+    default_format: str = "openai"  # the source's main format (from its first rows), for rows that show none
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,6 @@ class EncodeJob:
     max_length: int | None
     length_policy: str
     max_chars: int | None = None  # rendered text longer than this is too_long untokenized (length.char_bound)
-    added_tokens: tuple[str, ...] = ()  # no text may contain one (prepare.special)
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Pending:
     row_index: int
     copies: int
     chars: int = 0  # length of the record as read (JSON text)
+    format: str = ""  # the format that read it
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class Done:
     row_index: int
     status: str
     reject: str | None = None
+    format: str = ""
 
 
 def install_state(job: EncodeJob, tokenizer, encoder, counter=None) -> WorkerState:
@@ -99,36 +105,41 @@ def _state(job: EncodeJob) -> WorkerState:
     return state
 
 
-def decode(text: str, error: str):
-    """The record as read: decoded JSON, or a BadRecord the converter rejects with its reason."""
-    from beam_sft.data.sources import BadRecord
+def decode(text: str, error: str, byte: int | None = None):
+    """The record as read: decoded JSON, or a BadRecord the converter rejects with its reason
+    (worded as convert's reader words it: ``sources.bad_line``)."""
+    from beam_sft.data.sources import BadRecord, bad_line
 
     if error:
-        return BadRecord(text, error)
+        return BadRecord(text, **json.loads(error))
     try:
         return json.loads(text)
-    except (ValueError, RecursionError) as exc:  # the message beam_sft.data.sources gives
-        return BadRecord(text, f"not valid JSON: {exc}")
+    except (ValueError, RecursionError) as exc:
+        return bad_line(text, byte, exc) if byte is not None else BadRecord(text, f"not valid JSON: {exc}")
 
 
-def convert_records(columns: tuple[list, list, list, list], job: EncodeJob) -> list[Pending | Done]:
-    """Decode, convert and mix records given as (raw, error, source_id, row_index) columns."""
-    from beam_sft.convert.pipeline import convert_row
+def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending | Done]:
+    """Decode, convert and mix records given as ``RECORD_COLUMNS`` columns; ``--format auto`` reads
+    each row by the format its own shape shows, as ``beam-sft convert`` does."""
+    from beam_sft.convert.pipeline import convert_row, resolve_format
     from beam_sft.convert.rows import Rejection
     from beam_sft.data.mix import copies
 
     out: list[Pending | Done] = []
-    for text, error, source_id, row_index in zip(*columns, strict=True):
+    for text, error, byte, source_id, row_index, file, file_row in zip(*columns, strict=True):
         source = job.sources[source_id]
-        result = convert_row(decode(text, error), format=source.format, options=source.options,
-                             source=source.label, row=row_index)
+        raw = decode(text, error, byte)
+        fmt = (resolve_format(raw, source.options, source.default_format) if source.format == "auto"
+               else source.format)
+        result = convert_row(raw, format=fmt, options=source.options, source=file or source.label,
+                             row=row_index if file_row is None else file_row)
         if isinstance(result, Rejection):
             out.append(Done(source.label, row_index, result.code,
-                            json.dumps(result.to_json(), ensure_ascii=False, default=repr)))
+                            json.dumps(result.to_json(), ensure_ascii=False, default=repr), fmt))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
-        out.append(Pending(result, source.label, row_index, n, len(text)) if n
-                   else Done(source.label, row_index, MIXED_OUT))
+        out.append(Pending(result, source.label, row_index, n, len(text), fmt) if n
+                   else Done(source.label, row_index, MIXED_OUT, format=fmt))
     return out
 
 
@@ -147,19 +158,7 @@ def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
 
 def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
     """The output table of converted items: encoded, length-checked, one row per copy or per reject."""
-    from beam_sft.prepare.special import check_row
-
     out = _Columns()
-    checked: list[Pending | Done] = []
-    for item in items:
-        if isinstance(item, Pending):
-            try:
-                check_row(item.row, job.added_tokens)
-            except RowError as exc:
-                item = Done(item.source, item.row_index, exc.code,
-                            reject_line(item.source, item.row_index, exc.code, exc.detail, item.row))
-        checked.append(item)
-    items = checked
     pending = [item for item in items if isinstance(item, Pending)]
     encoded_rows = iter(encoder.encode_batch([p.row for p in pending], plain=True, max_chars=job.max_chars))
     for item in items:
@@ -176,11 +175,17 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
             if not trained:
                 raise RowError("no_trained_tokens", "no token is left in the loss after weights")
         except RowError as exc:
-            out.done(Done(item.source, item.row_index, exc.code,
-                          reject_line(item.source, item.row_index, exc.code, exc.detail, item.row)), fallback)
+            out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
             continue
         out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback)
     return out.table()
+
+
+def _reject(item: Pending, exc: RowError) -> str:
+    """The rejects.jsonl line of a converted row: named by its own file and row (its ``meta``)."""
+    meta = item.row.get("meta") or {}
+    return reject_line(meta.get("source", item.source), meta.get("row", item.row_index), exc.code, exc.detail,
+                       item.row)
 
 
 def process_batch(batch, *, job: EncodeJob):
@@ -190,7 +195,7 @@ def process_batch(batch, *, job: EncodeJob):
     as one flat array each, with no Python object per token.
     """
     state = _state(job)
-    columns = tuple(batch.column(name).to_pylist() for name in ("raw", "error", "source_id", "row_index"))
+    columns = tuple(batch.column(name).to_pylist() for name in RECORD_COLUMNS)
     table = encode_items(convert_records(columns, job), job, state.encoder)
     if state.counter is not None:
         state.counter.add(len(columns[0]))
@@ -212,9 +217,10 @@ class _Columns:
         self.trimmed: list[int] = []
         self.fallback: list[int] = []
         self.reject: list[str | None] = []
+        self.format: list[str] = []
 
     def _append(self, ids, masks, row: str, source: str, row_index: int, trained: int, status: str, copy: int,
-                trimmed: int, fallback: bool, reject: str | None) -> None:
+                trimmed: int, fallback: bool, reject: str | None, format: str) -> None:
         self.ids.append(ids)
         self.masks.append(masks)
         self.rows.append(row)
@@ -226,14 +232,16 @@ class _Columns:
         self.trimmed.append(trimmed)
         self.fallback.append(int(fallback))
         self.reject.append(reject)
+        self.format.append(format)
 
     def kept(self, encoded, row_json: str, item: Pending, trained: int, trimmed: int, fallback: bool) -> None:
         for copy in range(item.copies):
             self._append(encoded.input_ids, encoded.assistant_masks, row_json, item.source, item.row_index, trained,
-                         KEPT, copy, trimmed, fallback and copy == 0, None)
+                         KEPT, copy, trimmed, fallback and copy == 0, None, item.format)
 
     def done(self, item: Done, fallback: bool = False) -> None:
-        self._append(_NO_IDS, _NO_MASK, "", item.source, item.row_index, 0, item.status, 0, 0, fallback, item.reject)
+        self._append(_NO_IDS, _NO_MASK, "", item.source, item.row_index, 0, item.status, 0, 0, fallback, item.reject,
+                     item.format)
 
     def table(self):
         import pyarrow as pa
@@ -255,6 +263,7 @@ class _Columns:
             "trimmed_messages": pa.array(self.trimmed, pa.int32()),
             "fallback": pa.array(self.fallback, pa.int8()),
             "reject": pa.array(self.reject, pa.large_string()),
+            "format": pa.array(self.format, pa.string()),
         })
 
 
@@ -270,7 +279,7 @@ def output_features():
 
     return Features({**features(), "status": Value("string"), "copy": Value("int32"),
                      "trimmed_messages": Value("int32"), "fallback": Value("int8"),
-                     "reject": Value("large_string")})
+                     "reject": Value("large_string"), "format": Value("string")})
 
 
 def count_statuses(dataset, counts, tokens, chunk: int = 65_536) -> None:
@@ -279,19 +288,22 @@ def count_statuses(dataset, counts, tokens, chunk: int = 65_536) -> None:
     import pyarrow.compute as pc
 
     table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
-    table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "num_tokens", "num_trained"])
+    table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "format", "num_tokens",
+                          "num_trained"])
     for batch in table.to_batches(max_chunksize=chunk):
         kept = batch.filter(pc.equal(batch.column(1), KEPT))
         tokens.add(np.asarray(kept.column(0).to_numpy(zero_copy_only=False)),
-                   kept.column(5).to_numpy().astype(np.int64), kept.column(6).to_numpy().astype(np.int64))
-        sources, status, copy, trimmed, fallback = (c.to_pylist() for c in batch.columns[:5])
-        for source, state, n, cut, fell in zip(sources, status, copy, trimmed, fallback, strict=True):
+                   kept.column(6).to_numpy().astype(np.int64), kept.column(7).to_numpy().astype(np.int64))
+        sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in batch.columns[:6])
+        for source, state, n, cut, fell, fmt in zip(sources, status, copy, trimmed, fallback, formats, strict=True):
             entry = counts.sources[source]
             if state == KEPT:
                 entry["rows_out"] += 1
             if n:
                 continue
             entry["read"] += 1
+            if fmt:
+                counts.formats[source][fmt] += 1
             counts.totals["fallback_rows"] += fell
             if state == KEPT:
                 entry["kept"] += 1

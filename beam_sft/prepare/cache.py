@@ -3,10 +3,14 @@ its files are still what the report recorded (``beam_sft.prepared.check_integrit
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import io
 import logging
 from pathlib import Path
 from typing import Any
 
+from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
 from beam_sft.data.hub import source_digest
 from beam_sft.prepare.config import PrepareConfig
@@ -25,6 +29,14 @@ def default_output(fingerprint: str, root: Path = DEFAULT_ROOT) -> Path:
     return root / fingerprint[:16]
 
 
+def convert_options(spec, config: PrepareConfig, index: int):
+    """``records.convert_options`` without its deprecation message (said once, when the records are read)."""
+    from beam_sft.prepare.records import convert_options as options
+
+    with contextlib.redirect_stderr(io.StringIO()):
+        return options(spec, config, index)
+
+
 def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
     """Everything the output depends on (see ``beam_sft.data.fingerprint``)."""
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else repr(tokenizer.chat_template)
@@ -37,12 +49,17 @@ def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
         "data_code": fp.package_digest("beam_sft.data"),
         "template": fp.digest_bytes((template or "").encode()),
         "tokenizer": fp.tokenizer_digest(tokenizer),
+        # The tokens every source's text may not hold (convert.validate.forbidden_tokens): part of the
+        # conversion options, so a change in them is a change of the output even if the digest above missed it.
+        "forbidden_tokens": fp.digest_json(sorted(forbidden_tokens(tokenizer))),
         "response_template": fp.digest_json(getattr(tokenizer, "response_template", None)),
         "libraries": fp.library_versions(),
         "sources": [
             {"path": s.path, "label": s.label, "format": s.format, "weight": s.weight, "column_map": s.column_map,
-             "convert": s.convert, "data": source_digest(s)}
-            for s in config.sources
+             "convert": s.convert, "data": source_digest(s),
+             # the options the converter gets, however they were spelled (recipe, flags, deprecated names)
+             "options": dataclasses.asdict(convert_options(s, config, i))}
+            for i, s in enumerate(config.sources)
         ],
         "options": {
             "max_length": config.max_length, "length_policy": config.length_policy,

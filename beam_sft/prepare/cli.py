@@ -51,6 +51,9 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--max-length", type=int, metavar="N")
     prepare.add_argument("--length-policy", choices=_choices("length_policy"))
     prepare.add_argument("--missing-reasoning", choices=_choices("missing_reasoning"))
+    from beam_sft.convert.cli import add_option_flags
+
+    add_option_flags(prepare, missing_reasoning=False)  # every conversion option convert accepts, for every source
     prepare.add_argument("--num-proc", type=int, metavar="N", help="worker processes (default: every core)")
     prepare.add_argument("--seed", type=int)
     prepare.add_argument("--num-shards", type=int, metavar="N")
@@ -103,6 +106,25 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _with_convert_flags(sources: Any, args: argparse.Namespace) -> Any:
+    """Every source's ``convert`` mapping with the conversion flags on top (columns merged)."""
+    from beam_sft.convert.cli import option_overrides
+
+    flags = option_overrides(args)
+    if not flags or not isinstance(sources, list):
+        return sources
+    out = []
+    for source in sources:
+        if not isinstance(source, dict):
+            out.append(source)  # from_dict names what is wrong with it
+            continue
+        convert = dict(source.get("convert") or {})
+        for key, value in flags.items():
+            convert[key] = {**(convert.get(key) or {}), **value} if key == "columns" else value
+        out.append({**source, "convert": convert})
+    return out
+
+
 def build_config(args: argparse.Namespace):
     """The PrepareConfig: the file's section, the flags on top, then the tokenizer fallbacks."""
     from beam_sft.config_utils import from_dict, load_yaml
@@ -120,16 +142,23 @@ def build_config(args: argparse.Namespace):
     elif not args.data:
         raise ConfigError("", "give --config or at least one --data")
     merged = {**raw, **_overrides(args)}
+    if "sources" in merged:
+        merged["sources"] = _with_convert_flags(merged["sources"], args)
     if not merged.get("tokenizer"):
         merged["tokenizer"] = model_path or os.environ.get("BEAM_MODEL_ID") or None
     return from_dict(PrepareConfig, merged, key_path)
 
 
 def _summary(directory: Path) -> str:
-    from beam_sft.prepared.report import require_report, sources_table
+    from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+    from beam_sft.prepared.report import require_report
 
     report = require_report(directory)
     lines = [sources_table(report["sources"])]
+    lines.extend(f"{name}: {entry['rows_out']} rows out after the mix (weight {entry['weight']})"
+                 for name, entry in report["sources"].items() if entry.get("rows_out", entry["kept"]) != entry["kept"])
+    lines.extend(f"{name}: skipped {f['path']}, {f['reason']}"
+                 for name, entry in report["sources"].items() for f in entry.get("skipped", ()))
     tokens = report["tokens"]
     lines.append(f"rows {tokens['rows']}  tokens {tokens['total']}  trained {tokens['trained']} "
                  f"({100 * tokens['trained_fraction']:.1f}%)  length p50 {tokens['length']['p50']} "

@@ -10,7 +10,7 @@ flags. Unknown keys fail with their full path:
 >>> from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl", "wieght": 2}]}, "data.prepare")
 Traceback (most recent call last):
 ...
-beam_sft.errors.ConfigError: data.prepare.sources[0].wieght: unknown key (known: column_map, convert, data_files, format, name, path, revision, split, weight)
+beam_sft.errors.ConfigError: data.prepare.sources[0].wieght: unknown key (known: column_map, columns, convert, data_files, format, name, path, revision, split, weight)
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from beam_sft.config_utils import from_dict, load_yaml
-from beam_sft.convert.options import FORMATS, MissingReasoning
+from beam_sft.convert.options import FORMAT_CHOICES, MissingReasoning
 from beam_sft.errors import ConfigError
 
 LengthPolicy = Literal["drop", "trim_turns"]
 EncoderChoice = Literal["auto", "fast", "template"]
-FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)
 
 
 @dataclass(frozen=True)
@@ -34,14 +33,17 @@ class SourceSpec:
     """One input: a file or folder (JSONL/JSON/Parquet), or a ``datasets`` dataset, and how to read and weigh it.
 
     ``weight`` repeats the source's rows: 1 keeps each once, 0.5 a seeded half, 2.5 each twice plus
-    a seeded half. ``column_map`` renames columns (the converter's ``columns`` options, e.g.
-    ``{"messages": "dialog"}``); ``convert`` holds any other converter option for this source.
+    a seeded half. ``columns`` renames columns (the converter's ``columns`` option, the one name in
+    recipes, convert YAML and ``--columns``, e.g. ``{"messages": "dialog"}``; ``column_map`` is its
+    deprecated name, still read with a message); ``convert`` holds any other converter option for
+    this source (``ConvertOptions``; ``convert.columns`` is the same mapping).
     """
 
     path: str
     format: str = "auto"
     weight: float = 1.0
-    column_map: dict[str, str] = field(default_factory=dict)
+    columns: dict[str, str] = field(default_factory=dict)
+    column_map: dict[str, str] = field(default_factory=dict)  # deprecated name of `columns`
     convert: dict[str, Any] = field(default_factory=dict)
     name: str | None = None  # the source's label in the report and the `source` column (default: path)
     # A `datasets` dataset (a hub id or a dataset repository folder, see beam_sft.data.hub): there

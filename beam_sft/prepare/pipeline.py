@@ -166,11 +166,10 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     from beam_sft.encode.select import choose_encoder
     from beam_sft.prepare import batch as batch_mod
     from beam_sft.prepare import records
-    from beam_sft.prepare.special import added_token_strings
 
     work = staging / ".work"
     save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
-    jobs, infos, n_records = records.write_records(config, work / "records.arrow")
+    jobs, infos, n_records = records.write_records(config, work / "records.arrow", tokenizer)
     source_records = Dataset.from_file(str(work / "records.arrow"))
     clock.phase("read")
     job = batch_mod.EncodeJob(
@@ -178,15 +177,14 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
         length_policy=config.length_policy,
         max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
-        added_tokens=added_token_strings(tokenizer),
     )
     head_count = min(n_records, HEAD_RECORDS)
     head = source_records.select(range(head_count))
     head_items = batch_mod.convert_records(
-        tuple(head[name] for name in ("raw", "error", "source_id", "row_index")), job)
+        tuple(head[name] for name in batch_mod.RECORD_COLUMNS), job)
     longest = min(PROBE_MAX_CHARS, job.max_chars or PROBE_MAX_CHARS)
     sample = [item.row for item in head_items
-              if isinstance(item, batch_mod.Pending) and item.chars <= longest and not _has_added_token(item.row, job)]
+              if isinstance(item, batch_mod.Pending) and item.chars <= longest]
     sample = sample[:PROBE_SAMPLE]
     kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
@@ -219,8 +217,10 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         if not counts.sources[info.label]["read"]:
             logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
     if counts.kept() == 0:
+        from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+
         raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
-                          f"{rep.sources_table(rep.sources_section(infos, counts))}")
+                          f"{sources_table(rep.sources_section(infos, counts))}")
     kept = batch_mod.kept_positions(encoded)
     dataset = encoded if len(kept) == len(encoded) else encoded.select(kept)
     dataset = dataset.remove_columns(list(batch_mod.STATUS_COLUMNS))
@@ -242,17 +242,6 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     report["timing"]["phases"] = dict(clock.phases)
     rep.write_report(staging, report)
     return report
-
-
-def _has_added_token(row: dict, job) -> bool:
-    from beam_sft.errors import RowError
-    from beam_sft.prepare.special import check_row
-
-    try:
-        check_row(row, job.added_tokens)
-    except RowError:
-        return True
-    return False
 
 
 def _effective_procs(config: PrepareConfig, rows: int) -> int:

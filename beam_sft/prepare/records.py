@@ -1,100 +1,111 @@
 """The one serial step of ``prepare``: put every raw record of this shard into one Arrow file.
 
-Records are stored as JSON text, undecoded where the source is JSON Lines (reading lines is all the
-main process does; decoding, converting and encoding happen in the ``datasets.map`` workers).
-Other shapes (JSON arrays, Parquet, ``save_to_disk`` folders) go through ``beam_sft.data.sources``.
+Records are read by convert's reader (``beam_sft.data.sources.iter_raw_located``: the same files of a
+directory, the same skips, BOM, bad-byte and unreadable-rest rules as ``beam-sft convert``), stored
+as JSON text, undecoded where the source is JSON Lines (reading lines is all the main process does;
+decoding, converting and encoding happen in the ``datasets.map`` workers). Each record keeps its
+own file and its row in that file (a directory source names them in ``meta`` and rejects.jsonl).
 Memory stays flat: records go to disk a batch at a time.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
-from beam_sft.config_utils import from_dict
 from beam_sft.data.hub import dataset_source
-from beam_sft.prepare.batch import SourceJob
+from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
 from beam_sft.prepare.config import PrepareConfig, SourceSpec
 from beam_sft.prepared.report import SourceInfo
 
-LINE_SUFFIXES = (".jsonl", ".ndjson")
 _BATCH = 1024
 
 
-def convert_options(spec: SourceSpec, config: PrepareConfig, index: int):
-    """The converter options of one source: its ``convert`` mapping, ``column_map`` as ``columns``,
-    and the run's ``missing_reasoning`` unless the source sets its own."""
-    from beam_sft.convert.options import ConvertOptions
+def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidden: tuple[str, ...] = ()):
+    """The converter options of one source: its ``convert`` mapping (``options_from_dict``: the
+    column mapping is ``columns``; the source's deprecated ``column_map`` is read with a message),
+    the run's ``missing_reasoning`` unless the source sets its own, and ``forbidden`` (the
+    tokenizer's added and special tokens, ``convert.validate.forbidden_tokens``)."""
+    from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, options_from_dict
 
     raw = {"missing_reasoning": config.missing_reasoning, **spec.convert}
+    if spec.columns:
+        raw["columns"] = {**(raw.get("columns") or {}), **spec.columns}
     if spec.column_map:
-        raw["columns"] = {**raw.get("columns", {}), **spec.column_map}
-    return from_dict(ConvertOptions, raw, f"sources[{index}].convert")
+        raw[COLUMN_MAP_DEPRECATED] = {**(raw.get(COLUMN_MAP_DEPRECATED) or {}), **spec.column_map}
+    if forbidden:
+        raw["forbidden_tokens"] = tuple(forbidden)
+    return options_from_dict(raw, f"sources[{index}].convert")
 
 
-def iter_raw(path: str | Path) -> Iterator[tuple[int, str, str]]:
-    """``(row index, JSON text, error)`` for every record; ``error`` is set for undecodable ones.
+def bad_json(bad) -> str:
+    """A BadRecord as the records file's ``error`` value (read back by ``batch.decode``)."""
+    return json.dumps({"error": bad.error, "byte": bad.byte, "rest": bad.rest, "more": bad.more})
 
-    JSON Lines files are read line by line without decoding, with the same rules as
-    ``beam_sft.data.sources`` (blank lines are not records).
+
+def _schema():
+    import pyarrow as pa
+
+    types = {"raw": pa.large_string(), "error": pa.string(), "byte": pa.int64(), "source_id": pa.int32(),
+             "row_index": pa.int64(), "file": pa.string(), "file_row": pa.int64()}
+    return pa.schema([(name, types[name]) for name in RECORD_COLUMNS])
+
+
+def write_records(config: PrepareConfig, out_file: Path, tokenizer=None) -> tuple[list[SourceJob], list[SourceInfo], int]:
+    """Write this shard's raw records of every source to ``out_file`` (an Arrow stream).
+
+    ``tokenizer``: text holding any of its added or special tokens is rejected (every source).
     """
-    from beam_sft.data.sources import BadRecord, iter_records
-
-    if isinstance(path, (str, Path)) and Path(path).is_file() and Path(path).suffix.lower() in LINE_SUFFIXES:
-        index = 0
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if not line.strip():
-                    continue
-                yield index, line.rstrip("\n"), ""
-                index += 1
-        return
-    for index, record in iter_records(path):
-        if isinstance(record, BadRecord):
-            yield index, record.text, record.error
-        else:
-            yield index, json.dumps(record, ensure_ascii=False), ""
-
-
-def write_records(config: PrepareConfig, out_file: Path) -> tuple[list[SourceJob], list[SourceInfo], int]:
-    """Write this shard's raw records of every source to ``out_file`` (an Arrow stream)."""
     import pyarrow as pa
 
     from beam_sft.convert.pipeline import SourceConversion
+    from beam_sft.convert.validate import forbidden_tokens
+    from beam_sft.data.sources import iter_raw_located
 
-    schema = pa.schema([("raw", pa.large_string()), ("error", pa.string()), ("source_id", pa.int32()),
-                        ("row_index", pa.int64())])
+    forbidden = tuple(sorted(forbidden_tokens(tokenizer))) if tokenizer is not None else ()
+    schema = _schema()
     jobs, infos = [], []
     total = 0
     out_file.parent.mkdir(parents=True, exist_ok=True)
     with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
         for source_id, spec in enumerate(config.sources):
-            options = convert_options(spec, config, source_id)
+            options = convert_options(spec, config, source_id, forbidden)
             location = dataset_source(spec)  # a local path, or a datasets dataset (issue 15)
             detected = SourceConversion(location, format=spec.format, options=options, source=spec.label)
-            jobs.append(SourceJob(spec.label, detected.format, spec.weight, options))
-            infos.append(SourceInfo(spec.label, spec.path, detected.format, detected.detection, spec.weight))
-            batch: dict[str, list] = {"raw": [], "error": [], "row_index": []}
+            jobs.append(SourceJob(spec.label, spec.format, spec.weight, options, detected.format))
+            # A file read on its own is named by the source's label; a directory's rows name their file.
+            folder = str(Path(location)) if isinstance(location, (str, Path)) and Path(location).is_dir() else None
+            unreadable: list[dict] = []
+            batch: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
+
+            raws, errors, offsets, indices, files, rows = (batch[n] for n in (
+                "raw", "error", "byte", "row_index", "file", "file_row"))
 
             def flush(batch=batch, source_id=source_id) -> None:
                 if batch["raw"]:
-                    n = len(batch["raw"])
-                    writer.write_batch(pa.record_batch(
-                        [pa.array(batch["raw"], pa.large_string()), pa.array(batch["error"], pa.string()),
-                         pa.array([source_id] * n, pa.int32()), pa.array(batch["row_index"], pa.int64())],
-                        schema=schema))
+                    batch["source_id"] = [source_id] * len(batch["raw"])
+                    writer.write_batch(pa.record_batch([pa.array(batch[n], schema.field(n).type)
+                                                        for n in RECORD_COLUMNS], schema=schema))
                     for column in batch.values():
                         column.clear()
 
-            for index, text, error in iter_raw(location):
+            for index, record in enumerate(iter_raw_located(location)):
                 if index % config.num_shards != config.shard_index:
                     continue
-                batch["raw"].append(text)
-                batch["error"].append(error)
-                batch["row_index"].append(index)
+                if record.bad is not None and record.bad.rest:
+                    unreadable.append({"file": record.file, "byte": record.bad.byte,
+                                       "about_more_records": record.bad.more})
+                raws.append(record.text)
+                errors.append(bad_json(record.bad) if record.bad else "")
+                offsets.append(record.byte)
+                indices.append(index)
+                files.append(record.file if folder not in (None, record.file) else None)
+                rows.append(record.row)
                 total += 1
                 if len(batch["raw"]) >= _BATCH:
                     flush()
             flush()
+            infos.append(SourceInfo(spec.label, spec.path, detected.format, detected.detection, spec.weight,
+                                    skipped=tuple({"path": str(f.path), "reason": f.reason} for f in detected.skipped),
+                                    unreadable=tuple(unreadable)))
     return jobs, infos, total

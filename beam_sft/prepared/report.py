@@ -77,6 +77,8 @@ class SourceInfo:
     format: str
     detection: str
     weight: float
+    skipped: tuple[dict, ...] = ()  # files of a directory source that are not data files: {path, reason}
+    unreadable: tuple[dict, ...] = ()  # a syntax error hid the rest of a file: {file, byte, about_more_records}
 
 
 class Counts:
@@ -85,6 +87,8 @@ class Counts:
     def __init__(self) -> None:
         self.sources: dict[str, Counter] = defaultdict(Counter)
         self.rejected: dict[str, Counter] = defaultdict(Counter)
+        self.formats: dict[str, Counter] = defaultdict(Counter)  # rows by the format that read them
+        self.unreadable: dict[str, list[dict]] = defaultdict(list)  # from other shards' reports (merge)
         self.totals: Counter = Counter()
 
     def merge(self, other: Counts) -> Counts:
@@ -92,6 +96,10 @@ class Counts:
             self.sources[name].update(counter)
         for name, codes in other.rejected.items():
             self.rejected[name].update(codes)
+        for name, formats in other.formats.items():
+            self.formats[name].update(formats)
+        for name, rests in other.unreadable.items():
+            self.unreadable[name].extend(rests)
         self.totals.update(other.totals)
         return self
 
@@ -102,6 +110,8 @@ class Counts:
         for name, entry in report["sources"].items():
             counts.sources[name].update({k: entry[k] for k in SOURCE_COUNTERS})
             counts.rejected[name].update(entry["rejected"])
+            counts.formats[name].update(entry.get("formats") or {})
+            counts.unreadable[name].extend(entry.get("unreadable") or [])
         counts.totals["trimmed_rows"] += report["length_policy"]["trimmed_rows"]
         counts.totals["trimmed_messages"] += report["length_policy"]["trimmed_messages"]
         counts.totals["fallback_rows"] += report["encoder"].get("fallback_rows", 0)
@@ -187,29 +197,19 @@ def sources_section(infos: Iterable[SourceInfo], counts: Counts) -> dict:
             "read": entry["read"], "kept": entry["kept"],
             "rejected": dict(sorted(counts.rejected[name].items())),
             "selected": entry["selected"], "rows_out": entry["rows_out"], "empty": entry["read"] == 0,
+            "formats": dict(sorted(counts.formats[name].items())),
         }
+        unreadable = [*info.unreadable, *counts.unreadable[name]]
+        if unreadable:
+            out[name]["unreadable"] = unreadable
+        if info.skipped:
+            out[name]["skipped"] = list(info.skipped)
     return out
 
 
-def sources_table(sources: Mapping[str, Mapping]) -> str:
-    """The per-source table of a report's sources section, for the terminal.
-
-    >>> print(sources_table({"a.jsonl": {"read": 2, "kept": 1, "rows_out": 1, "rejected": {"too_long": 1}}}))
-    source                                       read     kept      out  rejected
-    a.jsonl                                         2        1        1  too_long=1
-    """
-    lines = [f"{'source':<40} {'read':>8} {'kept':>8} {'out':>8}  rejected"]
-    for name, entry in sources.items():
-        shown = name if len(name) <= 40 else "…" + name[-39:]
-        codes = " ".join(f"{code}={n}" for code, n in entry["rejected"].items()) or "-"
-        if not entry["read"]:
-            codes = "(empty source: no records)"
-        lines.append(f"{shown:<40} {entry['read']:>8} {entry['kept']:>8} {entry['rows_out']:>8}  {codes}")
-    return "\n".join(lines)
-
-
 def infos_from_report(report: Mapping) -> list[SourceInfo]:
-    return [SourceInfo(name, e["path"], e["format"], e["detection"], e["weight"])
+    # unreadable rests are not copied here: Counts.from_report sums them over every shard
+    return [SourceInfo(name, e["path"], e["format"], e["detection"], e["weight"], skipped=tuple(e.get("skipped", ())))
             for name, e in report["sources"].items()]
 
 

@@ -3,6 +3,7 @@ README's list is generated from it."""
 
 from __future__ import annotations
 
+import ast
 import pickle
 import re
 import subprocess
@@ -16,28 +17,82 @@ from beam_sft.errors import Rejection, RowError
 from beam_sft.reasons import REASONS, STAGES, codes, markdown
 
 ROOT = Path(__file__).resolve().parents[2]
-# A code literal passed to the one rejection type (or its encoder name), or returned as a
-# (code, message) problem by validate.py's rules.
-_CODE_RE = re.compile(r"""(?:Rejection|RowError|Reject)\(\s*["']([a-z_]+)["']""")
-_PROBLEM_RE = re.compile(r"""return\s+\(?\s*["']([a-z_]+)["']\s*,""")
+_CODE_SHAPE = re.compile(r"[a-z][a-z_]*[a-z]\Z")
+# Calls that take a reason code, and the position of the code among their arguments.
+_CODE_CALLS = {"Rejection": 0, "RowError": 0, "Reject": 0, "Violation": 0, "_violation": 2, "reject_line": 2,
+               "Done": 2}
 
 
-def _emitted_codes() -> set[str]:
-    found = set()
-    for path in (ROOT / "beam_sft").rglob("*.py"):
-        # Docstring examples (">>>" lines) show unknown codes on purpose.
-        text = "\n".join(line for line in path.read_text(encoding="utf-8").splitlines()
-                         if not line.lstrip().startswith(">>>"))
-        found |= set(_CODE_RE.findall(text))
-        if path.name == "validate.py":
-            found |= set(_PROBLEM_RE.findall(text))
+def _literals(node: ast.AST):
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        yield node.value
+    elif isinstance(node, ast.IfExp):  # code = "unreadable_rest" if rest else "invalid_json"
+        yield from _literals(node.body)
+        yield from _literals(node.orelse)
+
+
+def scan_codes(root: Path) -> dict[str, set[str]]:
+    """Every code literal in the modules under ``root``, with where it is: passed to a rejection or
+    violation (``Rejection``, ``RowError``, ``_violation``, ``reject_line``, prepare's ``Done``, a
+    ``code=`` keyword), a ``{"code": ...}`` value, assigned to ``code``/``status``/``*_CODE``, or
+    returned as a ``(code, message)`` problem (validate's rules, ``check_record``)."""
+    from beam_sft.convert.options import FORMATS
+
+    found: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            values: list[str] = []
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+                if name in _CODE_CALLS and len(node.args) > _CODE_CALLS[name]:
+                    values += _literals(node.args[_CODE_CALLS[name]])
+                values += [v for kw in node.keywords if kw.arg in ("code", "status") for v in _literals(kw.value)]
+            elif isinstance(node, ast.Dict):
+                values += [v for k, item in zip(node.keys, node.values, strict=True)
+                           if isinstance(k, ast.Constant) and k.value == "code" for v in _literals(item)]
+            elif isinstance(node, ast.Assign):
+                if any(isinstance(t, ast.Name) and (t.id in ("code", "status", "CODE") or t.id.endswith("_CODE"))
+                       for t in node.targets):
+                    values += _literals(node.value)
+            elif isinstance(node, ast.Return) and isinstance(node.value, ast.Tuple) and len(node.value.elts) == 2:
+                first, second = node.value.elts
+                if isinstance(second, (ast.JoinedStr, ast.Constant)):
+                    # detect_format returns (format, why): format names are not codes
+                    values += [v for v in _literals(first) if _CODE_SHAPE.match(v) and v not in FORMATS]
+            for value in values:
+                found.setdefault(value, set()).add(f"{path.relative_to(root)}:{node.lineno}")
     return found
 
 
+def _emitted_codes() -> set[str]:
+    return set(scan_codes(ROOT / "beam_sft"))
+
+
 def test_every_code_the_package_emits_is_in_the_table():
-    emitted = _emitted_codes()
-    assert {"too_long", "template_error", "no_trained_tokens", "missing_reasoning"} <= emitted  # the scan works
-    assert emitted - set(REASONS) == set()
+    found = scan_codes(ROOT / "beam_sft")
+    unknown = {code: sorted(where) for code, where in found.items() if code not in REASONS}
+    assert unknown == {}
+    # The scan reaches every stage's modules, prepare/ and prepared/ included, in every form.
+    where = {place.split(":")[0] for places in found.values() for place in places}
+    for module in ("prepare/batch.py", "convert/pipeline.py", "convert/validate.py", "encode/template_encode.py",
+                   "encode/length.py", "verify/invariants.py", "verify/api.py"):
+        assert module in where, module
+    assert {"too_long", "template_error", "no_trained_tokens", "missing_reasoning", "unreadable_rest",
+            "invalid_json", "invalid_text", "row_json", "unreadable_reject_line"} <= set(found)
+
+
+def test_the_scan_finds_a_code_missing_from_the_table(tmp_path):
+    """Mutation: each form the scan knows, with a code the table lacks, is found."""
+    (tmp_path / "m.py").write_text(
+        'def a():\n    raise Rejection("no_such_a", "x")\n'
+        'def b(ctx, env):\n    return [_violation(ctx, env, "no_such_b", "x")]\n'
+        'def c():\n    return "no_such_c", f"x"\n'
+        'def d(rest):\n    code = "no_such_d" if rest else "invalid_json"\n'
+        'def e():\n    return {"code": "no_such_e"}\n'
+        'def f(s, i, exc, row):\n    return Done(s, i, "no_such_f", reject_line(s, i, "no_such_g", "m", row))\n'
+        'CODE = "no_such_h"\n')
+    assert {c for c in scan_codes(tmp_path) if c not in REASONS} == {f"no_such_{x}" for x in "abcdefgh"}
 
 
 def test_verify_rule_codes_are_in_the_table_with_their_stage():

@@ -171,7 +171,7 @@ def test_each_record_is_decoded_and_converted_once(tmp_path, tokenizer_dir, monk
     data = write_jsonl(tmp_path / "rows.jsonl", small_rows(300))
     decoded, converted = [], []
     real_decode, real_convert = batch.decode, convert_pipeline.convert_row
-    monkeypatch.setattr(batch, "decode", lambda text, error: decoded.append(text) or real_decode(text, error))
+    monkeypatch.setattr(batch, "decode", lambda text, *rest: decoded.append(text) or real_decode(text, *rest))
     monkeypatch.setattr(convert_pipeline, "convert_row",
                         lambda raw, **kw: converted.append(kw["row"]) or real_convert(raw, **kw))
     out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(data))], verify=False, batch_size=64)

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
+from beam_sft.convert.validate import forbidden_tokens
+from beam_sft.harmony.markers import ALL_MARKERS
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
-from beam_sft.prepare.special import added_token_strings
 from tests.encode.conftest import write_jsonl
 
 BASE = {
@@ -82,6 +83,17 @@ def _fuzz(tmp_path, tokenizer_dir, tokens) -> None:
     assert record["row_index"] == 0
 
 
+def added_token_strings(tokenizer) -> list[str]:
+    """Every added or special token of the tokenizer, markers included (read from the tokenizer
+    itself, not from the rule under test)."""
+    return sorted(set(tokenizer.get_added_vocab()) | set(tokenizer.all_special_tokens))
+
+
+def test_the_forbidden_set_is_every_added_or_special_token_but_the_markers(tokenizer):
+    expected = {t for t in added_token_strings(tokenizer) if t not in ALL_MARKERS and t.strip()}
+    assert forbidden_tokens(tokenizer) == expected and "<|endoftext|>" in expected
+
+
 def test_no_added_token_is_smuggled_in_any_field(tmp_path, tokenizer_dir, tokenizer):
     tokens = added_token_strings(tokenizer)
     assert "<|endoftext|>" in tokens and "<|start|>" in tokens
@@ -104,3 +116,44 @@ def test_the_fixture_pad_token_is_rejected_with_the_field_named(tmp_path, tokeni
     (reject,) = map(json.loads, (out / "rejects.jsonl").read_text().splitlines())
     assert reject["code"] == "special_token_in_text"
     assert reject["message"] == "messages[5].content contains the tokenizer's added token '<|endoftext|>'"
+
+
+def test_prepare_and_convert_share_one_rule(tokenizer):
+    """prepare's converter options carry the tokenizer's forbidden tokens for every source, and the
+    duplicate implementation is gone."""
+    import importlib.util
+
+    from beam_sft.prepare.records import convert_options
+
+    assert importlib.util.find_spec("beam_sft.prepare.special") is None
+    config = PrepareConfig(sources=[SourceSpec(path="a.jsonl"), SourceSpec(path="b.json", format="sharegpt")])
+    forbidden = tuple(sorted(forbidden_tokens(tokenizer)))
+    for i, spec in enumerate(config.sources):
+        assert convert_options(spec, config, i, forbidden).forbidden_tokens == forbidden
+
+
+def test_the_fingerprint_holds_the_forbidden_tokens(tokenizer, monkeypatch):
+    from beam_sft.prepare import cache
+
+    config = PrepareConfig(sources=[SourceSpec(path="a.jsonl")])
+    before = cache.fingerprint_parts(config, tokenizer)
+    monkeypatch.setattr(cache, "forbidden_tokens", lambda tok: frozenset({"<|endoftext|>", "<|x|>"}))
+    after = cache.fingerprint_parts(config, tokenizer)
+    assert before["forbidden_tokens"] != after["forbidden_tokens"]
+
+
+def test_every_source_format_is_checked(tmp_path, tokenizer_dir):
+    """A ShareGPT source (not only OpenAI rows) is held to the same rule."""
+    row = {"conversations": [{"from": "human", "value": "pre<|endoftext|>post"},
+                             {"from": "gpt", "value": "<think>t</think>ok"}]}
+    data = write_jsonl(tmp_path / "rows.jsonl", [row])
+    with pytest.raises(Exception, match="special_token_in_text=1"):
+        prepare(PrepareConfig(sources=[SourceSpec(path=str(data), format="sharegpt")], tokenizer=str(tokenizer_dir),
+                              output=str(tmp_path / "out"), num_proc=1, verify=False))
+
+
+@pytest.mark.realistic
+def test_the_forbidden_set_realistic(realistic_tokenizer):
+    expected = {t for t in added_token_strings(realistic_tokenizer) if t not in ALL_MARKERS and t.strip()}
+    assert forbidden_tokens(realistic_tokenizer) == expected
+    assert len(expected) == len(added_token_strings(realistic_tokenizer)) - len(ALL_MARKERS)  # no token left out

@@ -257,7 +257,7 @@ def _tree(root: Path, skip: str | None = None) -> dict[str, tuple]:
 
 
 # Differences two uninterrupted runs legitimately have (checked: two clean runs differ in exactly these):
-# - report.json "timing": seconds per phase, records per second;
+# - report.json "timing" and "verify.timing": seconds per phase, records per second;
 # - state.json "_fingerprint": datasets' fingerprint of the encoded dataset, which prepare derives from a
 #   per-run key (pid and time) so that datasets can never reuse another run's cache file;
 # - report.json files.files["state.json"]: the digest of that state.json.
@@ -272,6 +272,7 @@ def _canonical(folder: Path) -> dict:
             files[str(path.relative_to(folder))] = hashlib.sha256(path.read_bytes()).hexdigest()
     report = json.loads((folder / "report.json").read_text())
     report.pop("timing")
+    report["verify"].pop("timing", None)
     report["files"]["files"].pop("state.json")
     state = json.loads((folder / "state.json").read_text())
     state.pop("_fingerprint")

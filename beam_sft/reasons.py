@@ -51,7 +51,6 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("ambiguous_conversation", "convert", "a nested record holds several conversations that are not "
      "prefixes of one another"),
     ("unknown_role", "convert", "a role the converters do not know (one alias table for every reader)"),
-    ("non_text_part", "convert", "a content part that is not text (image, audio, video, file, ...)"),
     ("non_text_content", "convert", "an images/videos/audios column, or a media placeholder: Beam is "
      "text only"),
     ("conflicting_reasoning", "convert", "two reasoning carriers on one turn disagree"),

@@ -76,10 +76,10 @@ def test_every_code_the_package_emits_is_in_the_table():
     # The scan reaches every stage's modules, prepare/ and prepared/ included, in every form.
     where = {place.split(":")[0] for places in found.values() for place in places}
     for module in ("prepare/batch.py", "convert/pipeline.py", "convert/validate.py", "encode/template_encode.py",
-                   "encode/length.py", "verify/invariants.py", "verify/api.py"):
+                   "encode/length.py", "verify/invariants.py", "verify/counts.py"):
         assert module in where, module
     assert {"too_long", "template_error", "no_trained_tokens", "missing_reasoning", "unreadable_rest",
-            "invalid_json", "invalid_text", "row_json", "unreadable_reject_line"} <= set(found)
+            "invalid_json", "invalid_text", "row_json", "rejects_count"} <= set(found)
 
 
 def test_the_scan_finds_a_code_missing_from_the_table(tmp_path):

@@ -37,8 +37,9 @@ test-all: install
 demo: install  ## the main job end to end on the bundled sample data, CPU
 	$(PY) scripts/demo.py --out out/demo
 
+BENCH_ROWS ?= 10000
 bench: install  ## `beam-sft prepare` (CLI, verified) vs TRL and the floor, synthetic + real-text rows
-	$(PY) benchmarks/bench_prepare.py --rows 2000
+	$(PY) benchmarks/bench_prepare.py --rows $(BENCH_ROWS)
 
 bench-memory: install  ## peak memory of the prepare process tree and rows/s, 10,000 vs 100,000 rows (slow)
 	$(PY) benchmarks/peak_rss.py --rows 10000 100000

@@ -67,9 +67,22 @@ def _train(args) -> int:
     out = train(recipe)
     from accelerate import PartialState
 
-    if PartialState().is_main_process:
+    state = PartialState()
+    if state.is_main_process:
         print(f"beam-sft train: saved to {out}")
+    _end_process_group(state)
     return 0
+
+
+def _end_process_group(state) -> None:
+    """Leave the process group together and tear it down before the interpreter exits: left to
+    interpreter shutdown, a communication thread still running at exit aborts the process
+    ("terminate called without an active exception", exit -6) after a run that saved cleanly."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        state.wait_for_everyone()
+        dist.destroy_process_group()
 
 
 def _merge(args) -> int:

@@ -162,7 +162,11 @@ def test_fsdp2_full_on_deepseek_v3_saves_and_resumes(moe_dirs, prepared_dir, tmp
     assert meta["distributed"]["type"] == "FSDP" and meta["distributed"]["sharded_parameters"]
     losses = _losses(whole)
     assert sorted(losses) == [1, 2, 3, 4] and losses[4]["loss"] < losses[1]["loss"]
-    for folder in (whole / "checkpoint-2", whole):
+    from beam_sft.train.export import export_checkpoint, is_sharded_checkpoint
+
+    for folder in (whole / "checkpoint-2", whole):  # full fine-tunes under FSDP2 save sharded: export first
+        assert is_sharded_checkpoint(folder)
+        folder = export_checkpoint(folder, tmp_path / f"exported-{folder.name}", config=model_dir)
         model = AutoModelForCausalLM.from_pretrained(folder)
         with torch.no_grad():
             assert torch.isfinite(model(torch.tensor([[5, 17, 300, 42]])).logits).all()

@@ -10,6 +10,7 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -141,19 +142,24 @@ def yaml_number(value: Any, tp: Any = None) -> Any:
     return value
 
 
-def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """Turn ``["--sft.learning_rate", "1e-4", "--lora.r=8"]`` into a nested dict (values YAML-parsed).
+def parse_overrides(pairs: list[str], value: Callable[[list[str], str], Any] | None = None) -> dict[str, Any]:
+    """Turn ``["--sft.learning_rate", "1e-4", "--lora.r=8"]`` into a nested dict. ``value(key_parts,
+    raw)`` reads each value (default: YAML, with "1e-4" read as the number people mean).
 
     >>> parse_overrides(["--sft.learning_rate", "1e-4", "--lora.r=8"])
     {'sft': {'learning_rate': 0.0001}, 'lora': {'r': 8}}
     """
-    import yaml
+    if value is None:
+        import yaml
+
+        def value(parts: list[str], raw: str) -> Any:
+            return yaml_number(yaml.safe_load(raw))
 
     out: dict[str, Any] = {}
     i = 0
     while i < len(pairs):
         token = pairs[i]
-        if not token.startswith("--"):
+        if not token.startswith("--") or len(token) == 2:
             raise ConfigError("", f"expected --section.key, got {token!r}")
         if "=" in token:
             key, raw = token[2:].split("=", 1)
@@ -163,14 +169,13 @@ def parse_overrides(pairs: list[str]) -> dict[str, Any]:
                 raise ConfigError(token[2:], "missing value")
             key, raw = token[2:], pairs[i + 1]
             i += 2
-        value = yaml_number(yaml.safe_load(raw))  # "1e-4": a number is what people mean here
         node = out
         parts = key.split(".")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(key, "conflicts with an earlier override")
-        node[parts[-1]] = value
+        node[parts[-1]] = value(parts, raw)
     return out
 
 

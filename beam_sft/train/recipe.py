@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from beam_sft.config_utils import _coerce, deep_merge, from_dict, load_yaml
+from beam_sft.config_utils import _coerce, deep_merge, from_dict, load_yaml, parse_overrides
 from beam_sft.errors import ConfigError
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
@@ -183,28 +183,7 @@ def parse_recipe_overrides(pairs: list[str]) -> dict[str, Any]:
     >>> parse_recipe_overrides(["--sft.run_name", "2024.10", "--sft.learning_rate", "1e-4", "--lora.r=8"])
     {'sft': {'run_name': '2024.10', 'learning_rate': 0.0001}, 'lora': {'r': 8}}
     """
-    out: dict[str, Any] = {}
-    i = 0
-    while i < len(pairs):
-        token = pairs[i]
-        if not token.startswith("--") or len(token) == 2:
-            raise ConfigError("", f"expected --section.key, got {token!r}")
-        if "=" in token:
-            key, raw = token[2:].split("=", 1)
-            i += 1
-        else:
-            if i + 1 >= len(pairs):
-                raise ConfigError(token[2:], "missing value")
-            key, raw = token[2:], pairs[i + 1]
-            i += 2
-        parts = key.split(".")
-        node = out
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(key, "conflicts with an earlier override")
-        node[parts[-1]] = _override_value(parts, raw)
-    return out
+    return parse_overrides(pairs, value=_override_value)
 
 
 def _override_value(parts: list[str], raw: str) -> Any:

@@ -142,17 +142,9 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
         if config.cache and cache.is_cached(final, fingerprint):  # finished while we looked
             return _cache_hit(final, config)
         output.check_output_target(final)
-        staging = output.staging_path(final)  # named before it is made, so the clean-up covers its making
-        try:
-            output.staging_dir(final)
+        with output.staged(final) as staging:
             report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
             verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock)
-        except OSError as exc:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise output.unwritable(final.parent, exc) from exc
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
-            raise
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
     return final
 

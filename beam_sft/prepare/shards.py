@@ -73,9 +73,7 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
     from datasets import concatenate_datasets, load_from_disk
 
     output.check_output_target(final)
-    staging = output.staging_path(final)
-    try:
-        output.staging_dir(final)
+    with output.staged(final) as staging:
         dataset = concatenate_datasets([load_from_disk(str(s)) for s in shards])
         dataset.save_to_disk(str(staging))
         shutil.copytree(shards[0] / TOKENIZER_DIR, staging / TOKENIZER_DIR)
@@ -107,10 +105,4 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
         from beam_sft.prepare.pipeline import verify_then_publish
 
         verify_then_publish(staging, final, num_proc, verify=verify)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise output.unwritable(final.parent, exc) from exc
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
-        raise
     return final

@@ -12,6 +12,8 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from beam_sft.errors import OutputRefused
@@ -98,3 +100,20 @@ def publish(staging: Path, final: Path) -> Path:
     else:
         os.replace(staging, final)
     return final
+
+
+@contextmanager
+def staged(final: Path) -> Iterator[Path]:
+    """Make the staging folder for ``final`` and yield it; if the block fails in any way (an error, an
+    interrupt), remove it, and turn an OSError into OutputUnwritable naming the folder. The path is
+    named before the folder is made, so the clean-up also covers an interrupt during its making."""
+    staging = staging_path(final)
+    try:
+        staging_dir(final)
+        yield staging
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise unwritable(final.parent, exc) from exc
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
+        raise

@@ -8,6 +8,7 @@ columns of every row.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 import time
@@ -265,8 +266,11 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
             kept.append(violation)
 
     # Violations stream to the file, so a dataset broken on every row does not fill memory.
-    with report_io.ViolationWriter(directory if write else None) as out:
-        for found, counted in _iter_checks(folder, positions, num_proc, env):
+    # closing(): an exception here (an interrupt) must end the pool now, before the caller removes
+    # the folder its workers read; a suspended generator would keep them running until collected.
+    with report_io.ViolationWriter(directory if write else None) as out, \
+            contextlib.closing(_iter_checks(folder, positions, num_proc, env)) as checks:
+        for found, counted in checks:
             for violation in found:
                 record(violation, out)
             totals.merge(counted)

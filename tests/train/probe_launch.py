@@ -86,6 +86,11 @@ def main(argv=None) -> int:
 
     trainer_module.build = build_with_probe
     trainer_module.train(load_recipe(args.config, overrides))
+    from accelerate import PartialState
+
+    from beam_sft.train.cli import _end_process_group
+
+    _end_process_group(PartialState())  # as `beam-sft train` does
     return 0
 
 

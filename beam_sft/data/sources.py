@@ -157,7 +157,8 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
     return files, skipped
 
 
-def _iter_lines(path: Path) -> Iterator[Any]:
+def _byte_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """``(byte offset, raw line)`` for each line of a file, a leading UTF-8 BOM dropped."""
     offset = 0
     with open(path, "rb") as fh:
         for raw in fh:
@@ -165,13 +166,18 @@ def _iter_lines(path: Path) -> Iterator[Any]:
             offset += len(raw)
             if start == 0 and raw.startswith(_BOM):
                 raw = raw[len(_BOM) :]
-            line = raw.decode("utf-8", ERRORS)
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                yield bad_line(line, start, exc)
+            yield start, raw
+
+
+def _iter_lines(path: Path) -> Iterator[Any]:
+    for start, raw in _byte_lines(path):
+        line = raw.decode("utf-8", ERRORS)
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            yield bad_line(line, start, exc)
 
 
 def bad_line(line: str, start: int, exc: Exception) -> BadRecord:
@@ -200,26 +206,20 @@ def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
 def _raw_lines(path: Path) -> Iterator[tuple[int, str, str, int]]:
     """``iter_raw_lines`` with each line's byte offset."""
     index = 0
-    offset = 0
-    with open(path, "rb") as fh:
-        for raw in fh:
-            start = offset
-            offset += len(raw)
-            if start == 0 and raw.startswith(_BOM):
-                raw = raw[len(_BOM) :]
+    for start, raw in _byte_lines(path):
+        try:
+            text, error = raw.decode("utf-8").rstrip("\r\n"), ""
+        except UnicodeDecodeError:
+            line = raw.decode("utf-8", ERRORS)
             try:
-                text, error = raw.decode("utf-8").rstrip("\r\n"), ""
-            except UnicodeDecodeError:
-                line = raw.decode("utf-8", ERRORS)
-                try:
-                    text, error = json.dumps(json.loads(line), ensure_ascii=True), ""
-                except (ValueError, RecursionError) as exc:
-                    text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
-                    error = bad_line(line, start, exc).error
-            if not text.strip():
-                continue
-            yield index, text, error, start
-            index += 1
+                text, error = json.dumps(json.loads(line), ensure_ascii=True), ""
+            except (ValueError, RecursionError) as exc:
+                text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+                error = bad_line(line, start, exc).error
+        if not text.strip():
+            continue
+        yield index, text, error, start
+        index += 1
 
 
 @dataclass(frozen=True)

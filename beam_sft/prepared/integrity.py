@@ -11,22 +11,17 @@ named without reading it.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
+from beam_sft.data.fingerprint import file_digest
 from beam_sft.errors import PreparedError
 from beam_sft.prepared.layout import UNDIGESTED
 
 ALGORITHM = "sha256"
-_CHUNK = 1 << 20
 
 
 def _digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(_CHUNK):
-            sha.update(block)
-    return sha.hexdigest()
+    return file_digest(path)  # SHA-256 (ALGORITHM), the same digest the fingerprints use
 
 
 def _files(directory: Path) -> list[str]:

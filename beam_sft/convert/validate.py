@@ -286,7 +286,37 @@ def iter_rendered_text(row: BeamRow) -> Iterator[tuple[str, str]]:
             stack.extend((f"{path}[{j}]", item) for j, item in enumerate(value))
 
 
+def _rendered_strings(row: BeamRow) -> str:
+    """Every string ``iter_rendered_text`` yields, joined by NUL, without building their paths.
+
+    A text found inside one of them is found in the join, so a search that finds nothing here finds
+    nothing there; only a row with a hit pays for the paths (to name where it is).
+    """
+    out: list[str] = []
+    stack: list[Any] = [row.get("chat_template_kwargs"), row.get("tools")]
+    for msg in row["messages"]:
+        for key, value in msg.items():
+            if key == "tool_calls" and isinstance(value, list):
+                stack.extend(c.get("function") for c in value)
+            elif key not in ("tool_call_id", "role", "weight"):
+                stack.append(value)
+    while stack:
+        value = stack.pop()
+        if isinstance(value, str):
+            out.append(value)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    out.append(key)
+                stack.append(item)
+        elif isinstance(value, list):
+            stack.extend(value)
+    return "\0".join(out)
+
+
 def _markers(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    if "<|" not in _rendered_strings(row):
+        return None
     for path, text in iter_rendered_text(row):
         if "<|" in text:
             for marker in ALL_MARKERS:
@@ -298,6 +328,8 @@ def _markers(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
 def _special_tokens(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
     pattern = _alternation(tuple(sorted(options.forbidden_tokens)))
     if pattern is None:
+        return None
+    if pattern.search(_rendered_strings(row)) is None:
         return None
     for path, text in iter_rendered_text(row):
         m = pattern.search(text)

@@ -110,3 +110,81 @@ def _renderer(tok) -> FastRenderer:
     if id(tok) not in _RENDERERS:
         _RENDERERS[id(tok)] = FastRenderer(tok)
     return _RENDERERS[id(tok)]
+
+
+# The sandbox shortcuts (plain-dict keys, calls of macros and of methods of plain data): each
+# template leans on one thing the shortcuts must get exactly as jinja2's sandbox does.
+SHORTCUTS = {
+    "dict_attribute_vs_key": (  # ``items``/``get`` are dict methods, ``nope`` is missing, ``flavor`` a key
+        "{% for message in messages %}{{ message.get('content') }}|{{ message.items is defined }}|"
+        "{{ message.nope is defined }}|{{ message.role }}|{{ (message.keys() | list | length) }}<|end|>{% endfor %}"
+    ),
+    "str_methods_in_loops": (
+        "{% for message in messages %}{{ message.content.replace('a', 'A').upper() }}"
+        "{{ message.content.split('a') | join('+') }}{{ '{}-{}'.format(message.role, loop.index) }}<|end|>{% endfor %}"
+    ),
+    "unsafe_attributes": (
+        "{% for message in messages %}{{ message.content.__class__ is defined }}{{ message.update is defined }}"
+        "{{ message.content.format is defined }}<|end|>{% endfor %}"
+    ),
+    "caller_and_kwargs": (
+        "{% macro wrap(tag, sep='/') %}[{{ tag }}{{ sep }}{{ caller() }}]{% endmacro %}"
+        "{% macro plain(x) %}{{ x }}{{ varargs | length }}{{ kwargs | length }}{% endmacro %}"
+        "{% for message in messages %}{% call wrap(message.role, sep=':') %}{{ message.content }}{% endcall %}"
+        "{{ plain(message.content, 1, 2, k=3) }}<|end|>{% endfor %}"
+    ),
+    "autoescape_macro": (  # unique calls, so that the macro stops memoising and takes the shortcut
+        "{% macro m(x) %}<{{ x }}>{% endmacro %}"
+        "{% for message in messages %}{% for i in range(40) %}{% autoescape true %}{{ m(message.content ~ i ~ '&') }}"
+        "{% endautoescape %}{{ m(message.content ~ i) }}{% endfor %}<|end|>{% endfor %}"
+    ),
+    "unique_calls_stop_memoising": (  # > 256 unique calls: the macro stops memoising, reads still count
+        "{% macro m(x) %}{{ x }}{{ flavor }}{% endmacro %}"
+        "{% for message in messages %}{% for i in range(40) %}{{ m(message.content ~ i) }}{% endfor %}<|end|>{% endfor %}"
+    ),
+}
+SHORTCUT_ROWS = [  # unique rows first: the memo gives up on a macro whose first 256 calls never repeat
+    {"messages": [{"role": "user", "content": f"u{i}", "nope": "x"}, {"role": "assistant", "content": f"b{i}&<"}],
+     "chat_template_kwargs": {"flavor": f"f{i % 3}"}} for i in range(24)
+] + ROWS
+
+
+@pytest.mark.parametrize("name", sorted(SHORTCUTS))
+def test_sandbox_shortcuts(tokenizer, name):
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = SHORTCUTS[name]
+    renderer = FastRenderer(tok)
+    for _ in range(2):
+        for row in SHORTCUT_ROWS:
+            assert outcome(renderer.render, row) == outcome(lambda r: render_with_transformers(tok, r), row), (name, row)
+    environment = renderer._template(tok.chat_template).environment
+    assert environment._shortcuts  # the shortcuts did run
+    if name in ("autoescape_macro", "unique_calls_stop_memoising"):
+        assert environment._unmemoised  # and so did the macro calls past the memo
+
+
+def test_shortcuts_on_and_off_agree_on_beam_rows(reference_tokenizer, monkeypatch):
+    from beam_sft.encode.fast import transformers_api
+
+    rows = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "r",
+                                                              "content": "a"}]}]
+    tools = [{"type": "function", "function": {"name": f"f{i}", "description": f"line\nd{i}", "parameters": {
+        "type": "object", "required": ["a"], "properties": {
+            "a": {"type": "string", "description": f"p{i}", "enum": ["x", "y"]},
+            "b": {"type": "array", "items": {"type": "integer"}, "default": [i]},
+            "c": {"oneOf": [{"type": "string", "description": "s"}, {"type": "null"}], "title": "T"}}}}}
+             for i in range(300)]
+    for i in range(0, 300, 3):
+        rows.append({"tools": tools[i:i + 3], "messages": [
+            {"role": "user", "content": f"q{i}"},
+            {"role": "assistant", "reasoning_content": "r", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": f"f{i}", "arguments": {"a": "x", "b": [1]}}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": f"f{i}", "content": "{\"ok\": true}"},
+            {"role": "assistant", "reasoning_content": "r2", "content": "done"}]})
+    on = FastRenderer(reference_tokenizer)
+    got_on = [outcome(on.render, r) for r in rows]
+    monkeypatch.setattr(transformers_api, "sandbox_shortcuts_hold", lambda *a: False)
+    off = FastRenderer(reference_tokenizer)
+    got_off = [outcome(off.render, r) for r in rows]
+    assert not off._template(reference_tokenizer.get_chat_template(None, tools)).environment._shortcuts
+    assert got_on == got_off == [outcome(lambda r: render_with_transformers(reference_tokenizer, r), r) for r in rows]

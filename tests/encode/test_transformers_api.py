@@ -85,3 +85,23 @@ def test_every_private_call_is_in_the_checked_table():
                     and getattr(node.value.func, "id", None) == "_module"}
     assert module_calls <= set(api.PRIVATE) | set(api.PUBLIC), module_calls - set(api.PRIVATE) - set(api.PUBLIC)
     assert set(api.PRIVATE) <= module_calls  # and nothing listed is unused
+
+
+def test_sandbox_shortcuts_hold_on_the_audited_jinja():
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    assert api.shortcut_problems(ImmutableSandboxedEnvironment) == []
+
+
+def test_a_changed_sandbox_turns_the_shortcuts_off(monkeypatch):
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Overriding(ImmutableSandboxedEnvironment):
+        def getattr(self, obj, attribute):
+            return super().getattr(obj, attribute)
+
+    assert any("getattr overrides" in p for p in api.shortcut_problems(Overriding))
+    monkeypatch.setitem(api.AUDITED_SOURCES, "jinja2.runtime.Context.call", "0" * 16)
+    problems = api.shortcut_problems(ImmutableSandboxedEnvironment)
+    assert any("Context.call: source differs" in p for p in problems)
+    assert not api.sandbox_shortcuts_hold(ImmutableSandboxedEnvironment)

@@ -16,11 +16,20 @@ Same inputs, same path through the macro, same output: the text and the generati
 ``apply_chat_template`` renders. The tool declarations (a recursive TypeScript rendering of each JSON
 schema, by far the dearest part of a Beam row) are then rendered once per distinct tool. The start-up
 probe (``probe.py``) checks the result against ``apply_chat_template`` before a run relies on it.
+
+Two shortcuts take the sandbox's own slow paths out of the hottest operations, with the same result:
+``schema.type`` on a plain dict whose class has no such attribute goes straight to the key (the
+sandbox first tries the attribute and pays for an AttributeError), and a call of a macro or of a
+bound method of plain data (``schema.get``, ``text.split``) goes straight to the callable (the
+sandbox checks ``unsafe_callable``/``alters_data`` flags and context-passing markers, which neither
+can carry). They mirror jinja2's ``SandboxedEnvironment.getattr``/``call`` and ``Context.call`` as
+audited (``transformers_api.sandbox_shortcuts_hold``); any other jinja2 turns them off.
 """
 
 from __future__ import annotations
 
 import re
+from types import BuiltinMethodType
 from typing import Any
 
 from beam_sft.encode.fast import transformers_api
@@ -34,6 +43,10 @@ _TEST_OR_FILTER = re.compile(r"t_\d+$")
 _IMPURE_FILTERS = ("random",)
 _IMPURE_GLOBALS = ("strftime_now", "lipsum", "cycler", "joiner")
 _MAX_MEMO = 10_000
+_DICT_ATTRS = frozenset(dir(dict))
+_PLAIN_OWNERS = (str, dict, list, tuple)
+_FORMAT_METHODS = ("format", "format_map")
+_STOP_ITERATION = "value was undefined because a callable raised a StopIteration exception"
 
 
 def is_plain(value: Any) -> bool:
@@ -87,6 +100,41 @@ def _memo_environment_class(base: type):
             self._pure_globals = {id(v) for k, v in self.globals.items() if k not in _IMPURE_GLOBALS}
             self.memo_stats = {"hits": 0, "misses": 0}
             self._per_code: dict[Any, list[int]] = {}  # code -> [hits, misses]; rarely-hit macros stop memoising
+            self._unmemoised: set = set()  # codes of macros that stopped memoising
+            self._shortcuts = transformers_api.sandbox_shortcuts_hold(base)
+
+        def getattr(self, obj, attribute):
+            # A plain dict's class has no attribute of this name: the sandbox would fail on getattr,
+            # then index; index at once (same value, same undefined).
+            kind = type(obj)
+            if kind in _PLAIN_OWNERS and self._shortcuts:
+                if kind is dict and attribute not in _DICT_ATTRS:
+                    try:
+                        return obj[attribute]
+                    except (TypeError, LookupError):
+                        return self.undefined(obj=obj, name=attribute)
+                # An attribute of plain data whose verdict is known and that is not str.format.
+                verdict = self._safe_attrs.get((kind, attribute))
+                if verdict is not None and attribute not in _FORMAT_METHODS:
+                    try:
+                        value = getattr(obj, attribute)
+                    except AttributeError:
+                        return super().getattr(obj, attribute)
+                    return value if verdict else self.unsafe_undefined(obj, attribute)
+            return super().getattr(obj, attribute)
+
+        def _direct(self, context, obj, args, kwargs):
+            # What SandboxedEnvironment.call then Context.call do for a callable that carries no
+            # sandbox flag (a Macro, a bound method of plain data): a Macro's __call__ takes the
+            # eval context first (pass_eval_context), a bound method nothing.
+            if type(obj) is Macro:
+                args = (context.eval_ctx, *args)
+            kwargs.pop("_block_vars", None)
+            kwargs.pop("_loop_vars", None)
+            try:
+                return obj(*args, **kwargs)
+            except StopIteration:
+                return context.environment.undefined(_STOP_ITERATION)
 
         def is_safe_attribute(self, obj, attr, value):
             key = (type(obj), attr)
@@ -116,10 +164,18 @@ def _memo_environment_class(base: type):
                 frame["poisoned"] = True
 
         def call(__self, __context, __obj, *args, **kwargs):  # noqa: N805 (jinja's signature)
-            if type(__obj) is not Macro:
+            kind = type(__obj)
+            if kind is not Macro:
+                if (kind is BuiltinMethodType and __self._shortcuts and "caller" not in kwargs
+                        and type(__obj.__self__) in _PLAIN_OWNERS and __obj.__name__ not in _FORMAT_METHODS):
+                    return __self._direct(__context, __obj, args, kwargs)  # pure: nothing to poison
                 if "caller" in kwargs or id(__obj) in __self._impure or not __self._is_tracked_pure(__obj):
                     __self._poison()
                 return super().call(__context, __obj, *args, **kwargs)
+            if not __self._memo_frames and __obj._func.__code__ in __self._unmemoised and "caller" not in kwargs:
+                # No enclosing memoised call to keep honest and a macro whose calls never repeat.
+                return (__self._direct(__context, __obj, args, kwargs) if __self._shortcuts
+                        else super().call(__context, __obj, *args, **kwargs))
             plain_kwargs = {k: v for k, v in kwargs.items() if k not in ("_loop_vars", "_block_vars")}
             if "caller" in plain_kwargs or not __self._memoizable(__obj) or not (is_plain(args) and is_plain(plain_kwargs)):
                 __self._poison()
@@ -127,6 +183,7 @@ def _memo_environment_class(base: type):
             code = __obj._func.__code__
             counts = __self._per_code.setdefault(code, [0, 0])
             if counts[1] > 256 and counts[0] * 16 < counts[1]:  # unique arguments every time: not worth it
+                __self._unmemoised.add(code)
                 return super().call(__context, __obj, *args, **kwargs)
             key = (code, repr(args), repr(sorted(plain_kwargs.items())))
             for reads, output in __self._memo.get(key, ()):

@@ -83,6 +83,61 @@ def _jinja_problems() -> list[str]:
     return out
 
 
+# The jinja2 functions the render shortcuts (``render.py``: ``getattr``, ``_direct``) stand in for,
+# by the SHA-256 of their source as audited (jinja2 3.1.6). Another body may do something the
+# shortcuts do not, so any difference turns them off (the sandbox's own paths run; never wrong).
+AUDITED_SOURCES: dict[str, str] = {
+    "jinja2.sandbox.SandboxedEnvironment.getattr": "d5022b42a9425c44",
+    "jinja2.sandbox.SandboxedEnvironment.call": "dec31de35df6b71a",
+    "jinja2.sandbox.SandboxedEnvironment.is_safe_callable": "d961e1d6096d4ea2",
+    "jinja2.runtime.Context.call": "a27b379ba8cc9393",
+    "jinja2.utils._PassArg.from_obj": "3b203f19a15bee16",
+}
+
+
+def _audited_functions() -> dict[str, Any]:
+    from jinja2 import runtime, sandbox, utils
+
+    pass_arg = getattr(utils, "_PassArg")  # noqa: B009 (a private class, read here only)
+    return {
+        "jinja2.sandbox.SandboxedEnvironment.getattr": sandbox.SandboxedEnvironment.getattr,
+        "jinja2.sandbox.SandboxedEnvironment.call": sandbox.SandboxedEnvironment.call,
+        "jinja2.sandbox.SandboxedEnvironment.is_safe_callable": sandbox.SandboxedEnvironment.is_safe_callable,
+        "jinja2.runtime.Context.call": runtime.Context.call,
+        "jinja2.utils._PassArg.from_obj": pass_arg.from_obj,
+    }
+
+
+def shortcut_problems(environment_class: type | None = None) -> list[str]:
+    """Why the render shortcuts may not stand in for the sandbox here ([] when they may)."""
+    import hashlib
+
+    from jinja2 import runtime, sandbox, utils
+
+    out = []
+    for name, func in _audited_functions().items():
+        try:
+            digest = hashlib.sha256(inspect.getsource(func).encode()).hexdigest()[:16]
+        except (OSError, TypeError):
+            digest = "unreadable"
+        if digest != AUDITED_SOURCES[name]:
+            out.append(f"{name}: source differs from the audited one ({digest})")
+    pass_arg = getattr(utils, "_PassArg")  # noqa: B009
+    if pass_arg.from_obj(runtime.Macro.__call__) is not pass_arg.eval_context:
+        out.append("jinja2.runtime.Macro.__call__ no longer takes the eval context")
+    if environment_class is not None:
+        for attr in ("getattr", "call", "is_safe_callable"):
+            if getattr(environment_class, attr) is not getattr(sandbox.SandboxedEnvironment, attr):
+                out.append(f"{environment_class.__name__}.{attr} overrides the sandbox's")
+        if environment_class.context_class is not runtime.Context:
+            out.append(f"{environment_class.__name__}.context_class is not jinja2's Context")
+    return out
+
+
+def sandbox_shortcuts_hold(environment_class: type | None = None) -> bool:
+    return not shortcut_problems(environment_class)
+
+
 def normalize_chat_messages(messages: Any) -> list[dict]:
     return _module()._normalize_chat_messages(messages)
 

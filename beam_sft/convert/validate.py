@@ -98,8 +98,7 @@ def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
         _calls,
         _results,
         _kwargs,
-        _markers,
-        _special_tokens,
+        _control_text,
         _trained_markup,
         _declared,
         _reasoning,
@@ -314,8 +313,14 @@ def _rendered_strings(row: BeamRow) -> str:
     return "\0".join(out)
 
 
-def _markers(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
-    if "<|" not in _rendered_strings(row):
+def _control_text(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+    """``_markers`` then ``_special_tokens``, over one join of the row's rendered strings."""
+    joined = _rendered_strings(row)
+    return _markers(row, options, joined) or _special_tokens(row, options, joined)
+
+
+def _markers(row: BeamRow, options: ConvertOptions, joined: str | None = None) -> tuple[str, str] | None:
+    if "<|" not in (_rendered_strings(row) if joined is None else joined):
         return None
     for path, text in iter_rendered_text(row):
         if "<|" in text:
@@ -325,11 +330,11 @@ def _markers(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
     return None
 
 
-def _special_tokens(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _special_tokens(row: BeamRow, options: ConvertOptions, joined: str | None = None) -> tuple[str, str] | None:
     pattern = _alternation(tuple(sorted(options.forbidden_tokens)))
     if pattern is None:
         return None
-    if pattern.search(_rendered_strings(row)) is None:
+    if pattern.search(_rendered_strings(row) if joined is None else joined) is None:
         return None
     for path, text in iter_rendered_text(row):
         m = pattern.search(text)

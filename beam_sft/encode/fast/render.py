@@ -6,7 +6,7 @@ remembers two things:
 
 - the sandbox's verdict on an attribute, which depends only on the object's type and the attribute
   name (jinja2's ``is_safe_attribute`` looks at nothing else);
-- the output of a *macro call*, keyed by the macro, its arguments (plain data, by ``repr``, which
+- the output of a *macro call*, keyed by the macro, its arguments (plain data, by ``plain_key``, which
   tells ``1``, ``1.0`` and ``True`` apart) and every context variable the call read (recorded while
   it ran). A macro whose closure holds anything but other macros, pure filters and tests, and the
   sandbox's pure globals is never remembered, nor is a call that ran a ``{% generation %}`` block or
@@ -28,6 +28,7 @@ audited (``transformers_api.sandbox_shortcuts_hold``); any other jinja2 turns th
 
 from __future__ import annotations
 
+import marshal
 import re
 from types import BuiltinMethodType
 from typing import Any
@@ -35,7 +36,6 @@ from typing import Any
 from beam_sft.encode.fast import transformers_api
 from beam_sft.encode.template_encode import template_args, template_error
 
-_SCALARS = (str, int, float, bool, type(None))
 _FRAME_CELLS = frozenset({"concat", "context", "environment", "missing", "resolve", "undefined",
                           "cond_expr_undefined", "escape", "markup_join", "str_join", "Markup", "Namespace",
                           "LoopContext", "Macro", "TemplateReference", "Undefined"})
@@ -49,35 +49,43 @@ _FORMAT_METHODS = ("format", "format_map")
 _STOP_ITERATION = "value was undefined because a callable raised a StopIteration exception"
 
 
-def is_plain(value: Any) -> bool:
-    """JSON-like data (dicts, lists, tuples, scalars) all the way down.
+def plain_key(value: Any) -> bytes | None:
+    """A key that only an equal value of the same types, in the same order, has; None for values
+    that are not plain data (Markup, Undefined, namespaces, any other object).
 
-    >>> is_plain({"a": [1, 2.0, None, ("x", True)]}), is_plain({"a": object()})
-    (True, False)
+    ``marshal`` (format 2: no back-references, so equal values give equal bytes) takes only the
+    builtin data types and rebuilds exactly what it wrote, so equal keys mean equal data, with ``1``,
+    ``1.0`` and ``True`` told apart and dict order kept: a template renders both alike.
+
+    >>> plain_key({"a": [1, 2.0, None, ("x", True)]}) == plain_key({"a": [1, 2.0, None, ("x", True)]})
+    True
+    >>> plain_key((1,)) == plain_key((1.0,)) or plain_key((1,)) == plain_key((True,))
+    False
+    >>> plain_key({"a": 1, "b": 2}) == plain_key({"b": 2, "a": 1}), plain_key({"a": object()})
+    (False, None)
     """
-    kind = type(value)
-    if kind in _SCALARS:
-        return True
-    if kind is dict:
-        return all(type(k) in _SCALARS and is_plain(v) for k, v in value.items())
-    if kind is list or kind is tuple:
-        return all(is_plain(v) for v in value)
-    return False
+    try:
+        return marshal.dumps(value, 2)
+    except (ValueError, RecursionError):
+        return None
 
 
-def _value_key(value: Any, missing: Any) -> str | None:
-    if value is missing:
-        return "<missing>"
-    return repr(value) if is_plain(value) else None
+_MISSING_KEY = ("<missing>",)  # never equal to a plain_key
+
+
+def _value_key(value: Any, missing: Any) -> bytes | tuple | None:
+    return _MISSING_KEY if value is missing else plain_key(value)
 
 
 def _memo_environment_class(base: type):
     """A subclass of transformers' sandbox class that memoises attribute checks and pure macro calls."""
     from jinja2.runtime import Context, Macro, missing
 
+    resolve = Context.resolve_or_missing
+
     class MemoContext(Context):
         def resolve_or_missing(self, key):
-            value = super().resolve_or_missing(key)
+            value = resolve(self, key)
             frames = self.environment._memo_frames
             if frames:
                 value_key = _value_key(value, missing)
@@ -177,7 +185,8 @@ def _memo_environment_class(base: type):
                 return (__self._direct(__context, __obj, args, kwargs) if __self._shortcuts
                         else super().call(__context, __obj, *args, **kwargs))
             plain_kwargs = {k: v for k, v in kwargs.items() if k not in ("_loop_vars", "_block_vars")}
-            if "caller" in plain_kwargs or not __self._memoizable(__obj) or not (is_plain(args) and is_plain(plain_kwargs)):
+            arguments = plain_key((args, sorted(plain_kwargs.items())))
+            if "caller" in plain_kwargs or arguments is None or not __self._memoizable(__obj):
                 __self._poison()
                 return super().call(__context, __obj, *args, **kwargs)
             code = __obj._func.__code__
@@ -185,7 +194,7 @@ def _memo_environment_class(base: type):
             if counts[1] > 256 and counts[0] * 16 < counts[1]:  # unique arguments every time: not worth it
                 __self._unmemoised.add(code)
                 return super().call(__context, __obj, *args, **kwargs)
-            key = (code, repr(args), repr(sorted(plain_kwargs.items())))
+            key = (code, arguments)
             for reads, output in __self._memo.get(key, ()):
                 if all(_value_key(__context.resolve_or_missing(name), missing) == value for name, value in reads):
                     __self.memo_stats["hits"] += 1

@@ -19,6 +19,7 @@ from beam_sft.harmony.response import parse_assistant_turn
 from beam_sft.harmony.spans import is_trained, mask_runs, split_markers, token_splitter
 from beam_sft.verify.decode import RowText, build_decoder
 from beam_sft.verify.spans import MarkerIds, Message, Problem, Turn, group_turns, parse_messages
+from beam_sft.verify.template import Renderer
 
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160
@@ -91,6 +92,11 @@ class CheckEnv:
     # Off the sample, compare a row with tools against the template rendered without them plus one
     # block that declares each tool (see ``invariants.rendered_text``); False renders every row whole.
     declarations_by_sample: bool = True
+    renderer: Renderer | None = None
+
+    def __post_init__(self) -> None:
+        if self.renderer is None:
+            self.renderer = Renderer(self.tokenizer)
 
     @classmethod
     def create(cls, tokenizer, *, max_length: int | None = None) -> CheckEnv:
@@ -132,14 +138,14 @@ class CheckEnv:
         bad = (ids < 0) | (ids >= self.vocab_size)
         return np.where(bad, self.markers.start, ids) if bad.any() else ids
 
-    def render(self, row: dict, upto: int | None = None, *, tools: bool = True) -> str:
+    def render(self, row: dict, upto: int | None = None, *, tools: bool = True, plain: bool = False) -> str:
         """The tokenizer's chat template on the row (``messages[:upto]`` with a generation prompt;
-        without the row's tools when ``tools`` is False)."""
+        without the row's tools when ``tools`` is False): ``apply_chat_template(..., tokenize=False)``'s
+        text. ``plain``: the row is ``json.loads`` output, so ``template.Renderer`` may skip
+        transformers' per-call rebuild of it."""
         messages = row["messages"] if upto is None else row["messages"][:upto]
-        return self.tokenizer.apply_chat_template(
-            messages, tools=(row.get("tools") or None) if tools else None, add_generation_prompt=upto is not None,
-            tokenize=False, **(row.get("chat_template_kwargs") or {}),
-        )
+        return self.renderer.render(messages, (row.get("tools") or None) if tools else None, upto is not None,
+                                    row.get("chat_template_kwargs") or {}, plain=plain)
 
     def tokenize(self, text: str) -> list[int]:
         """Exactly what ``apply_chat_template(..., tokenize=True)`` does with the rendered text."""

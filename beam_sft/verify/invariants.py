@@ -369,8 +369,8 @@ def rendered_text(ctx: RowContext, env: CheckEnv) -> str:
     """
     tools = ctx.row.get("tools")
     if ctx.sampled or not tools or not env.declarations_by_sample or not isinstance(tools, list):
-        return env.render(ctx.row)
-    bare = env.render(ctx.row, tools=False)
+        return env.render(ctx.row, plain=ctx.raw_row is not None)
+    bare = env.render(ctx.row, tools=False, plain=ctx.raw_row is not None)
     text = ctx.text.full
     block = inserted_block(text, bare)
     if block is not None:
@@ -378,7 +378,7 @@ def rendered_text(ctx: RowContext, env: CheckEnv) -> str:
         if block[0] <= min(starts, default=len(bare)) and declares_tools(text[block[0]:block[1]], tools):
             ctx.cache["declarations"] = "checked by name"
             return text
-    return env.render(ctx.row)
+    return env.render(ctx.row, plain=ctx.raw_row is not None)
 
 
 def _text_rule(code: str) -> Callable[[RowContext, CheckEnv], list[Violation]]:
@@ -400,7 +400,7 @@ def check_prompt_parity(ctx: RowContext, env: CheckEnv) -> list[Violation]:
         if not is_trained_message(message) or index == 0:
             continue  # an assistant message first has no prompt to render
         try:
-            prompt = env.render(ctx.row, upto=index)
+            prompt = env.render(ctx.row, upto=index, plain=ctx.raw_row is not None)
         except Exception as exc:  # the template's own error is the finding
             out.append(_violation(ctx, env, "prompt_parity", f"messages[:{index}] does not render: {exc}"))
             continue

@@ -81,6 +81,7 @@ def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggr
     safe = env.safe_ids(batch.ids) if bad else batch.ids  # rows with bad ids are not decoded
     forbidden = batch.rows_where(env.forbidden_table, safe)
     markers = batch.split_by_row(env.marker_table, safe)
+    runs = batch.mask_runs_by_row()
     data = offsets = None
     if isinstance(env.decoder, TableDecoder):
         data, offsets = env.decoder.gather(safe)
@@ -90,7 +91,7 @@ def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggr
         ids, mask, columns = batch.row(k)
         text = RowText(env.decoder, ids, data, offsets, int(batch.id_offsets[k]))
         ctx = build_context(position, ids, mask, columns, env, text, bad.get(k, ()), forbidden.get(k, ()),
-                            markers[k])
+                            markers[k], runs[k])
         violations.extend(check_row(ctx, env))
         totals.add(row_stats(ctx))
     return violations, totals

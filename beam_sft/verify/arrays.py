@@ -86,6 +86,31 @@ class TokenBatch:
         bounds = np.searchsorted(hits, self.id_offsets)
         return [(hits[bounds[k]:bounds[k + 1]] - self.id_offsets[k]).tolist() for k in range(len(self))]
 
+    def mask_runs_by_row(self) -> list[list[tuple[int, int]]]:
+        """For every batch row, ``mask_runs`` of its mask (the runs of non-zero values), found for the
+        whole batch at once: a run starts where a value is non-zero and the one before it (in the same
+        row) is not, and ends likewise."""
+        on = self.mask != 0
+        n = len(on)
+        rows = len(self)
+        if not n:
+            return [[] for _ in range(rows)]
+        first = np.zeros(n + 1, dtype=bool)
+        first[self.mask_offsets[:-1]] = True  # the first value of each row (empty rows mark the next one)
+        before = np.zeros(n, dtype=bool)
+        before[1:] = on[:-1]
+        before &= ~first[:n]
+        after = np.zeros(n, dtype=bool)
+        after[:-1] = on[1:]
+        after &= ~first[1:]
+        starts = np.flatnonzero(on & ~before)
+        ends = np.flatnonzero(on & ~after) + 1
+        bounds = np.searchsorted(starts, self.mask_offsets)
+        base = np.repeat(self.mask_offsets[:-1], np.diff(bounds))
+        pairs = list(zip((starts - base).tolist(), (ends - base).tolist(), strict=True))
+        cut = bounds.tolist()
+        return [pairs[cut[k]:cut[k + 1]] for k in range(rows)]
+
     def _positions_by_row(self, hits: np.ndarray) -> dict[int, np.ndarray]:
         where = np.flatnonzero(hits)
         if not len(where):

@@ -18,7 +18,8 @@ import numpy as np
 from beam_sft.harmony.response import parse_assistant_turn
 from beam_sft.harmony.spans import is_trained, mask_runs, split_markers, token_splitter
 from beam_sft.verify.decode import RowText, build_decoder
-from beam_sft.verify.spans import MarkerIds, Message, Problem, Turn, group_turns, parse_messages
+from beam_sft.verify.spans import (MarkerIds, Message, Problem, Turn, group_turns, parse_aligned_messages,
+                                   parse_messages, turn_at)
 from beam_sft.verify.template import Renderer
 
 EXCERPT_CONTEXT = 60
@@ -190,9 +191,20 @@ class RowContext:
     spans: tuple[tuple[int, int], ...] = ()
     cache: dict = field(default_factory=dict, compare=False, repr=False)
 
-    @property
+    @cached_property
+    def mask_is_binary(self) -> bool:
+        """Every mask value is 0 or 1."""
+        mask = self.mask
+        return mask.dtype == np.bool_ or not len(mask) or bool(((mask == 0) | (mask == 1)).all())
+
+    @cached_property
     def shape_ok(self) -> bool:
-        return len(self.ids) == len(self.mask) and not np.any((self.mask != 0) & (self.mask != 1))
+        return len(self.ids) == len(self.mask) and self.mask_is_binary
+
+    @cached_property
+    def trained_total(self) -> int:
+        """Trained (non-zero) mask values."""
+        return int(np.count_nonzero(self.mask))
 
     @cached_property
     def trained_before(self) -> np.ndarray:
@@ -201,11 +213,29 @@ class RowContext:
         np.cumsum(self.mask != 0, out=out[1:])
         return out
 
+    @cached_property
+    def message_trained(self) -> list[int]:
+        """Trained tokens of each message, ``<|start|>`` to terminator (one vectorised lookup a row)."""
+        if not self.messages:
+            return []
+        bounds = np.array([(m.start, m.end + 1) for m in self.messages], dtype=np.int64)
+        before = self.trained_before
+        return (before[bounds[:, 1]] - before[bounds[:, 0]]).tolist()
+
+    @cached_property
+    def turn_trained(self) -> list[int]:
+        """Trained tokens of each turn from its span start (``<|channel|>``) to its terminator."""
+        if not self.turns:
+            return []
+        bounds = np.array([(t.span_start, t.end + 1) for t in self.turns], dtype=np.int64)
+        before = self.trained_before
+        return (before[bounds[:, 1]] - before[bounds[:, 0]]).tolist()
+
     def trained_in(self, start: int, end: int) -> int:
         """Trained tokens in ``[start, end)``."""
         return int(self.trained_before[end] - self.trained_before[start])
 
-    @property
+    @cached_property
     def assistant_sources(self) -> list[tuple[int, dict]]:
         """(index in messages, message) of every source assistant message, in order."""
         if self.row is None:
@@ -213,9 +243,18 @@ class RowContext:
         return [(i, m) for i, m in enumerate(self.row["messages"])
                 if isinstance(m, dict) and m.get("role") == "assistant"]
 
-    @property
+    @cached_property
     def turns_match_sources(self) -> bool:
         return self.row is not None and len(self.turns) == len(self.assistant_sources)
+
+    @cached_property
+    def turn_starts(self) -> list[int]:
+        """The first token of each turn, in order (``turn_at``)."""
+        return [turn.start for turn in self.turns]
+
+    def turn_at(self, index: int) -> int | None:
+        """Index of the turn whose tokens (first ``<|start|>`` to terminator) include ``index``."""
+        return turn_at(self.turns, index, self.turn_starts)
 
 
 def is_trained_message(message: dict) -> bool:
@@ -242,9 +281,10 @@ def load_row_json(text) -> tuple[dict | None, str | None]:
 
 def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dict, env: CheckEnv,
                   text: RowText | None, bad_ids: Sequence[int] = (), forbidden_at: Sequence[int] = (),
-                  marker_positions: Sequence[int] | None = None) -> RowContext:
+                  marker_positions: Sequence[int] | None = None,
+                  spans: Sequence[tuple[int, int]] | None = None) -> RowContext:
     """Read one row (its token arrays and its other columns) into a RowContext; ``marker_positions``
-    when the caller found them for a whole batch at once."""
+    and ``spans`` (``mask_runs(mask)``) when the caller found them for a whole batch at once."""
     raw = columns.get("row")
     row, row_error = load_row_json(raw)
     base = dict(position=position, source=str(columns.get("source") or ""), row_index=columns.get("row_index"),
@@ -257,11 +297,18 @@ def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dic
     where = list(marker_positions) if marker_positions is not None else \
         np.flatnonzero(np.isin(ids, env.markers.array)).tolist()
     parts = split_markers(text.full)
+    messages = None
     if len(parts) == 2 * len(where) + 1:  # else some marker text is not a marker token: see check_structure
         text.align(parts, where)
-    messages, problems = parse_messages(ids, env.markers, text.text, where)
+        messages = parse_aligned_messages(ids, env.markers, where, parts)  # the well-formed row, quickly
+    problems: list[Problem] = []
+    if messages is None:
+        messages, problems = parse_messages(ids, env.markers, text.text, where)
     turns, turn_problems = group_turns(messages)
-    spans = mask_runs(mask) if len(mask) == len(ids) else []
+    if len(mask) != len(ids):
+        spans = []
+    elif spans is None:
+        spans = mask_runs(mask)
     return RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),
                       problems=tuple(problems + turn_problems), spans=tuple(spans), marker_positions=tuple(where))
 

@@ -55,7 +55,7 @@ from beam_sft.harmony.markers import ALL_MARKERS
 from beam_sft.harmony.spans import mask_runs, split_markers
 from beam_sft.verify.compare import compare_turn
 from beam_sft.verify.context import CheckEnv, RowContext, Violation, is_trained_message
-from beam_sft.verify.spans import CONTEXT_ROLES, turn_at
+from beam_sft.verify.spans import CONTEXT_ROLES
 
 STRADDLE_WINDOW = 8
 REASONING_MARKUP = re.compile(r"</?\s*(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
@@ -72,12 +72,12 @@ def check_shape(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     out = []
     if len(ctx.ids) != len(ctx.mask):
         out.append(_violation(ctx, env, "shape", f"{len(ctx.ids)} input_ids but {len(ctx.mask)} mask values"))
-    bad = np.unique(ctx.mask[(ctx.mask != 0) & (ctx.mask != 1)]).tolist()
+    bad = [] if ctx.mask_is_binary else np.unique(ctx.mask[(ctx.mask != 0) & (ctx.mask != 1)]).tolist()
     if bad:
         out.append(_violation(ctx, env, "shape", f"mask values other than 0/1: {bad[:5]}"))
     if ctx.num_tokens is not None and ctx.num_tokens != len(ctx.ids):
         out.append(_violation(ctx, env, "shape", f"num_tokens is {ctx.num_tokens}, the row has {len(ctx.ids)}"))
-    trained = int(np.count_nonzero(ctx.mask))
+    trained = ctx.trained_total
     if ctx.num_trained is not None and ctx.num_trained != trained:
         out.append(_violation(ctx, env, "shape", f"num_trained is {ctx.num_trained}, the mask has {trained}"))
     return out
@@ -107,7 +107,7 @@ def check_structure(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 
 def check_no_trained(ctx: RowContext, env: CheckEnv) -> list[Violation]:
-    return [] if np.any(ctx.mask) else [_violation(ctx, env, "no_trained", "no trained token in the row")]
+    return [] if ctx.trained_total else [_violation(ctx, env, "no_trained", "no trained token in the row")]
 
 
 def check_too_long(ctx: RowContext, env: CheckEnv) -> list[Violation]:
@@ -125,8 +125,8 @@ def check_span_count(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     first = None
     if ctx.turns_match_sources:
         # Per turn: trained iff its source message has weight != 0.
-        for n, (turn, want) in enumerate(zip(ctx.turns, expected, strict=True)):
-            got = ctx.trained_in(turn.span_start, turn.end + 1) > 0
+        for n, (turn, want, trained) in enumerate(zip(ctx.turns, expected, ctx.turn_trained, strict=True)):
+            got = trained > 0
             if got != want:
                 index = ctx.assistant_sources[n][0]
                 state = "trained" if got else "untrained"
@@ -145,7 +145,7 @@ def check_span_start(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     """Each span starts at the <|channel|> right after the first <|start|>assistant of its turn."""
     out = []
     for start, end in ctx.spans:
-        n = turn_at(ctx.turns, start)
+        n = ctx.turn_at(start)
         if n is None:
             out.append(_violation(ctx, env, "span_start", "span starts outside any assistant turn", start, end))
         elif start != ctx.turns[n].span_start:
@@ -159,8 +159,8 @@ def check_span_end(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     """Each span ends on its own turn's <|return|>/<|call|>, and that token is trained."""
     out = []
     for start, end in ctx.spans:
-        last = turn_at(ctx.turns, end - 1)
-        first = turn_at(ctx.turns, start)
+        last = ctx.turn_at(end - 1)
+        first = ctx.turn_at(start)
         if last is None or end - 1 != ctx.turns[last].end or not ctx.turns[last].complete:
             expect = f" (token {ctx.turns[last].end})" if last is not None else ""
             out.append(_violation(ctx, env, "span_end", f"span ends at token {end - 1}, not on its turn's "
@@ -201,9 +201,8 @@ def check_straddle(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 def check_trained_context(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     out = []
-    for message in ctx.messages:
-        if (message.role in CONTEXT_ROLES or message.role == "unknown") and ctx.trained_in(
-                message.start, message.end + 1):
+    for message, trained in zip(ctx.messages, ctx.message_trained, strict=True):
+        if trained and (message.role in CONTEXT_ROLES or message.role == "unknown"):
             trained = np.flatnonzero(ctx.mask[message.start:message.end + 1]) + message.start
             out.append(_violation(ctx, env, "trained_context", f"{len(trained)} tokens of a "
                                   f"[{message.label}] message ({message.role}) are trained",
@@ -437,7 +436,7 @@ def _parsed_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     tools = ctx.row.get("tools") or None
     parser = env.sample_parser if ctx.sampled and env.sample_parser is not None else env.parser
     for start, end in ctx.spans:
-        n = turn_at(ctx.turns, start)
+        n = ctx.turn_at(start)
         if n is None or start != ctx.turns[n].span_start or end - 1 != ctx.turns[n].end:
             continue  # misaligned spans are span_start/span_end's finding
         source = ctx.assistant_sources[n][1]
@@ -461,10 +460,8 @@ check_tail.__doc__ = "The tokens after the last trained span are the template's 
 
 def check_reasoning_markup(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     out = []
-    for message in ctx.messages:
-        if message.role != "assistant" or message.part != "analysis":
-            continue
-        if not ctx.trained_in(message.start, message.end + 1):
+    for message, trained in zip(ctx.messages, ctx.message_trained, strict=True):
+        if not trained or message.role != "assistant" or message.part != "analysis":
             continue
         found = REASONING_MARKUP.search(message.body)
         if found:

@@ -45,14 +45,13 @@ def row_stats(ctx: RowContext) -> RowStats:
     message addressed ``to=NAME``); trained tokens anywhere else count as ``other``.
     """
     shaped = len(ctx.mask) == len(ctx.ids)
-    total = int(np.count_nonzero(ctx.mask)) if shaped else 0
+    total = ctx.trained_total if shaped else 0
     by_channel = dict.fromkeys(CHANNELS, 0)
     inside = 0
     if shaped:
-        for message in ctx.messages:
+        for message, trained in zip(ctx.messages, ctx.message_trained, strict=True):
             if message.role != "assistant":
                 continue
-            trained = ctx.trained_in(message.start, message.end + 1)
             part = message.part if message.part in CHANNELS else "other"
             by_channel[part] += trained
             inside += trained

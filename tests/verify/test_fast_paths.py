@@ -1,0 +1,98 @@
+"""The batch-wide and well-formed-row fast paths of verify give exactly what the general code gives.
+
+- ``TokenBatch.mask_runs_by_row`` (all rows' mask runs at once) is ``mask_runs`` of each row.
+- ``parse_aligned_messages`` (a well-formed row read from its text cut at the markers) returns the
+  messages ``parse_messages`` finds, bodies included, exactly when ``parse_messages`` finds no
+  problem; on any other row it returns None, so the general reader names the problem.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from beam_sft.harmony.spans import mask_runs, split_markers
+from beam_sft.verify.arrays import TokenBatch
+from beam_sft.verify.context import CheckEnv
+from beam_sft.verify.decode import RowText
+from beam_sft.verify.spans import MarkerIds, parse_aligned_messages, parse_messages
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0, 0, 1, 1, 2]), max_size=12), min_size=1, max_size=6))
+def test_batch_mask_runs_are_each_rows_mask_runs(masks):
+    records = [{"input_ids": [5] * len(m), "assistant_masks": m} for m in masks]
+    batch = TokenBatch.from_records(records, range(len(records)))
+    assert batch.mask_runs_by_row() == [mask_runs(m) for m in masks]
+
+
+def _both(ids: np.ndarray, env: CheckEnv):
+    where = np.flatnonzero(np.isin(ids, env.markers.array)).tolist()
+    text = RowText(env.decoder, ids)
+    parts = split_markers(text.full)
+    aligned = len(parts) == 2 * len(where) + 1
+    if aligned:
+        text.align(parts, where)
+    general = parse_messages(ids, env.markers, text.text, where)
+    fast = parse_aligned_messages(ids, env.markers, where, parts) if aligned else None
+    return general, fast, aligned
+
+
+def _same(general, fast) -> None:
+    messages, problems = general
+    if problems:
+        assert fast is None
+        return
+    assert fast is not None
+    assert fast == messages
+    assert [m.body for m in fast] == [m.body for m in messages]
+
+
+def test_clean_rows_take_the_fast_path(clean_records, tokenizer):
+    env = CheckEnv.create(tokenizer)
+    for record in clean_records:
+        general, fast, aligned = _both(np.asarray(record["input_ids"], dtype=np.int64), env)
+        assert aligned and general[1] == [] and fast is not None
+        _same(general, fast)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_marker_edit_reads_the_same_both_ways(data, clean_records, tokenizer):
+    env = _ENV.setdefault("env", CheckEnv.create(tokenizer))
+    record = data.draw(st.sampled_from(clean_records))
+    ids = list(record["input_ids"])
+    markers = sorted(env.markers.all)
+    for _ in range(data.draw(st.integers(1, 3))):
+        where = [i for i, t in enumerate(ids) if t in env.markers.all]
+        action = data.draw(st.sampled_from(["drop", "insert", "replace", "drop_text"]))
+        if action == "drop" and where:
+            del ids[data.draw(st.sampled_from(where))]
+        elif action == "insert":
+            ids.insert(data.draw(st.integers(0, len(ids))), data.draw(st.sampled_from(markers)))
+        elif action == "replace" and where:
+            ids[data.draw(st.sampled_from(where))] = data.draw(st.sampled_from(markers))
+        elif action == "drop_text":
+            plain = [i for i, t in enumerate(ids) if t not in env.markers.all]
+            if plain:
+                del ids[data.draw(st.sampled_from(plain))]
+    general, fast, aligned = _both(np.asarray(ids, dtype=np.int64), env)
+    if aligned:
+        _same(general, fast)
+
+
+_ENV: dict = {}
+
+
+def test_letters_name_every_marker(tokenizer):
+    marker_ids = MarkerIds.from_tokenizer(tokenizer)
+    ids = np.array([marker_ids.start, marker_ids.message, marker_ids.channel, marker_ids.constrain, marker_ids.end,
+                    marker_ids.call, marker_ids.ret], dtype=np.int64)
+    assert marker_ids.letter_of(ids) == "SMCKELR"
+    try:
+        marker_ids.letter_of(np.array([marker_ids.start + 100_000], dtype=np.int64))
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("a non-marker id must not get a letter")

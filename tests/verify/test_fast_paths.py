@@ -96,3 +96,23 @@ def test_letters_name_every_marker(tokenizer):
         pass
     else:
         raise AssertionError("a non-marker id must not get a letter")
+
+
+def test_the_decoder_probe_sees_one_wrong_byte_anywhere(tokenizer):
+    """The start-up proof of the byte table (one gather, one decode_batch) still compares every id."""
+    import copy
+
+    from beam_sft.verify.decode import TableDecoder, _probe
+
+    size = len(tokenizer)
+    table = TableDecoder.build(tokenizer, size)
+    assert _probe(table, tokenizer, size) is None
+    for token in (0, size // 2, size - 1):
+        broken = copy.copy(table)
+        broken.blob = table.blob.copy()
+        broken.blob[table.starts[token]] ^= 0x01  # one bit of one token's bytes
+        assert _probe(broken, tokenizer, size) is not None, token
+        short = copy.copy(table)
+        short.lengths = table.lengths.copy()
+        short.lengths[token] = 0
+        assert _probe(short, tokenizer, size) is not None, token

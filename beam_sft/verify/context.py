@@ -18,8 +18,16 @@ import numpy as np
 from beam_sft.harmony.response import parse_assistant_turn
 from beam_sft.harmony.spans import is_trained, mask_runs, split_markers, token_splitter
 from beam_sft.verify.decode import RowText, build_decoder
-from beam_sft.verify.spans import (MarkerIds, Message, Problem, Turn, group_turns, parse_aligned_messages,
-                                   parse_messages, turn_at)
+from beam_sft.verify.spans import (
+    MarkerIds,
+    Message,
+    Problem,
+    Turn,
+    group_turns,
+    parse_aligned_messages,
+    parse_messages,
+    turn_at,
+)
 from beam_sft.verify.template import Renderer
 
 EXCERPT_CONTEXT = 60

@@ -28,7 +28,6 @@ Nothing here is shared with the encoder (which has its own adapter and its own c
 from __future__ import annotations
 
 import inspect
-from typing import Any
 
 _MODULE = "transformers.utils.chat_template_utils"
 

@@ -13,6 +13,15 @@ tokens under the row's template kwargs. The template itself is transformers' own
 sandboxed template (``_compile_jinja_template``, the one ``apply_chat_template`` uses), so what the
 template computes is the oracle's by construction.
 
+Rendering itself spends about a quarter of its time in the sandbox deciding, attribute by attribute,
+whether a template may read it (``is_safe_attribute``), though the answer depends only on the type of
+the object, the attribute's name (and, to be safe, the type of the value): verify renders with its own
+compile of the template (``_cached_compile_jinja_template``: not the lru-cached one that
+``apply_chat_template``, or anyone else, shares) whose environment remembers those answers
+(``_MemoSandbox``). Every answer is jinja2's own, computed once per key; the template, its
+extensions, filters and globals are transformers'. Only with the jinja2 series this was read for
+(3.1) and an unmodified ``is_safe_attribute``; otherwise the shared compile is used as it is.
+
 Anything off that path goes through ``apply_chat_template`` itself: a row whose values did not come
 from ``json.loads`` (``plain=False``), an empty conversation, or template kwargs that collide with a
 parameter of ``apply_chat_template``/``render_jinja_template`` (which those functions would consume
@@ -34,8 +43,10 @@ _MODULE = "transformers.utils.chat_template_utils"
 # name -> the parameters (in order) we pass; ``**`` means the function must take **kwargs.
 PRIVATE: dict[str, tuple[str, ...]] = {
     "_compile_jinja_template": ("chat_template",),
+    "_cached_compile_jinja_template": ("chat_template",),
     "_alias_reasoning_fields": ("chat",),
 }
+MEMO_JINJA = "3.1."  # the jinja2 series whose is_safe_attribute was read (pure in the memo's key)
 
 
 def _module():
@@ -67,6 +78,34 @@ def problems() -> list[str]:
     return out
 
 
+def memo_problems(environment) -> list[str]:
+    """Why ``environment``'s attribute checks cannot be memoised ([] when they can)."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    out = []
+    if not jinja2.__version__.startswith(MEMO_JINJA):
+        out.append(f"jinja2 {jinja2.__version__} is not {MEMO_JINJA}x")
+    if type(environment).is_safe_attribute is not ImmutableSandboxedEnvironment.is_safe_attribute:
+        out.append(f"{type(environment).__name__}.is_safe_attribute is not jinja2's ImmutableSandboxedEnvironment's")
+    return out
+
+
+def _memo_class(base: type) -> type:
+    class _MemoSandbox(base):
+        """``base`` whose is_safe_attribute answers are remembered per (object type, name, value type)."""
+
+        def is_safe_attribute(self, obj, attr, value) -> bool:
+            memo = self.__dict__.setdefault("_verify_safe_attribute", {})
+            key = (type(obj), attr, type(value))
+            found = memo.get(key)
+            if found is None:
+                found = memo[key] = bool(base.is_safe_attribute(self, obj, attr, value))
+            return found
+
+    return _MemoSandbox
+
+
 def _reserved_keywords(tokenizer) -> frozenset[str]:
     """Template kwargs the direct path cannot pass as the public path would: parameters of
     ``apply_chat_template`` or ``render_jinja_template`` (consumed or rejected there), and the names
@@ -87,11 +126,26 @@ class Renderer:
         self.tokenizer = tokenizer
         self.problems = problems()
         self.direct = not self.problems
+        self.memo_problems: list[str] = []
+        self._compiled: dict[str, object] = {}
         if self.direct:
             module = _module()
-            self._compile = module._compile_jinja_template
             self._alias = module._alias_reasoning_fields
             self._reserved = _reserved_keywords(tokenizer)
+
+    def compiled(self, source: str):
+        """The compiled template for ``source``: verify's own compile with the memo, or the shared one."""
+        found = self._compiled.get(source)
+        if found is None:
+            module = _module()
+            found = module._cached_compile_jinja_template(source)
+            self.memo_problems = memo_problems(found.environment)
+            if self.memo_problems:
+                found = module._compile_jinja_template(source)
+            else:
+                found.environment.__class__ = _memo_class(type(found.environment))
+            self._compiled[source] = found
+        return found
 
     def public(self, messages: list, tools: list | None, add_generation_prompt: bool, kwargs: dict) -> str:
         return self.tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=add_generation_prompt,
@@ -107,7 +161,7 @@ class Renderer:
                 and type(kwargs) is dict and not (kwargs.keys() & self._reserved)):
             return self.public(messages, tools, add_generation_prompt, kwargs)
         tokenizer = self.tokenizer
-        compiled = self._compile(tokenizer.get_chat_template(None, tools))
+        compiled = self.compiled(tokenizer.get_chat_template(None, tools))
         chat = self._alias([{k: v for k, v in m.items() if v is not None} for m in messages])
         return compiled.render(messages=chat, tools=tools, documents=None, add_generation_prompt=add_generation_prompt,
                                **{**tokenizer.special_tokens_map, **kwargs})

@@ -34,6 +34,39 @@ def test_a_moved_internal_is_named(monkeypatch):
     assert not renderer.direct and renderer.problems  # every row then goes through apply_chat_template
 
 
+def test_the_memo_is_on_verifys_own_compile_only(tokenizer):
+    renderer = Renderer(tokenizer)
+    source = tokenizer.get_chat_template(None, None)
+    shared = template._module()._compile_jinja_template(source)
+    before = type(shared.environment)
+    mine = renderer.compiled(source)
+    assert renderer.memo_problems == [] and mine is not shared
+    assert type(mine.environment).__name__ == "_MemoSandbox" and type(shared.environment) is before
+    renderer.render([{"role": "user", "content": "x"}], None, False, {}, plain=True)
+    assert mine.environment.__dict__["_verify_safe_attribute"]  # answers were remembered
+
+
+def test_the_sandbox_still_refuses_what_it_refuses(tokenizer):
+    from jinja2.exceptions import SecurityError
+
+    renderer = Renderer(tokenizer)
+    evil = "{{ messages.append(1) }}{{ messages[0].clear() }}"
+    compiled = renderer.compiled(evil)
+    for _ in range(2):  # the second time from the memo
+        with pytest.raises(SecurityError):
+            compiled.render(messages=[{"role": "user"}])
+    assert type(compiled.environment).__name__ == "_MemoSandbox"
+
+
+def test_no_memo_on_an_unknown_jinja(tokenizer, monkeypatch):
+    import jinja2
+
+    monkeypatch.setattr(jinja2, "__version__", "9.0.0")
+    renderer = Renderer(tokenizer)
+    compiled = renderer.compiled(tokenizer.get_chat_template(None, None))
+    assert renderer.memo_problems and type(compiled.environment).__name__ != "_MemoSandbox"
+
+
 def _edge_rows() -> list[dict]:
     rows = []
     for name in ("reasoning_content", "thinking", "reasoning"):

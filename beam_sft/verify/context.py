@@ -7,6 +7,7 @@ the tokenizer's own chat template, so an encoder bug cannot hide itself in share
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Sequence
@@ -26,13 +27,32 @@ from beam_sft.verify.spans import (
     group_turns,
     parse_aligned_messages,
     parse_messages,
-    turn_at,
 )
 from beam_sft.verify.template import Renderer
 
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160
 PARSER_NAME = "beam_sft.harmony.response.parse_assistant_turn"
+
+
+class once:  # noqa: N801 (used as a decorator, like cached_property)
+    """``functools.cached_property`` without its lock: Python 3.11 takes an RLock on every first access,
+    which costs more than most of a row's properties; a RowContext lives in one thread. Writes the
+    instance ``__dict__`` directly, so it works on frozen dataclasses too."""
+
+    def __init__(self, func):
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.func(obj)
+        return value
 
 
 @dataclass(frozen=True)
@@ -199,29 +219,29 @@ class RowContext:
     spans: tuple[tuple[int, int], ...] = ()
     cache: dict = field(default_factory=dict, compare=False, repr=False)
 
-    @cached_property
+    @once
     def mask_is_binary(self) -> bool:
         """Every mask value is 0 or 1."""
         mask = self.mask
         return mask.dtype == np.bool_ or not len(mask) or bool(((mask == 0) | (mask == 1)).all())
 
-    @cached_property
+    @once
     def shape_ok(self) -> bool:
         return len(self.ids) == len(self.mask) and self.mask_is_binary
 
-    @cached_property
+    @once
     def trained_total(self) -> int:
         """Trained (non-zero) mask values."""
         return int(np.count_nonzero(self.mask))
 
-    @cached_property
+    @once
     def trained_before(self) -> np.ndarray:
         """``trained_before[i]``: trained tokens in ``[0, i)``."""
         out = np.zeros(len(self.mask) + 1, dtype=np.int64)
         np.cumsum(self.mask != 0, out=out[1:])
         return out
 
-    @cached_property
+    @once
     def message_trained(self) -> list[int]:
         """Trained tokens of each message, ``<|start|>`` to terminator (one vectorised lookup a row)."""
         if not self.messages:
@@ -230,7 +250,7 @@ class RowContext:
         before = self.trained_before
         return (before[bounds[:, 1]] - before[bounds[:, 0]]).tolist()
 
-    @cached_property
+    @once
     def turn_trained(self) -> list[int]:
         """Trained tokens of each turn from its span start (``<|channel|>``) to its terminator."""
         if not self.turns:
@@ -243,7 +263,7 @@ class RowContext:
         """Trained tokens in ``[start, end)``."""
         return int(self.trained_before[end] - self.trained_before[start])
 
-    @cached_property
+    @once
     def assistant_sources(self) -> list[tuple[int, dict]]:
         """(index in messages, message) of every source assistant message, in order."""
         if self.row is None:
@@ -251,18 +271,20 @@ class RowContext:
         return [(i, m) for i, m in enumerate(self.row["messages"])
                 if isinstance(m, dict) and m.get("role") == "assistant"]
 
-    @cached_property
+    @once
     def turns_match_sources(self) -> bool:
         return self.row is not None and len(self.turns) == len(self.assistant_sources)
 
-    @cached_property
+    @once
     def turn_starts(self) -> list[int]:
         """The first token of each turn, in order (``turn_at``)."""
         return [turn.start for turn in self.turns]
 
     def turn_at(self, index: int) -> int | None:
-        """Index of the turn whose tokens (first ``<|start|>`` to terminator) include ``index``."""
-        return turn_at(self.turns, index, self.turn_starts)
+        """Index of the turn whose tokens (first ``<|start|>`` to terminator) include ``index``
+        (``spans.turn_at`` with the starts kept)."""
+        n = bisect.bisect_right(self.turn_starts, index) - 1
+        return n if n >= 0 and index <= self.turns[n].end else None
 
 
 def is_trained_message(message: dict) -> bool:

@@ -107,7 +107,7 @@ class Message:
     channel_index: int | None  # index of the first <|channel|> token in the header
     body: str = field(default="", compare=False, repr=False)  # decoded text between <|message|> and the end
 
-    @cached_property
+    @property
     def role(self) -> str:
         """``assistant``, ``tool`` (a result addressed to the assistant), system/developer/user or ``unknown``.
 
@@ -122,7 +122,7 @@ class Message:
             return self.author
         return "unknown"
 
-    @cached_property
+    @property
     def part(self) -> str:
         """For assistant messages: ``analysis``, ``final`` or ``tool_call``; otherwise the role."""
         if self.role != "assistant":

@@ -116,3 +116,19 @@ def test_the_decoder_probe_sees_one_wrong_byte_anywhere(tokenizer):
         short.lengths = table.lengths.copy()
         short.lengths[token] = 0
         assert _probe(short, tokenizer, size) is not None, token
+
+
+def test_row_turn_lookup_is_the_general_one(clean_records, tokenizer):
+    from beam_sft.verify.api import check_batch
+    from beam_sft.verify.context import build_context
+    from beam_sft.verify.spans import turn_at
+
+    env = CheckEnv.create(tokenizer)
+    batch = TokenBatch.from_records(clean_records, range(len(clean_records)))
+    assert check_batch(batch, env)[0] == []
+    for k in range(len(batch)):
+        ids, mask, columns = batch.row(k)
+        ctx = build_context(k, ids, mask, columns, env, RowText(env.decoder, ids))
+        assert ctx.turns
+        assert [ctx.turn_at(i) for i in range(-1, len(ids) + 1)] == [turn_at(ctx.turns, i)
+                                                                       for i in range(-1, len(ids) + 1)]

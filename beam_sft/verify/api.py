@@ -82,8 +82,9 @@ def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggr
     bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
     safe = env.safe_ids(batch.ids) if bad else batch.ids  # rows with bad ids are not decoded
     forbidden = batch.rows_where(env.forbidden_table, safe)
-    markers = batch.split_by_row(env.marker_table, safe)
+    markers, letters = batch.split_by_row(env.marker_table, safe, env.markers.letter_of)
     runs = batch.mask_runs_by_row()
+    trained, binary = batch.row_counts()
     data = offsets = None
     if isinstance(env.decoder, TableDecoder):
         data, offsets = env.decoder.gather(safe)
@@ -93,7 +94,7 @@ def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggr
         ids, mask, columns = batch.row(k)
         text = RowText(env.decoder, ids, data, offsets, int(batch.id_offsets[k]))
         ctx = build_context(position, ids, mask, columns, env, text, bad.get(k, ()), forbidden.get(k, ()),
-                            markers[k], runs[k])
+                            markers[k], runs[k], letters[k], (trained[k], binary[k]))
         violations.extend(check_row(ctx, env))
         totals.add(row_stats(ctx))
     return violations, totals

@@ -312,9 +312,11 @@ def load_row_json(text) -> tuple[dict | None, str | None]:
 def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dict, env: CheckEnv,
                   text: RowText | None, bad_ids: Sequence[int] = (), forbidden_at: Sequence[int] = (),
                   marker_positions: Sequence[int] | None = None,
-                  spans: Sequence[tuple[int, int]] | None = None) -> RowContext:
-    """Read one row (its token arrays and its other columns) into a RowContext; ``marker_positions``
-    and ``spans`` (``mask_runs(mask)``) when the caller found them for a whole batch at once."""
+                  spans: Sequence[tuple[int, int]] | None = None, letters: str | None = None,
+                  counts: tuple[int, bool] | None = None) -> RowContext:
+    """Read one row (its token arrays and its other columns) into a RowContext; ``marker_positions``,
+    ``spans`` (``mask_runs(mask)``), ``letters`` (``MarkerIds.letter_of`` of the markers) and ``counts``
+    (trained mask values, whether the mask is 0/1) when the caller found them for a whole batch at once."""
     raw = columns.get("row")
     row, row_error = load_row_json(raw)
     base = dict(position=position, source=str(columns.get("source") or ""), row_index=columns.get("row_index"),
@@ -330,7 +332,7 @@ def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dic
     messages = None
     if len(parts) == 2 * len(where) + 1:  # else some marker text is not a marker token: see check_structure
         text.align(parts, where)
-        messages = parse_aligned_messages(ids, env.markers, where, parts)  # the well-formed row, quickly
+        messages = parse_aligned_messages(ids, env.markers, where, parts, letters)  # a well-formed row, quickly
     problems: list[Problem] = []
     if messages is None:
         messages, problems = parse_messages(ids, env.markers, text.text, where)
@@ -339,6 +341,9 @@ def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dic
         spans = []
     elif spans is None:
         spans = mask_runs(mask)
-    return RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),
-                      problems=tuple(problems + turn_problems), spans=tuple(spans), marker_positions=tuple(where))
+    ctx = RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),
+                     problems=tuple(problems + turn_problems), spans=tuple(spans), marker_positions=tuple(where))
+    if counts is not None:  # what ``trained_total`` and ``mask_is_binary`` would compute, found batch-wide
+        ctx.__dict__["trained_total"], ctx.__dict__["mask_is_binary"] = int(counts[0]), bool(counts[1])
+    return ctx
 

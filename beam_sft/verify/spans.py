@@ -265,7 +265,7 @@ _ONE_MESSAGE = re.compile(r"S([CK]*)M([ELR])")
 
 
 def parse_aligned_messages(ids: np.ndarray, marker_ids: MarkerIds, where: Sequence[int],
-                           parts: Sequence[str]) -> list[Message] | None:
+                           parts: Sequence[str], kinds: str | None = None) -> list[Message] | None:
     """``parse_messages``' result for a well-formed row, read from its decoded text cut at the markers,
     or None when the row is not one (then ``parse_messages`` reads it and names its problems).
 
@@ -273,12 +273,16 @@ def parse_aligned_messages(ids: np.ndarray, marker_ids: MarkerIds, where: Sequen
     <|message|> (<|end|>|<|call|>|<|return|>)`` and every token belongs to one (the first is token 0,
     each message starts right after the previous one's terminator, the last ends the row). ``parts``
     is the decoded row cut around its markers (``split_markers``), one marker per marker token of
-    ``where``: a header is the text between its ``<|start|>`` and ``<|message|>``, a body the one
+    ``where`` (``kinds``: their letters, ``MarkerIds.letter_of``, when the caller has them): a header is
+    the text between its ``<|start|>`` and ``<|message|>``, a body the one
     part between ``<|message|>`` and the terminator, exactly what ``parse_messages`` decodes for them.
     """
     if not len(where) or len(parts) != 2 * len(where) + 1:
         return None
-    kinds = marker_ids.letter_of(ids[list(where)])
+    if kinds is None:
+        kinds = marker_ids.letter_of(ids[list(where)])
+    elif len(kinds) != len(where):
+        raise ValueError("parse_aligned_messages: one letter per marker expected")
     if _REGULAR_ROW.fullmatch(kinds) is None:
         return None
     terminators = marker_ids.terminator_of_letter

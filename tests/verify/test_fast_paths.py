@@ -25,6 +25,22 @@ def test_batch_mask_runs_are_each_rows_mask_runs(masks):
     records = [{"input_ids": [5] * len(m), "assistant_masks": m} for m in masks]
     batch = TokenBatch.from_records(records, range(len(records)))
     assert batch.mask_runs_by_row() == [mask_runs(m) for m in masks]
+    trained, binary = batch.row_counts()
+    assert trained == [sum(1 for v in m if v) for m in masks]
+    assert binary == [all(v in (0, 1) for v in m) for m in masks]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([5, 5, 7, 9]), max_size=10), min_size=1, max_size=5))
+def test_batch_marker_letters_are_each_rows(rows):
+    records = [{"input_ids": r, "assistant_masks": [0] * len(r)} for r in rows]
+    batch = TokenBatch.from_records(records, range(len(records)))
+    table = np.zeros(10, dtype=bool)
+    table[[7, 9]] = True
+    positions, letters = batch.split_by_row(table, batch.ids, lambda ids: "".join("a" if i == 7 else "b" for i in ids))
+    assert positions == [[i for i, t in enumerate(r) if t in (7, 9)] for r in rows]
+    assert positions == batch.split_by_row(table, batch.ids)
+    assert letters == ["".join("a" if t == 7 else "b" for t in r if t in (7, 9)) for r in rows]
 
 
 def _both(ids: np.ndarray, env: CheckEnv):

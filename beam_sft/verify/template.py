@@ -132,6 +132,11 @@ class Renderer:
             module = _module()
             self._alias = module._alias_reasoning_fields
             self._reserved = _reserved_keywords(tokenizer)
+            # Compile now, so that worker processes forked after this inherit the compiled template.
+            try:
+                self.compiled(tokenizer.get_chat_template(None, None))
+            except Exception:  # noqa: BLE001 (no template, or one that does not compile: every row says so)
+                pass
 
     def compiled(self, source: str):
         """The compiled template for ``source``: verify's own compile with the memo, or the shared one."""

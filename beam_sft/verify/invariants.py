@@ -302,11 +302,16 @@ def text_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 
 def _common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search over C-level slice compares)."""
-    lo, hi = 0, min(len(a), len(b))
+    """Length of the longest common prefix (binary search over C-level compares; each step copies
+    only the part of ``b`` still in question, so the copies add up to about one string).
+
+    >>> _common_prefix("abcd", "abXd"), _common_prefix("", "a"), _common_prefix("ab", "ab")
+    (2, 0, 2)
+    """
+    lo, hi = 0, min(len(a), len(b))  # a[:lo] == b[:lo]; the prefix is at most hi long
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
+        if a.startswith(b[lo:mid], lo):
             lo = mid
         else:
             hi = mid - 1
@@ -329,7 +334,7 @@ def inserted_block(text: str, bare: str) -> tuple[int, int] | None:
     p = _common_prefix(text, bare)
     # If any insertion point works, the end of the longest common prefix does; then slide the block
     # to its leftmost equivalent place (``<|start|>`` + a new message + ``<|end|>`` reads as that).
-    if text[p + extra:] != bare[p:]:
+    if not text.startswith(bare[p:], p + extra):  # the rest is the same (lengths agree by ``extra``)
         return None
     start, end = p, p + extra
     while start > 0 and text[start - 1] == text[end - 1]:

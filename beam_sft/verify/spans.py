@@ -107,6 +107,16 @@ class Message:
     channel_index: int | None  # index of the first <|channel|> token in the header
     body: str = field(default="", compare=False, repr=False)  # decoded text between <|message|> and the end
 
+    @classmethod
+    def quick(cls, start: int, message: int, end: int, terminator: str, author: str, recipient: str | None,
+              channel: str | None, channel_index: int | None, body: str) -> Message:
+        """``Message(...)`` without the frozen dataclass's one ``object.__setattr__`` per field (a row
+        of a real dataset holds a dozen messages); every field is given, so the result is the same."""
+        obj = object.__new__(cls)
+        obj.__dict__.update(start=start, message=message, end=end, terminator=terminator, author=author,
+                            recipient=recipient, channel=channel, channel_index=channel_index, body=body)
+        return obj
+
     @property
     def role(self) -> str:
         """``assistant``, ``tool`` (a result addressed to the assistant), system/developer/user or ``unknown``.
@@ -299,8 +309,8 @@ def parse_aligned_messages(ids: np.ndarray, marker_ids: MarkerIds, where: Sequen
         channel_index = where[p + 1 + c] if c >= 0 else None
         author, recipient, channel = parse_header("".join(parts[2 * p + 2:2 * q + 1]))
         k = where[r]
-        messages.append(Message(i, where[q], k, terminators[found.group(2)], author, recipient, channel,
-                                channel_index, parts[2 * q + 2]))
+        messages.append(Message.quick(i, where[q], k, terminators[found.group(2)], author, recipient, channel,
+                                      channel_index, parts[2 * q + 2]))
         covered_to = k + 1
     return messages if covered_to == len(ids) else None
 

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -148,3 +149,32 @@ def test_row_turn_lookup_is_the_general_one(clean_records, tokenizer):
         assert ctx.turns
         assert [ctx.turn_at(i) for i in range(-1, len(ids) + 1)] == [turn_at(ctx.turns, i)
                                                                        for i in range(-1, len(ids) + 1)]
+
+
+def test_quick_message_is_the_dataclass():
+    import dataclasses
+
+    from beam_sft.verify.spans import Message
+
+    values = (0, 2, 5, "<|end|>", "get_weather", "assistant", "analysis", 1, "body")
+    quick, plain = Message.quick(*values), Message(*values)
+    assert quick == plain and quick.body == plain.body and hash(quick) == hash(plain)
+    assert dataclasses.astuple(quick) == dataclasses.astuple(plain) == values  # every field set, in order
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        quick.start = 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text("ab<|>", max_size=12), st.text("ab<|>", max_size=12), st.text("abc", max_size=12))
+def test_inserted_block_finds_any_one_insertion(left, right, block):
+    from beam_sft.verify.invariants import _common_prefix, inserted_block
+
+    a, b = left + right, left + block + right
+    naive = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+    assert _common_prefix(a, b) == naive
+    found = inserted_block(b, a)
+    assert found is not None
+    start, end = found
+    assert end - start == len(block) and b[:start] + b[end:] == a
+    other = inserted_block(left + "Z" + right, a + "Y")
+    assert other is None or (left + "Z" + right)[:other[0]] + (left + "Z" + right)[other[1]:] == a + "Y"

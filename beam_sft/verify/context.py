@@ -25,6 +25,7 @@ from beam_sft.verify.spans import (
     Problem,
     Turn,
     group_turns,
+    once,
     parse_aligned_messages,
     parse_messages,
 )
@@ -33,26 +34,6 @@ from beam_sft.verify.template import Renderer
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160
 PARSER_NAME = "beam_sft.harmony.response.parse_assistant_turn"
-
-
-class once:  # noqa: N801 (used as a decorator, like cached_property)
-    """``functools.cached_property`` without its lock: Python 3.11 takes an RLock on every first access,
-    which costs more than most of a row's properties; a RowContext lives in one thread. Writes the
-    instance ``__dict__`` directly, so it works on frozen dataclasses too."""
-
-    def __init__(self, func):
-        self.func = func
-        self.name = func.__name__
-        self.__doc__ = func.__doc__
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name = name
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        value = obj.__dict__[self.name] = self.func(obj)
-        return value
 
 
 @dataclass(frozen=True)

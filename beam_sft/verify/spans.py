@@ -28,6 +28,26 @@ CONTEXT_ROLES = ("system", "developer", "user", "tool")
 _RECIPIENT = re.compile(r"(?:^|\s)to=([^\s<]+)")
 
 
+class once:  # noqa: N801 (used as a decorator, like cached_property)
+    """``functools.cached_property`` without its lock: Python 3.11 takes an RLock on every first access,
+    which costs more than the small properties of a row's messages and context computed once each
+    (they live in one thread). Writes the instance ``__dict__`` directly, so frozen dataclasses work."""
+
+    def __init__(self, func):
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.func(obj)
+        return value
+
+
 @dataclass(frozen=True)
 class MarkerIds:
     """Token ids of the seven Harmony markers in one tokenizer."""
@@ -117,7 +137,7 @@ class Message:
                             recipient=recipient, channel=channel, channel_index=channel_index, body=body)
         return obj
 
-    @property
+    @once
     def role(self) -> str:
         """``assistant``, ``tool`` (a result addressed to the assistant), system/developer/user or ``unknown``.
 
@@ -132,7 +152,7 @@ class Message:
             return self.author
         return "unknown"
 
-    @property
+    @once
     def part(self) -> str:
         """For assistant messages: ``analysis``, ``final`` or ``tool_call``; otherwise the role."""
         if self.role != "assistant":

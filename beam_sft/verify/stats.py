@@ -108,8 +108,11 @@ class Aggregator:
         self.trained += row.num_trained
         self.lengths[row.num_tokens] += 1
         self.fractions[min(FRACTION_BINS - 1, int(row.trained_fraction * FRACTION_BINS))] += 1
-        self.channels.update(row.trained_by_channel)
-        self.notes.update(row.notes)
+        channels = self.channels
+        for name, count in row.trained_by_channel.items():
+            channels[name] += count
+        if row.notes:
+            self.notes.update(row.notes)
         src = self.sources.setdefault(row.source, {"rows": 0, "tokens": 0, "trained_tokens": 0})
         src["rows"] += 1
         src["tokens"] += row.num_tokens

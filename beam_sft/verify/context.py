@@ -62,12 +62,13 @@ class Violation:
         return text + (f"\n    {self.excerpt}" if self.excerpt else "")
 
 
-def strict_parser(text: str, prompt: str, tools: list | None) -> dict:
-    """The strict reader of one trained span (the format's own, not the encoder's)."""
+def strict_parser(text: str, tools: list | None) -> dict:
+    """The strict reader of one trained span (the format's own, not the encoder's). A parser takes the
+    span's text (from its ``<|channel|>`` to its ``<|return|>``/``<|call|>``) and the row's tools."""
     return parse_assistant_turn(text, check_response_template=False)
 
 
-def template_parser(text: str, prompt: str, tools: list | None) -> dict:
+def template_parser(text: str, tools: list | None) -> dict:
     """The strict reader, then the shipped response template and the tools' schema types too."""
     return parse_assistant_turn(text, tools=tools, check_response_template=True)
 
@@ -255,6 +256,21 @@ class RowContext:
     @once
     def turns_match_sources(self) -> bool:
         return self.row is not None and len(self.turns) == len(self.assistant_sources)
+
+    @once
+    def spans_are_turns(self) -> bool:
+        """The spans are exactly the trained turns, in order: one per source message of weight != 0,
+        from its ``<|channel|>`` through its ``<|return|>``/``<|call|>``, every one of them complete.
+        Then span_count, span_start and span_end hold (each rule checks one side of this)."""
+        if not self.turns_match_sources:
+            return False
+        want = []
+        for turn, (_, message) in zip(self.turns, self.assistant_sources, strict=True):
+            if is_trained_message(message):
+                if not turn.complete:
+                    return False
+                want.append((turn.span_start, turn.end + 1))
+        return list(self.spans) == want
 
     @once
     def turn_starts(self) -> list[int]:

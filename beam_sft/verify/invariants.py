@@ -118,7 +118,7 @@ def check_too_long(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 
 def check_span_count(ctx: RowContext, env: CheckEnv) -> list[Violation]:
-    if ctx.row is None:
+    if ctx.row is None or ctx.spans_are_turns:
         return []
     expected = [is_trained_message(m) for _, m in ctx.assistant_sources]
     problems = []
@@ -143,6 +143,8 @@ def check_span_count(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 def check_span_start(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     """Each span starts at the <|channel|> right after the first <|start|>assistant of its turn."""
+    if ctx.spans_are_turns:
+        return []
     out = []
     for start, end in ctx.spans:
         n = ctx.turn_at(start)
@@ -157,6 +159,8 @@ def check_span_start(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 def check_span_end(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     """Each span ends on its own turn's <|return|>/<|call|>, and that token is trained."""
+    if ctx.spans_are_turns:
+        return []
     out = []
     for start, end in ctx.spans:
         last = ctx.turn_at(end - 1)
@@ -447,8 +451,7 @@ def _parsed_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
         source = ctx.assistant_sources[n][1]
         text = ctx.text.text(start, end)
         try:
-            # The parser only reads the prompt after its last <|start|>assistant: a short tail will do.
-            parsed = parser(text, ctx.text.text(max(0, start - 16), start), tools)
+            parsed = parser(text, tools)
         except Exception as exc:  # a span the parser rejects is the finding
             out.append(_violation(ctx, env, "parse_mismatch", f"assistant turn {n} does not parse: {exc}", start, end))
             continue

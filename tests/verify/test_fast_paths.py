@@ -74,7 +74,7 @@ def test_clean_rows_take_the_fast_path(clean_records, tokenizer):
         _same(general, fast)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_any_marker_edit_reads_the_same_both_ways(data, clean_records, tokenizer):
     env = _ENV.setdefault("env", CheckEnv.create(tokenizer))
@@ -178,3 +178,42 @@ def test_inserted_block_finds_any_one_insertion(left, right, block):
     assert end - start == len(block) and b[:start] + b[end:] == a
     other = inserted_block(left + "Z" + right, a + "Y")
     assert other is None or (left + "Z" + right)[:other[0]] + (left + "Z" + right)[other[1]:] == a + "Y"
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_spans_are_turns_only_when_the_span_rules_hold(data, clean_records, tokenizer):
+    """``RowContext.spans_are_turns`` (the clean row's shortcut past span_count/start/end) is never
+    true on a row where one of those rules, run in full, finds something."""
+    import copy
+
+    from beam_sft.verify import invariants as inv
+    from beam_sft.verify.api import check_records
+
+    env = _ENV.setdefault("env", CheckEnv.create(tokenizer))
+    record = copy.deepcopy(data.draw(st.sampled_from(clean_records)))
+    mask = record["assistant_masks"]
+    for _ in range(data.draw(st.integers(0, 3))):
+        i = data.draw(st.integers(0, len(mask) - 1))
+        mask[i] = 1 - mask[i]
+    record["num_trained"] = sum(mask)
+    batch = TokenBatch.from_records([record], [0])
+    ids, row_mask, columns = batch.row(0)
+    from beam_sft.verify.context import build_context
+
+    ctx = build_context(0, ids, row_mask, columns, env, RowText(env.decoder, ids))
+    shortcut = ctx.spans_are_turns
+    full = [v for code in ("span_count", "span_start", "span_end") for v in _without_shortcut(inv, code, ctx, env)]
+    if shortcut:
+        assert full == []
+    found = {v.rule for v in check_records([(0, record)], env)[0]}
+    assert bool(full) == bool(found & {"span_count", "span_start", "span_end"})
+
+
+def _without_shortcut(inv, code, ctx, env):
+    saved = ctx.spans_are_turns
+    ctx.__dict__["spans_are_turns"] = False  # run the rule in full
+    try:
+        return inv.RULES[code](ctx, env)
+    finally:
+        ctx.__dict__["spans_are_turns"] = saved

@@ -15,12 +15,14 @@ template computes is the oracle's by construction.
 
 Rendering itself spends about a quarter of its time in the sandbox deciding, attribute by attribute,
 whether a template may read it (``is_safe_attribute``), though the answer depends only on the type of
-the object, the attribute's name (and, to be safe, the type of the value): verify renders with its own
+the object, the attribute's name (and, to be safe, the type of the value), and in raising the
+AttributeError that sends ``message.content`` on a dict to its item: verify renders with its own
 compile of the template (``_cached_compile_jinja_template``: not the lru-cached one that
-``apply_chat_template``, or anyone else, shares) whose environment remembers those answers
-(``_MemoSandbox``). Every answer is jinja2's own, computed once per key; the template, its
-extensions, filters and globals are transformers'. Only with the jinja2 series this was read for
-(3.1) and an unmodified ``is_safe_attribute``; otherwise the shared compile is used as it is.
+``apply_chat_template``, or anyone else, shares) whose environment remembers those answers and
+reads a plain dict's items directly (``_MemoSandbox``). Every answer is jinja2's own, computed once
+per key; the template, its extensions, filters and globals are transformers'. Only with the jinja2
+series this was read for (3.1) and unmodified ``is_safe_attribute``/``getattr``; otherwise the shared
+compile is used as it is.
 
 Anything off that path goes through ``apply_chat_template`` itself: a row whose values did not come
 from ``json.loads`` (``plain=False``), an empty conversation, or template kwargs that collide with a
@@ -86,14 +88,32 @@ def memo_problems(environment) -> list[str]:
     out = []
     if not jinja2.__version__.startswith(MEMO_JINJA):
         out.append(f"jinja2 {jinja2.__version__} is not {MEMO_JINJA}x")
-    if type(environment).is_safe_attribute is not ImmutableSandboxedEnvironment.is_safe_attribute:
-        out.append(f"{type(environment).__name__}.is_safe_attribute is not jinja2's ImmutableSandboxedEnvironment's")
+    for name in ("is_safe_attribute", "getattr"):
+        if getattr(type(environment), name) is not getattr(ImmutableSandboxedEnvironment, name):
+            out.append(f"{type(environment).__name__}.{name} is not jinja2's ImmutableSandboxedEnvironment's")
     return out
+
+
+# Every attribute a dict has: for an object of exactly type dict (no instance attributes, no
+# __getattr__), ``getattr(obj, name)`` fails exactly when ``name`` is not among them.
+DICT_ATTRIBUTES = frozenset(dir(dict))
 
 
 def _memo_class(base: type) -> type:
     class _MemoSandbox(base):
-        """``base`` whose is_safe_attribute answers are remembered per (object type, name, value type)."""
+        """``base`` whose is_safe_attribute answers are remembered per (object type, name, value type),
+        and whose ``message.content`` on a plain dict goes straight to the item: jinja2 first tries
+        ``getattr`` and reads the item when that raises AttributeError, which for a dict it does for
+        every name but a dict method's (``DICT_ATTRIBUTES``); the raise is most of such a lookup's
+        cost, and a row's template reads some forty of them."""
+
+        def getattr(self, obj, attribute):
+            if type(obj) is dict and type(attribute) is str and attribute not in DICT_ATTRIBUTES:
+                try:
+                    return obj[attribute]
+                except KeyError:
+                    return self.undefined(obj=obj, name=attribute)
+            return base.getattr(self, obj, attribute)
 
         def is_safe_attribute(self, obj, attr, value) -> bool:
             memo = self.__dict__.setdefault("_verify_safe_attribute", {})

@@ -58,6 +58,29 @@ def test_the_sandbox_still_refuses_what_it_refuses(tokenizer):
     assert type(compiled.environment).__name__ == "_MemoSandbox"
 
 
+def test_dict_attributes_are_exactly_what_getattr_finds():
+    from beam_sft.verify.template import DICT_ATTRIBUTES
+
+    assert all(hasattr({}, name) for name in DICT_ATTRIBUTES)
+    for name in ("content", "role", "tool_calls", "thinking", "function", "arguments", "name", "mro", "x"):
+        assert hasattr({}, name) == (name in DICT_ATTRIBUTES)
+    assert {"items", "keys", "get", "values"} <= DICT_ATTRIBUTES
+
+
+def test_the_quick_dict_lookup_reads_as_jinja_does(tokenizer):
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    source = ("{{ m.content }}|{{ m.missing is defined }}|{{ m.items()|list|length }}|{{ m.get('role') }}|"
+              "{{ m['content'] }}|{{ n.content }}|{{ m.keys is defined }}")
+    plain = ImmutableSandboxedEnvironment().from_string(source)
+    renderer = Renderer(tokenizer)
+    quick = renderer.compiled(source)
+    assert type(quick.environment).__name__ == "_MemoSandbox"
+    for value in ({"content": "c", "role": "r"}, {"items": 1, "content": None}, {}):
+        kwargs = {"m": value, "n": [1]}
+        assert quick.render(**kwargs) == plain.render(**kwargs)
+
+
 def test_no_memo_on_an_unknown_jinja(tokenizer, monkeypatch):
     import jinja2
 

@@ -13,11 +13,13 @@ import math
 import random
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from beam_sft.errors import VerificationError
+from beam_sft.prepared.layout import TOKENIZER_DIR
+from beam_sft.verify import caller_tokenizer
 from beam_sft.verify import report as report_io
 from beam_sft.verify.arrays import COLUMNS, TokenBatch
 from beam_sft.verify.context import CheckEnv, RowContext, Violation, build_context
@@ -80,7 +82,9 @@ def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggr
     bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
     safe = env.safe_ids(batch.ids) if bad else batch.ids  # rows with bad ids are not decoded
     forbidden = batch.rows_where(env.forbidden_table, safe)
-    markers = batch.split_by_row(env.marker_table, safe)
+    markers, letters = batch.split_by_row(env.marker_table, safe, env.markers.letter_of)
+    runs = batch.mask_runs_by_row()
+    trained, binary = batch.row_counts()
     data = offsets = None
     if isinstance(env.decoder, TableDecoder):
         data, offsets = env.decoder.gather(safe)
@@ -90,7 +94,7 @@ def check_batch(batch: TokenBatch, env: CheckEnv) -> tuple[list[Violation], Aggr
         ids, mask, columns = batch.row(k)
         text = RowText(env.decoder, ids, data, offsets, int(batch.id_offsets[k]))
         ctx = build_context(position, ids, mask, columns, env, text, bad.get(k, ()), forbidden.get(k, ()),
-                            markers[k])
+                            markers[k], runs[k], letters[k], (trained[k], binary[k]))
         violations.extend(check_row(ctx, env))
         totals.add(row_stats(ctx))
     return violations, totals
@@ -217,9 +221,20 @@ def _folder_counts(folder: PreparedFolder) -> FolderCounts:
     return counts
 
 
+def _tokenizer_for(folder: PreparedFolder, tokenizer, files: Mapping[str, str] | None) -> tuple[object, dict]:
+    """The tokenizer to check with, and where it came from (the report's ``tokenizer`` entry)."""
+    if tokenizer is None:
+        return folder.tokenizer, {"from": "folder"}
+    found = caller_tokenizer.differences(tokenizer, folder.directory / TOKENIZER_DIR, files)
+    if found:
+        return folder.tokenizer, {"from": "folder", "caller_differs": found}
+    return tokenizer, {"from": "caller"}
+
+
 def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | None = None, seed: int = 0,
                     max_length: int | None = None, write: bool = True, histogram: bool = True,
-                    parity_sample: int = PARITY_SAMPLE) -> VerifyResult:
+                    parity_sample: int = PARITY_SAMPLE, tokenizer=None,
+                    tokenizer_files: Mapping[str, str] | None = None) -> VerifyResult:
     """Check every row of a prepared dataset (or ``sample`` rows) against every rule, and the folder's
     counts against its report.
 
@@ -227,6 +242,13 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
     DIR/report_lengths.png unless ``write``/``histogram`` are False. ``max_length`` defaults to the
     one report.json's length policy records. ``parity_sample`` rows (seeded) also get the sampled
     rules. Works on a staging folder as well as a published one.
+
+    ``tokenizer``: the tokenizer object the caller already holds (prepare's), used instead of loading
+    DIR/tokenizer again once ``caller_tokenizer.differences`` proves it is that one (same file bytes;
+    template, added and special tokens, backend parts unchanged since loading). ``tokenizer_files``:
+    ``{file name: sha256}`` of the files the caller loaded it from (``caller_tokenizer.tokenizer_files``),
+    else they are read from its ``name_or_path``. When anything differs DIR/tokenizer is loaded as
+    without it, and the section's ``tokenizer`` entry says why.
     """
     started = time.perf_counter()
     phases: dict[str, float] = {}
@@ -241,7 +263,7 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
     folder = open_prepared(directory)
     report = folder.report
     max_length = max_length if max_length is not None else configured_max_length(report)
-    tokenizer = folder.tokenizer
+    tokenizer, tokenizer_source = _tokenizer_for(folder, tokenizer, tokenizer_files)
     phase("load")
     env = CheckEnv.create(tokenizer, max_length=max_length)
     phase("start")
@@ -296,6 +318,7 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
                         "parts": {code: SAMPLED_PARTS[code] for code in RULES if code in SAMPLED_PARTS}},
             "folder": list(FOLDER_RULES),
         },
+        "tokenizer": tokenizer_source,
         "parser": env.parser_name,
         "decoder": env.decoder.name,
         "timing": {"seconds": 0.0, "phases": phases, "num_proc": max(1, num_proc)},

@@ -80,11 +80,55 @@ class TokenBatch:
         """Per batch row holding ids with ``table[id]`` set: their positions in the row."""
         return self._positions_by_row(table[safe_ids])
 
-    def split_by_row(self, table: np.ndarray, safe_ids: np.ndarray) -> list[list[int]]:
-        """For every batch row, the positions in the row of its ids with ``table[id]`` set."""
+    def split_by_row(self, table: np.ndarray, safe_ids: np.ndarray, letter_of=None):
+        """For every batch row, the positions in the row of its ids with ``table[id]`` set; with
+        ``letter_of`` (ids -> one letter per id, ``MarkerIds.letter_of``) also each row's letters,
+        as ``(positions, letters)``, the letters found for the whole batch at once."""
         hits = np.flatnonzero(table[safe_ids])
         bounds = np.searchsorted(hits, self.id_offsets)
-        return [(hits[bounds[k]:bounds[k + 1]] - self.id_offsets[k]).tolist() for k in range(len(self))]
+        local = (hits - np.repeat(self.id_offsets[:-1], np.diff(bounds))).tolist()
+        cut = bounds.tolist()
+        positions = [local[cut[k]:cut[k + 1]] for k in range(len(self))]
+        if letter_of is None:
+            return positions
+        letters = letter_of(safe_ids[hits])
+        return positions, [letters[cut[k]:cut[k + 1]] for k in range(len(self))]
+
+    def row_counts(self) -> tuple[list[int], list[bool]]:
+        """Per batch row: its trained (non-zero) mask values, and whether every mask value is 0 or 1."""
+        on = self.mask != 0
+        odd = on & (self.mask != 1)
+        counts = np.zeros((2, len(on) + 1), dtype=np.int64)
+        np.cumsum(on, out=counts[0, 1:])
+        np.cumsum(odd, out=counts[1, 1:])
+        a, b = self.mask_offsets[:-1], self.mask_offsets[1:]
+        per_row = counts[:, b] - counts[:, a]
+        return per_row[0].tolist(), (per_row[1] == 0).tolist()
+
+    def mask_runs_by_row(self) -> list[list[tuple[int, int]]]:
+        """For every batch row, ``mask_runs`` of its mask (the runs of non-zero values), found for the
+        whole batch at once: a run starts where a value is non-zero and the one before it (in the same
+        row) is not, and ends likewise."""
+        on = self.mask != 0
+        n = len(on)
+        rows = len(self)
+        if not n:
+            return [[] for _ in range(rows)]
+        first = np.zeros(n + 1, dtype=bool)
+        first[self.mask_offsets[:-1]] = True  # the first value of each row (empty rows mark the next one)
+        before = np.zeros(n, dtype=bool)
+        before[1:] = on[:-1]
+        before &= ~first[:n]
+        after = np.zeros(n, dtype=bool)
+        after[:-1] = on[1:]
+        after &= ~first[1:]
+        starts = np.flatnonzero(on & ~before)
+        ends = np.flatnonzero(on & ~after) + 1
+        bounds = np.searchsorted(starts, self.mask_offsets)
+        base = np.repeat(self.mask_offsets[:-1], np.diff(bounds))
+        pairs = list(zip((starts - base).tolist(), (ends - base).tolist(), strict=True))
+        cut = bounds.tolist()
+        return [pairs[cut[k]:cut[k + 1]] for k in range(rows)]
 
     def _positions_by_row(self, hits: np.ndarray) -> dict[int, np.ndarray]:
         where = np.flatnonzero(hits)

@@ -7,6 +7,7 @@ the tokenizer's own chat template, so an encoder bug cannot hide itself in share
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 from collections.abc import Sequence
@@ -18,7 +19,17 @@ import numpy as np
 from beam_sft.harmony.response import parse_assistant_turn
 from beam_sft.harmony.spans import is_trained, mask_runs, split_markers, token_splitter
 from beam_sft.verify.decode import RowText, build_decoder
-from beam_sft.verify.spans import MarkerIds, Message, Problem, Turn, group_turns, parse_messages
+from beam_sft.verify.spans import (
+    MarkerIds,
+    Message,
+    Problem,
+    Turn,
+    group_turns,
+    once,
+    parse_aligned_messages,
+    parse_messages,
+)
+from beam_sft.verify.template import Renderer
 
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160
@@ -51,12 +62,13 @@ class Violation:
         return text + (f"\n    {self.excerpt}" if self.excerpt else "")
 
 
-def strict_parser(text: str, prompt: str, tools: list | None) -> dict:
-    """The strict reader of one trained span (the format's own, not the encoder's)."""
+def strict_parser(text: str, tools: list | None) -> dict:
+    """The strict reader of one trained span (the format's own, not the encoder's). A parser takes the
+    span's text (from its ``<|channel|>`` to its ``<|return|>``/``<|call|>``) and the row's tools."""
     return parse_assistant_turn(text, check_response_template=False)
 
 
-def template_parser(text: str, prompt: str, tools: list | None) -> dict:
+def template_parser(text: str, tools: list | None) -> dict:
     """The strict reader, then the shipped response template and the tools' schema types too."""
     return parse_assistant_turn(text, tools=tools, check_response_template=True)
 
@@ -91,6 +103,11 @@ class CheckEnv:
     # Off the sample, compare a row with tools against the template rendered without them plus one
     # block that declares each tool (see ``invariants.rendered_text``); False renders every row whole.
     declarations_by_sample: bool = True
+    renderer: Renderer | None = None
+
+    def __post_init__(self) -> None:
+        if self.renderer is None:
+            self.renderer = Renderer(self.tokenizer)
 
     @classmethod
     def create(cls, tokenizer, *, max_length: int | None = None) -> CheckEnv:
@@ -132,14 +149,14 @@ class CheckEnv:
         bad = (ids < 0) | (ids >= self.vocab_size)
         return np.where(bad, self.markers.start, ids) if bad.any() else ids
 
-    def render(self, row: dict, upto: int | None = None, *, tools: bool = True) -> str:
+    def render(self, row: dict, upto: int | None = None, *, tools: bool = True, plain: bool = False) -> str:
         """The tokenizer's chat template on the row (``messages[:upto]`` with a generation prompt;
-        without the row's tools when ``tools`` is False)."""
+        without the row's tools when ``tools`` is False): ``apply_chat_template(..., tokenize=False)``'s
+        text. ``plain``: the row is ``json.loads`` output, so ``template.Renderer`` may skip
+        transformers' per-call rebuild of it."""
         messages = row["messages"] if upto is None else row["messages"][:upto]
-        return self.tokenizer.apply_chat_template(
-            messages, tools=(row.get("tools") or None) if tools else None, add_generation_prompt=upto is not None,
-            tokenize=False, **(row.get("chat_template_kwargs") or {}),
-        )
+        return self.renderer.render(messages, (row.get("tools") or None) if tools else None, upto is not None,
+                                    row.get("chat_template_kwargs") or {}, plain=plain)
 
     def tokenize(self, text: str) -> list[int]:
         """Exactly what ``apply_chat_template(..., tokenize=True)`` does with the rendered text."""
@@ -184,22 +201,51 @@ class RowContext:
     spans: tuple[tuple[int, int], ...] = ()
     cache: dict = field(default_factory=dict, compare=False, repr=False)
 
-    @property
-    def shape_ok(self) -> bool:
-        return len(self.ids) == len(self.mask) and not np.any((self.mask != 0) & (self.mask != 1))
+    @once
+    def mask_is_binary(self) -> bool:
+        """Every mask value is 0 or 1."""
+        mask = self.mask
+        return mask.dtype == np.bool_ or not len(mask) or bool(((mask == 0) | (mask == 1)).all())
 
-    @cached_property
+    @once
+    def shape_ok(self) -> bool:
+        return len(self.ids) == len(self.mask) and self.mask_is_binary
+
+    @once
+    def trained_total(self) -> int:
+        """Trained (non-zero) mask values."""
+        return int(np.count_nonzero(self.mask))
+
+    @once
     def trained_before(self) -> np.ndarray:
         """``trained_before[i]``: trained tokens in ``[0, i)``."""
         out = np.zeros(len(self.mask) + 1, dtype=np.int64)
         np.cumsum(self.mask != 0, out=out[1:])
         return out
 
+    @once
+    def message_trained(self) -> list[int]:
+        """Trained tokens of each message, ``<|start|>`` to terminator (one vectorised lookup a row)."""
+        if not self.messages:
+            return []
+        bounds = np.array([(m.start, m.end + 1) for m in self.messages], dtype=np.int64)
+        before = self.trained_before
+        return (before[bounds[:, 1]] - before[bounds[:, 0]]).tolist()
+
+    @once
+    def turn_trained(self) -> list[int]:
+        """Trained tokens of each turn from its span start (``<|channel|>``) to its terminator."""
+        if not self.turns:
+            return []
+        bounds = np.array([(t.span_start, t.end + 1) for t in self.turns], dtype=np.int64)
+        before = self.trained_before
+        return (before[bounds[:, 1]] - before[bounds[:, 0]]).tolist()
+
     def trained_in(self, start: int, end: int) -> int:
         """Trained tokens in ``[start, end)``."""
         return int(self.trained_before[end] - self.trained_before[start])
 
-    @property
+    @once
     def assistant_sources(self) -> list[tuple[int, dict]]:
         """(index in messages, message) of every source assistant message, in order."""
         if self.row is None:
@@ -207,9 +253,35 @@ class RowContext:
         return [(i, m) for i, m in enumerate(self.row["messages"])
                 if isinstance(m, dict) and m.get("role") == "assistant"]
 
-    @property
+    @once
     def turns_match_sources(self) -> bool:
         return self.row is not None and len(self.turns) == len(self.assistant_sources)
+
+    @once
+    def spans_are_turns(self) -> bool:
+        """The spans are exactly the trained turns, in order: one per source message of weight != 0,
+        from its ``<|channel|>`` through its ``<|return|>``/``<|call|>``, every one of them complete.
+        Then span_count, span_start and span_end hold (each rule checks one side of this)."""
+        if not self.turns_match_sources:
+            return False
+        want = []
+        for turn, (_, message) in zip(self.turns, self.assistant_sources, strict=True):
+            if is_trained_message(message):
+                if not turn.complete:
+                    return False
+                want.append((turn.span_start, turn.end + 1))
+        return list(self.spans) == want
+
+    @once
+    def turn_starts(self) -> list[int]:
+        """The first token of each turn, in order (``turn_at``)."""
+        return [turn.start for turn in self.turns]
+
+    def turn_at(self, index: int) -> int | None:
+        """Index of the turn whose tokens (first ``<|start|>`` to terminator) include ``index``
+        (``spans.turn_at`` with the starts kept)."""
+        n = bisect.bisect_right(self.turn_starts, index) - 1
+        return n if n >= 0 and index <= self.turns[n].end else None
 
 
 def is_trained_message(message: dict) -> bool:
@@ -236,9 +308,12 @@ def load_row_json(text) -> tuple[dict | None, str | None]:
 
 def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dict, env: CheckEnv,
                   text: RowText | None, bad_ids: Sequence[int] = (), forbidden_at: Sequence[int] = (),
-                  marker_positions: Sequence[int] | None = None) -> RowContext:
-    """Read one row (its token arrays and its other columns) into a RowContext; ``marker_positions``
-    when the caller found them for a whole batch at once."""
+                  marker_positions: Sequence[int] | None = None,
+                  spans: Sequence[tuple[int, int]] | None = None, letters: str | None = None,
+                  counts: tuple[int, bool] | None = None) -> RowContext:
+    """Read one row (its token arrays and its other columns) into a RowContext; ``marker_positions``,
+    ``spans`` (``mask_runs(mask)``), ``letters`` (``MarkerIds.letter_of`` of the markers) and ``counts``
+    (trained mask values, whether the mask is 0/1) when the caller found them for a whole batch at once."""
     raw = columns.get("row")
     row, row_error = load_row_json(raw)
     base = dict(position=position, source=str(columns.get("source") or ""), row_index=columns.get("row_index"),
@@ -251,11 +326,21 @@ def build_context(position: int, ids: np.ndarray, mask: np.ndarray, columns: dic
     where = list(marker_positions) if marker_positions is not None else \
         np.flatnonzero(np.isin(ids, env.markers.array)).tolist()
     parts = split_markers(text.full)
+    messages = None
     if len(parts) == 2 * len(where) + 1:  # else some marker text is not a marker token: see check_structure
         text.align(parts, where)
-    messages, problems = parse_messages(ids, env.markers, text.text, where)
+        messages = parse_aligned_messages(ids, env.markers, where, parts, letters)  # a well-formed row, quickly
+    problems: list[Problem] = []
+    if messages is None:
+        messages, problems = parse_messages(ids, env.markers, text.text, where)
     turns, turn_problems = group_turns(messages)
-    spans = mask_runs(mask) if len(mask) == len(ids) else []
-    return RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),
-                      problems=tuple(problems + turn_problems), spans=tuple(spans), marker_positions=tuple(where))
+    if len(mask) != len(ids):
+        spans = []
+    elif spans is None:
+        spans = mask_runs(mask)
+    ctx = RowContext(**base, text=text, messages=tuple(messages), turns=tuple(turns),
+                     problems=tuple(problems + turn_problems), spans=tuple(spans), marker_positions=tuple(where))
+    if counts is not None:  # what ``trained_total`` and ``mask_is_binary`` would compute, found batch-wide
+        ctx.__dict__["trained_total"], ctx.__dict__["mask_is_binary"] = int(counts[0]), bool(counts[1])
+    return ctx
 

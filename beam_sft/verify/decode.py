@@ -58,19 +58,39 @@ class TableDecoder:
     def build(cls, tokenizer, vocab_size: int) -> TableDecoder:
         backend = tokenizer.backend_tokenizer
         alphabet = _byte_level_alphabet()
-        by_id = {i: t for t, i in backend.get_vocab(with_added_tokens=True).items()}
-        tokens = [by_id.get(i) for i in range(vocab_size)]
-        holes = frozenset(i for i, t in enumerate(tokens) if t is None)
-        tokens = ["" if t is None else t for t in tokens]
+        vocab = backend.get_vocab(with_added_tokens=True)
+        ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
+        names = list(vocab)
+        keep = np.flatnonzero((ids >= 0) & (ids < vocab_size))
+        order = keep[np.argsort(ids[keep], kind="stable")]
+        present = np.zeros(vocab_size, dtype=bool)
+        present[ids[order]] = True
+        holes = frozenset(np.flatnonzero(~present).tolist())
+        tokens = [""] * vocab_size
+        if len(order) == vocab_size and not holes:  # the usual case: ids 0..n-1, each once
+            tokens = [names[i] for i in order.tolist()]
+        else:
+            for i in order.tolist():
+                tokens[int(ids[i])] = names[i]
         # A token with a character outside the byte alphabet is taken as its UTF-8 bytes, as the
-        # decoder does; every other token maps character by character to bytes. One pass for all.
+        # decoder does; every other token maps character by character to bytes. One pass for all
+        # (and one search of the whole vocabulary first: usually no token has such a character).
         outside = re.compile("[^" + re.escape("".join(alphabet)) + "]")
-        odd = [i for i, t in enumerate(tokens) if outside.search(t)]
-        plain = list(tokens)
-        for i in odd:
-            plain[i] = ""
-        table = {ord(c): chr(b) for c, b in alphabet.items()}
-        head = "".join(plain).translate(table).encode("latin-1")
+        joined = "".join(tokens)
+        odd = [i for i, t in enumerate(tokens) if outside.search(t)] if outside.search(joined) else []
+        plain = tokens
+        if odd:
+            plain = list(tokens)
+            for i in odd:
+                plain[i] = ""
+            joined = "".join(plain)
+        # Every character left is in the alphabet (code points below 324): map them to their bytes
+        # with one numpy lookup over the UTF-32 code points of the whole vocabulary.
+        points = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+        table = np.zeros(max(map(ord, alphabet)) + 1, dtype=np.uint8)
+        for c, b in alphabet.items():
+            table[ord(c)] = b
+        head = table[points].tobytes()
         lengths = np.fromiter(map(len, plain), dtype=np.int64, count=vocab_size)
         starts = np.zeros(vocab_size, dtype=np.int64)
         np.cumsum(lengths[:-1], out=starts[1:])
@@ -87,7 +107,10 @@ class TableDecoder:
         lengths = self.lengths[ids]
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        index = np.repeat(self.starts[ids] - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        # int32 indices when they fit (half the memory traffic of int64): blob and batch are far smaller.
+        kind = np.int32 if max(len(self.blob), int(offsets[-1])) < 2**31 - 1 else np.int64
+        index = np.repeat((self.starts[ids] - offsets[:-1]).astype(kind), lengths)
+        index += np.arange(offsets[-1], dtype=kind)
         return self.blob[index], offsets
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
@@ -113,17 +136,33 @@ class TokenizerDecoder:
 
 
 def _probe(table: TableDecoder, tokenizer, vocab_size: int) -> str | None:
-    """None when the table decodes exactly as the tokenizer does, else the first difference."""
+    """None when the table decodes exactly as the tokenizer does, else the first difference.
+
+    Every id of the vocabulary (in runs of PROBE_RUN) and PROBE_RANDOM random sequences: the
+    tokenizer decodes them in one ``decode_batch``, the table in one gather of all of them, cut
+    back into sequences by their byte offsets."""
     backend = tokenizer.backend_tokenizer
-    ids = [i for i in range(vocab_size) if i not in table.holes]
-    sequences = [ids[i:i + PROBE_RUN] for i in range(0, len(ids), PROBE_RUN)]
+    if table.holes:
+        ids = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), np.fromiter(table.holes, dtype=np.int64))
+    else:
+        ids = np.arange(vocab_size, dtype=np.int64)
     rng = random.Random(0)
-    sequences += [rng.choices(ids, k=rng.randint(1, 12)) for _ in range(PROBE_RANDOM)]
+    pool = ids.tolist()
+    extra = [rng.choices(pool, k=rng.randint(1, 12)) for _ in range(PROBE_RANDOM)]
+    flat = np.concatenate([ids, np.fromiter((i for seq in extra for i in seq), dtype=np.int64)])
+    bounds = list(range(0, len(ids), PROBE_RUN)) + [len(ids)]
+    for seq in extra:
+        bounds.append(bounds[-1] + len(seq))
+    sequences = [flat[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    bounds = [a for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a] + [len(flat)]
     expected = backend.decode_batch(sequences, skip_special_tokens=False)
-    for sequence, want in zip(sequences, expected, strict=True):
-        got = table.decode(sequence)
+    data, offsets = table.gather(flat)
+    raw = data.tobytes()
+    cuts = offsets[bounds].tolist()
+    for k, want in enumerate(expected):
+        got = raw[cuts[k]:cuts[k + 1]].decode("utf-8", errors="replace")
         if got != want:
-            return f"ids {sequence[:8]}: table {got[:40]!r}, tokenizer {want[:40]!r}"
+            return f"ids {sequences[k][:8]}: table {got[:40]!r}, tokenizer {want[:40]!r}"
     return None
 
 

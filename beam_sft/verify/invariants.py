@@ -55,7 +55,7 @@ from beam_sft.harmony.markers import ALL_MARKERS
 from beam_sft.harmony.spans import mask_runs, split_markers
 from beam_sft.verify.compare import compare_turn
 from beam_sft.verify.context import CheckEnv, RowContext, Violation, is_trained_message
-from beam_sft.verify.spans import CONTEXT_ROLES, turn_at
+from beam_sft.verify.spans import CONTEXT_ROLES
 
 STRADDLE_WINDOW = 8
 REASONING_MARKUP = re.compile(r"</?\s*(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
@@ -72,12 +72,12 @@ def check_shape(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     out = []
     if len(ctx.ids) != len(ctx.mask):
         out.append(_violation(ctx, env, "shape", f"{len(ctx.ids)} input_ids but {len(ctx.mask)} mask values"))
-    bad = np.unique(ctx.mask[(ctx.mask != 0) & (ctx.mask != 1)]).tolist()
+    bad = [] if ctx.mask_is_binary else np.unique(ctx.mask[(ctx.mask != 0) & (ctx.mask != 1)]).tolist()
     if bad:
         out.append(_violation(ctx, env, "shape", f"mask values other than 0/1: {bad[:5]}"))
     if ctx.num_tokens is not None and ctx.num_tokens != len(ctx.ids):
         out.append(_violation(ctx, env, "shape", f"num_tokens is {ctx.num_tokens}, the row has {len(ctx.ids)}"))
-    trained = int(np.count_nonzero(ctx.mask))
+    trained = ctx.trained_total
     if ctx.num_trained is not None and ctx.num_trained != trained:
         out.append(_violation(ctx, env, "shape", f"num_trained is {ctx.num_trained}, the mask has {trained}"))
     return out
@@ -107,7 +107,7 @@ def check_structure(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 
 def check_no_trained(ctx: RowContext, env: CheckEnv) -> list[Violation]:
-    return [] if np.any(ctx.mask) else [_violation(ctx, env, "no_trained", "no trained token in the row")]
+    return [] if ctx.trained_total else [_violation(ctx, env, "no_trained", "no trained token in the row")]
 
 
 def check_too_long(ctx: RowContext, env: CheckEnv) -> list[Violation]:
@@ -118,15 +118,15 @@ def check_too_long(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 
 def check_span_count(ctx: RowContext, env: CheckEnv) -> list[Violation]:
-    if ctx.row is None:
+    if ctx.row is None or ctx.spans_are_turns:
         return []
     expected = [is_trained_message(m) for _, m in ctx.assistant_sources]
     problems = []
     first = None
     if ctx.turns_match_sources:
         # Per turn: trained iff its source message has weight != 0.
-        for n, (turn, want) in enumerate(zip(ctx.turns, expected, strict=True)):
-            got = ctx.trained_in(turn.span_start, turn.end + 1) > 0
+        for n, (turn, want, trained) in enumerate(zip(ctx.turns, expected, ctx.turn_trained, strict=True)):
+            got = trained > 0
             if got != want:
                 index = ctx.assistant_sources[n][0]
                 state = "trained" if got else "untrained"
@@ -143,9 +143,11 @@ def check_span_count(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 def check_span_start(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     """Each span starts at the <|channel|> right after the first <|start|>assistant of its turn."""
+    if ctx.spans_are_turns:
+        return []
     out = []
     for start, end in ctx.spans:
-        n = turn_at(ctx.turns, start)
+        n = ctx.turn_at(start)
         if n is None:
             out.append(_violation(ctx, env, "span_start", "span starts outside any assistant turn", start, end))
         elif start != ctx.turns[n].span_start:
@@ -157,10 +159,12 @@ def check_span_start(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 def check_span_end(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     """Each span ends on its own turn's <|return|>/<|call|>, and that token is trained."""
+    if ctx.spans_are_turns:
+        return []
     out = []
     for start, end in ctx.spans:
-        last = turn_at(ctx.turns, end - 1)
-        first = turn_at(ctx.turns, start)
+        last = ctx.turn_at(end - 1)
+        first = ctx.turn_at(start)
         if last is None or end - 1 != ctx.turns[last].end or not ctx.turns[last].complete:
             expect = f" (token {ctx.turns[last].end})" if last is not None else ""
             out.append(_violation(ctx, env, "span_end", f"span ends at token {end - 1}, not on its turn's "
@@ -201,9 +205,8 @@ def check_straddle(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 def check_trained_context(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     out = []
-    for message in ctx.messages:
-        if (message.role in CONTEXT_ROLES or message.role == "unknown") and ctx.trained_in(
-                message.start, message.end + 1):
+    for message, trained in zip(ctx.messages, ctx.message_trained, strict=True):
+        if trained and (message.role in CONTEXT_ROLES or message.role == "unknown"):
             trained = np.flatnonzero(ctx.mask[message.start:message.end + 1]) + message.start
             out.append(_violation(ctx, env, "trained_context", f"{len(trained)} tokens of a "
                                   f"[{message.label}] message ({message.role}) are trained",
@@ -303,11 +306,16 @@ def text_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 
 def _common_prefix(a: str, b: str) -> int:
-    """Length of the longest common prefix (binary search over C-level slice compares)."""
-    lo, hi = 0, min(len(a), len(b))
+    """Length of the longest common prefix (binary search over C-level compares; each step copies
+    only the part of ``b`` still in question, so the copies add up to about one string).
+
+    >>> _common_prefix("abcd", "abXd"), _common_prefix("", "a"), _common_prefix("ab", "ab")
+    (2, 0, 2)
+    """
+    lo, hi = 0, min(len(a), len(b))  # a[:lo] == b[:lo]; the prefix is at most hi long
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
+        if a.startswith(b[lo:mid], lo):
             lo = mid
         else:
             hi = mid - 1
@@ -330,7 +338,7 @@ def inserted_block(text: str, bare: str) -> tuple[int, int] | None:
     p = _common_prefix(text, bare)
     # If any insertion point works, the end of the longest common prefix does; then slide the block
     # to its leftmost equivalent place (``<|start|>`` + a new message + ``<|end|>`` reads as that).
-    if text[p + extra:] != bare[p:]:
+    if not text.startswith(bare[p:], p + extra):  # the rest is the same (lengths agree by ``extra``)
         return None
     start, end = p, p + extra
     while start > 0 and text[start - 1] == text[end - 1]:
@@ -369,8 +377,8 @@ def rendered_text(ctx: RowContext, env: CheckEnv) -> str:
     """
     tools = ctx.row.get("tools")
     if ctx.sampled or not tools or not env.declarations_by_sample or not isinstance(tools, list):
-        return env.render(ctx.row)
-    bare = env.render(ctx.row, tools=False)
+        return env.render(ctx.row, plain=ctx.raw_row is not None)
+    bare = env.render(ctx.row, tools=False, plain=ctx.raw_row is not None)
     text = ctx.text.full
     block = inserted_block(text, bare)
     if block is not None:
@@ -378,7 +386,7 @@ def rendered_text(ctx: RowContext, env: CheckEnv) -> str:
         if block[0] <= min(starts, default=len(bare)) and declares_tools(text[block[0]:block[1]], tools):
             ctx.cache["declarations"] = "checked by name"
             return text
-    return env.render(ctx.row)
+    return env.render(ctx.row, plain=ctx.raw_row is not None)
 
 
 def _text_rule(code: str) -> Callable[[RowContext, CheckEnv], list[Violation]]:
@@ -400,7 +408,7 @@ def check_prompt_parity(ctx: RowContext, env: CheckEnv) -> list[Violation]:
         if not is_trained_message(message) or index == 0:
             continue  # an assistant message first has no prompt to render
         try:
-            prompt = env.render(ctx.row, upto=index)
+            prompt = env.render(ctx.row, upto=index, plain=ctx.raw_row is not None)
         except Exception as exc:  # the template's own error is the finding
             out.append(_violation(ctx, env, "prompt_parity", f"messages[:{index}] does not render: {exc}"))
             continue
@@ -437,14 +445,13 @@ def _parsed_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     tools = ctx.row.get("tools") or None
     parser = env.sample_parser if ctx.sampled and env.sample_parser is not None else env.parser
     for start, end in ctx.spans:
-        n = turn_at(ctx.turns, start)
+        n = ctx.turn_at(start)
         if n is None or start != ctx.turns[n].span_start or end - 1 != ctx.turns[n].end:
             continue  # misaligned spans are span_start/span_end's finding
         source = ctx.assistant_sources[n][1]
         text = ctx.text.text(start, end)
         try:
-            # The parser only reads the prompt after its last <|start|>assistant: a short tail will do.
-            parsed = parser(text, ctx.text.text(max(0, start - 16), start), tools)
+            parsed = parser(text, tools)
         except Exception as exc:  # a span the parser rejects is the finding
             out.append(_violation(ctx, env, "parse_mismatch", f"assistant turn {n} does not parse: {exc}", start, end))
             continue
@@ -461,10 +468,8 @@ check_tail.__doc__ = "The tokens after the last trained span are the template's 
 
 def check_reasoning_markup(ctx: RowContext, env: CheckEnv) -> list[Violation]:
     out = []
-    for message in ctx.messages:
-        if message.role != "assistant" or message.part != "analysis":
-            continue
-        if not ctx.trained_in(message.start, message.end + 1):
+    for message, trained in zip(ctx.messages, ctx.message_trained, strict=True):
+        if not trained or message.role != "assistant" or message.part != "analysis":
             continue
         found = REASONING_MARKUP.search(message.body)
         if found:

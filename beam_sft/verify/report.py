@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -79,29 +78,9 @@ def format_table(section: dict) -> str:
     return "\n".join(lines)
 
 
-def write_histogram(directory: Path, lengths: Mapping[int, int], fractions: Sequence[int]) -> Path | None:
+def write_histogram(directory: Path, lengths: Mapping[int, int], fractions: Sequence[int]) -> Path:
     """DIR/report_lengths.png: row lengths (``{length: rows}``) and the per-row trained fraction
-    (rows per bin of equal width over [0, 1]). None without matplotlib."""
-    try:
-        # The object API with the Agg canvas: no pyplot, so no global backend switch.
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        warnings.warn("matplotlib is not installed: skipping report_lengths.png", stacklevel=2)
-        return None
-    path = Path(directory) / HISTOGRAM_FILE
-    fig = Figure(figsize=(10, 3.5))
-    FigureCanvasAgg(fig)
-    left, right = fig.subplots(1, 2)
-    values = sorted(lengths)
-    left.hist(values, weights=[lengths[v] for v in values], bins=min(50, max(1, len(values))), color="#4477aa")
-    left.set_xlabel("tokens per row")
-    left.set_ylabel("rows")
-    left.set_title("row length")
-    edges = [i / len(fractions) for i in range(len(fractions) + 1)]
-    right.stairs(list(fractions), edges, fill=True, color="#228833")
-    right.set_xlabel("trained tokens / tokens")
-    right.set_title("trained fraction per row")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    return path
+    (rows per bin of equal width over [0, 1]), drawn by ``png`` (numpy and zlib, no matplotlib)."""
+    from beam_sft.verify.png import write_lengths_png
+
+    return write_lengths_png(Path(directory) / HISTOGRAM_FILE, dict(lengths), list(fractions))

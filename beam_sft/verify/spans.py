@@ -28,6 +28,26 @@ CONTEXT_ROLES = ("system", "developer", "user", "tool")
 _RECIPIENT = re.compile(r"(?:^|\s)to=([^\s<]+)")
 
 
+class once:  # noqa: N801 (used as a decorator, like cached_property)
+    """``functools.cached_property`` without its lock: Python 3.11 takes an RLock on every first access,
+    which costs more than the small properties of a row's messages and context computed once each
+    (they live in one thread). Writes the instance ``__dict__`` directly, so frozen dataclasses work."""
+
+    def __init__(self, func):
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.func(obj)
+        return value
+
+
 @dataclass(frozen=True)
 class MarkerIds:
     """Token ids of the seven Harmony markers in one tokenizer."""
@@ -69,6 +89,26 @@ class MarkerIds:
                 self.ret: markers.RETURN}
 
     @cached_property
+    def _letter_table(self) -> tuple[np.ndarray, np.ndarray]:
+        keys = np.array([self.start, self.message, self.channel, self.constrain, self.end, self.call, self.ret],
+                        dtype=np.int64)
+        order = np.argsort(keys)
+        return keys[order], np.frombuffer(b"SMCKELR", dtype=np.uint8)[order]
+
+    def letter_of(self, ids: np.ndarray) -> str:
+        """One letter per marker id of ``ids`` (every id a marker), as a string (``parse_aligned_messages``):
+        S start, M message, C channel, K constrain, E end, L call, R return."""
+        keys, letters = self._letter_table
+        at = np.minimum(np.searchsorted(keys, ids), len(keys) - 1)
+        if not np.array_equal(keys[at], ids):
+            raise ValueError("letter_of: an id that is not a marker")
+        return letters[at].tobytes().decode("ascii")
+
+    @cached_property
+    def terminator_of_letter(self) -> dict[str, str]:
+        return {"E": markers.END, "L": markers.CALL, "R": markers.RETURN}
+
+    @cached_property
     def array(self) -> np.ndarray:
         return np.array(sorted(self.all), dtype=np.int64)
 
@@ -87,7 +127,17 @@ class Message:
     channel_index: int | None  # index of the first <|channel|> token in the header
     body: str = field(default="", compare=False, repr=False)  # decoded text between <|message|> and the end
 
-    @property
+    @classmethod
+    def quick(cls, start: int, message: int, end: int, terminator: str, author: str, recipient: str | None,
+              channel: str | None, channel_index: int | None, body: str) -> Message:
+        """``Message(...)`` without the frozen dataclass's one ``object.__setattr__`` per field (a row
+        of a real dataset holds a dozen messages); every field is given, so the result is the same."""
+        obj = object.__new__(cls)
+        obj.__dict__.update(start=start, message=message, end=end, terminator=terminator, author=author,
+                            recipient=recipient, channel=channel, channel_index=channel_index, body=body)
+        return obj
+
+    @once
     def role(self) -> str:
         """``assistant``, ``tool`` (a result addressed to the assistant), system/developer/user or ``unknown``.
 
@@ -102,7 +152,7 @@ class Message:
             return self.author
         return "unknown"
 
-    @property
+    @once
     def part(self) -> str:
         """For assistant messages: ``analysis``, ``final`` or ``tool_call``; otherwise the role."""
         if self.role != "assistant":
@@ -238,6 +288,53 @@ def parse_messages(ids: np.ndarray, marker_ids: MarkerIds, text: TextOf,
     return messages, problems
 
 
+# One letter per marker kind, so that a row's marker sequence is a string a regular expression reads
+# in C: S start, M message, C channel, K constrain, E end, L call, R return.
+_REGULAR_ROW = re.compile(r"(?:S[CK]*M[ELR])+")
+_ONE_MESSAGE = re.compile(r"S([CK]*)M([ELR])")
+
+
+def parse_aligned_messages(ids: np.ndarray, marker_ids: MarkerIds, where: Sequence[int],
+                           parts: Sequence[str], kinds: str | None = None) -> list[Message] | None:
+    """``parse_messages``' result for a well-formed row, read from its decoded text cut at the markers,
+    or None when the row is not one (then ``parse_messages`` reads it and names its problems).
+
+    Well-formed: the markers, in order, are messages ``<|start|> (<|channel|>|<|constrain|>)*
+    <|message|> (<|end|>|<|call|>|<|return|>)`` and every token belongs to one (the first is token 0,
+    each message starts right after the previous one's terminator, the last ends the row). ``parts``
+    is the decoded row cut around its markers (``split_markers``), one marker per marker token of
+    ``where`` (``kinds``: their letters, ``MarkerIds.letter_of``, when the caller has them): a header is
+    the text between its ``<|start|>`` and ``<|message|>``, a body the one
+    part between ``<|message|>`` and the terminator, exactly what ``parse_messages`` decodes for them.
+    """
+    if not len(where) or len(parts) != 2 * len(where) + 1:
+        return None
+    if kinds is None:
+        kinds = marker_ids.letter_of(ids[list(where)])
+    elif len(kinds) != len(where):
+        raise ValueError("parse_aligned_messages: one letter per marker expected")
+    if _REGULAR_ROW.fullmatch(kinds) is None:
+        return None
+    terminators = marker_ids.terminator_of_letter
+    messages: list[Message] = []
+    covered_to = 0
+    for found in _ONE_MESSAGE.finditer(kinds):
+        p, r = found.start(), found.end() - 1
+        q = r - 1
+        i = where[p]
+        if i != covered_to:
+            return None
+        header_markers = found.group(1)
+        c = header_markers.find("C")
+        channel_index = where[p + 1 + c] if c >= 0 else None
+        author, recipient, channel = parse_header("".join(parts[2 * p + 2:2 * q + 1]))
+        k = where[r]
+        messages.append(Message.quick(i, where[q], k, terminators[found.group(2)], author, recipient, channel,
+                                      channel_index, parts[2 * q + 2]))
+        covered_to = k + 1
+    return messages if covered_to == len(ids) else None
+
+
 def group_turns(messages: Sequence[Message]) -> tuple[list[Turn], list[Problem]]:
     """Group assistant messages into turns; a turn closes at ``<|return|>`` or ``<|call|>``.
 
@@ -269,9 +366,10 @@ def group_turns(messages: Sequence[Message]) -> tuple[list[Turn], list[Problem]]
     return turns, problems
 
 
-def turn_at(turns: Sequence[Turn], index: int) -> int | None:
-    """Index of the turn whose tokens (from its first ``<|start|>`` to its terminator) include ``index``."""
-    n = bisect.bisect_right([turn.start for turn in turns], index) - 1
+def turn_at(turns: Sequence[Turn], index: int, starts: Sequence[int] | None = None) -> int | None:
+    """Index of the turn whose tokens (from its first ``<|start|>`` to its terminator) include ``index``;
+    ``starts``: each turn's first token, when the caller keeps them."""
+    n = bisect.bisect_right(starts if starts is not None else [turn.start for turn in turns], index) - 1
     if n >= 0 and index <= turns[n].end:
         return n
     return None

@@ -45,14 +45,13 @@ def row_stats(ctx: RowContext) -> RowStats:
     message addressed ``to=NAME``); trained tokens anywhere else count as ``other``.
     """
     shaped = len(ctx.mask) == len(ctx.ids)
-    total = int(np.count_nonzero(ctx.mask)) if shaped else 0
+    total = ctx.trained_total if shaped else 0
     by_channel = dict.fromkeys(CHANNELS, 0)
     inside = 0
     if shaped:
-        for message in ctx.messages:
+        for message, trained in zip(ctx.messages, ctx.message_trained, strict=True):
             if message.role != "assistant":
                 continue
-            trained = ctx.trained_in(message.start, message.end + 1)
             part = message.part if message.part in CHANNELS else "other"
             by_channel[part] += trained
             inside += trained
@@ -109,8 +108,11 @@ class Aggregator:
         self.trained += row.num_trained
         self.lengths[row.num_tokens] += 1
         self.fractions[min(FRACTION_BINS - 1, int(row.trained_fraction * FRACTION_BINS))] += 1
-        self.channels.update(row.trained_by_channel)
-        self.notes.update(row.notes)
+        channels = self.channels
+        for name, count in row.trained_by_channel.items():
+            channels[name] += count
+        if row.notes:
+            self.notes.update(row.notes)
         src = self.sources.setdefault(row.source, {"rows": 0, "tokens": 0, "trained_tokens": 0})
         src["rows"] += 1
         src["tokens"] += row.num_tokens

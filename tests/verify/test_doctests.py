@@ -8,8 +8,8 @@ import importlib
 import pytest
 
 MODULES = [f"beam_sft.verify.{name}" for name in (
-    "api", "arrays", "cli", "compare", "context", "counts", "decode", "folder", "invariants", "report", "spans",
-    "stats", "tokens", "view_html", "view_terminal")] + ["beam_sft.harmony.spans"]
+    "api", "arrays", "caller_tokenizer", "cli", "compare", "context", "counts", "decode", "folder", "invariants", "png", "report", "spans",
+    "stats", "template", "tokens", "view_html", "view_terminal")] + ["beam_sft.harmony.spans"]
 
 
 def test_every_module_is_listed():

@@ -130,7 +130,24 @@ def drop_context_token(ids: np.ndarray, mask: np.ndarray):
     return np.delete(ids, body), np.delete(mask, body)
 
 
-@pytest.mark.parametrize(("corrupt", "rule"), [(shift_mask, "span_start"), (drop_context_token, "prompt_parity")])
+def change_context_token(ids: np.ndarray, mask: np.ndarray):
+    # One ordinary token id of the second message's body becomes another ordinary one: same length,
+    # same markers, same masks; only one token of the context the model is trained on is wrong.
+    body = int(np.flatnonzero(ids == MESSAGE_ID)[1]) + 1
+    ids[body] = ids[body] + 1 if ids[body] + 1 < MESSAGE_ID - 8 else ids[body] - 1
+    return ids, mask
+
+
+def untrain_one_token(ids: np.ndarray, mask: np.ndarray):
+    # One mask bit in the middle of the first trained span turns off: the span is cut in two.
+    trained = np.flatnonzero(mask)
+    mask[trained[len(trained) // 4]] = 0
+    return ids, mask
+
+
+@pytest.mark.parametrize(("corrupt", "rule"), [(shift_mask, "span_start"), (drop_context_token, "prompt_parity"),
+                                               (change_context_token, "prompt_parity"),
+                                               (untrain_one_token, "span_count")])
 def test_planted_encoder_bug_fails_verification(tmp_path, fixture_dir, tokenizer, monkeypatch, corrupt, rule):
     assert tokenizer.convert_tokens_to_ids("<|message|>") == MESSAGE_ID
     _plant(monkeypatch, corrupt)

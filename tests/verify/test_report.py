@@ -7,8 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
-
 from beam_sft.prepared.report import dump_json
 from beam_sft.verify.api import verify_prepared
 from beam_sft.verify.report import format_table, write_histogram
@@ -85,8 +83,28 @@ def test_table_lists_violations(make_prepared, tokenizer):
     assert "violations 1: span_end 1" in table and "rows 6 (checked 6)" in table
 
 
-def test_histogram_skipped_without_matplotlib(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
-    with pytest.warns(UserWarning, match="matplotlib is not installed"):
-        assert write_histogram(tmp_path, [1, 2], [0.5, 0.5]) is None
-    assert not (tmp_path / "report_lengths.png").exists()
+def test_histogram_is_drawn_without_matplotlib(tmp_path, monkeypatch):
+    import zlib
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # any import of it would fail
+    path = write_histogram(tmp_path, {3: 2, 10: 1}, [1, 0, 2])
+    assert path == tmp_path / "report_lengths.png"
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    idat = data.index(b"IDAT")
+    length = int.from_bytes(data[idat - 4:idat], "big")
+    pixels = zlib.decompress(data[idat + 4:idat + 4 + length])
+    assert len(pixels) == height * (1 + 3 * width)  # one filter byte and RGB per line
+
+
+def test_histogram_draws_the_counts(tmp_path):
+    import numpy as np
+
+    from beam_sft.verify.png import lengths_figure
+
+    image = lengths_figure({5: 10}, [0] * 19 + [4])
+    blue = np.all(image == (0x44, 0x77, 0xAA), axis=2)
+    green = np.all(image == (0x22, 0x88, 0x33), axis=2)
+    assert blue.any() and green.any()
+    assert np.flatnonzero(green.any(axis=0)).min() > 900  # the one full bin is the last one, at 1.0

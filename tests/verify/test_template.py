@@ -1,0 +1,176 @@
+"""verify's render adapter (``beam_sft.verify.template``) gives exactly ``apply_chat_template``'s text.
+
+- The transformers internals it calls are there with the parameters it passes (fails by name on an
+  upgrade that moves them).
+- Differential: on the fixture's template and the reference template, every row of the verify
+  fixture, the benchmark's real-text rows and hand-made edge cases (None values, every reasoning
+  field name, template kwargs, tools, generation prompts) render to the same text both ways.
+- What the direct path must not take is handed to ``apply_chat_template``: rows not read from JSON,
+  kwargs that name a parameter of the public path, an empty conversation.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from beam_sft.verify import template
+from beam_sft.verify.template import Renderer
+from tests.verify.bench_verify import bench_rows
+from tests.verify.conftest import beam_rows
+
+
+def test_internals_are_as_the_adapter_expects():
+    assert template.problems() == []
+
+
+def test_a_moved_internal_is_named(monkeypatch):
+    module = template._module()
+    monkeypatch.delattr(module, "_alias_reasoning_fields")
+    assert template.problems() == [f"{template._MODULE}._alias_reasoning_fields: missing"]
+    renderer = Renderer(object())
+    assert not renderer.direct and renderer.problems  # every row then goes through apply_chat_template
+
+
+def test_the_memo_is_on_verifys_own_compile_only(tokenizer):
+    renderer = Renderer(tokenizer)
+    source = tokenizer.get_chat_template(None, None)
+    shared = template._module()._compile_jinja_template(source)
+    before = type(shared.environment)
+    mine = renderer.compiled(source)
+    assert renderer.memo_problems == [] and mine is not shared
+    assert type(mine.environment).__name__ == "_MemoSandbox" and type(shared.environment) is before
+    renderer.render([{"role": "user", "content": "x"}], None, False, {}, plain=True)
+    assert mine.environment.__dict__["_verify_safe_attribute"]  # answers were remembered
+
+
+def test_the_sandbox_still_refuses_what_it_refuses(tokenizer):
+    from jinja2.exceptions import SecurityError
+
+    renderer = Renderer(tokenizer)
+    evil = "{{ messages.append(1) }}{{ messages[0].clear() }}"
+    compiled = renderer.compiled(evil)
+    for _ in range(2):  # the second time from the memo
+        with pytest.raises(SecurityError):
+            compiled.render(messages=[{"role": "user"}])
+    assert type(compiled.environment).__name__ == "_MemoSandbox"
+
+
+def test_dict_attributes_are_exactly_what_getattr_finds():
+    from beam_sft.verify.template import DICT_ATTRIBUTES
+
+    assert all(hasattr({}, name) for name in DICT_ATTRIBUTES)
+    for name in ("content", "role", "tool_calls", "thinking", "function", "arguments", "name", "mro", "x"):
+        assert hasattr({}, name) == (name in DICT_ATTRIBUTES)
+    assert {"items", "keys", "get", "values"} <= DICT_ATTRIBUTES
+
+
+def test_the_quick_dict_lookup_reads_as_jinja_does(tokenizer):
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    source = ("{{ m.content }}|{{ m.missing is defined }}|{{ m.items()|list|length }}|{{ m.get('role') }}|"
+              "{{ m['content'] }}|{{ n.content }}|{{ m.keys is defined }}")
+    plain = ImmutableSandboxedEnvironment().from_string(source)
+    renderer = Renderer(tokenizer)
+    quick = renderer.compiled(source)
+    assert type(quick.environment).__name__ == "_MemoSandbox"
+    for value in ({"content": "c", "role": "r"}, {"items": 1, "content": None}, {}):
+        kwargs = {"m": value, "n": [1]}
+        assert quick.render(**kwargs) == plain.render(**kwargs)
+
+
+def test_no_memo_on_an_unknown_jinja(tokenizer, monkeypatch):
+    import jinja2
+
+    monkeypatch.setattr(jinja2, "__version__", "9.0.0")
+    renderer = Renderer(tokenizer)
+    compiled = renderer.compiled(tokenizer.get_chat_template(None, None))
+    assert renderer.memo_problems and type(compiled.environment).__name__ != "_MemoSandbox"
+
+
+def _edge_rows() -> list[dict]:
+    rows = []
+    for name in ("reasoning_content", "thinking", "reasoning"):
+        rows.append({"messages": [
+            {"role": "system", "content": "S", "name": None},
+            {"role": "user", "content": "Hi", "tool_calls": None},
+            {"role": "assistant", name: "why", "content": "ok", "tool_calls": None}],
+            "chat_template_kwargs": {"reasoning_effort": "low"}})
+    rows.append({"messages": [{"role": "user", "content": "x"},
+                              {"role": "assistant", "reasoning_content": "r", "thinking": "t", "content": "a"}],
+                 "chat_template_kwargs": {"model_identity": "You are Beam.", "reasoning_effort": 64}})
+    return rows
+
+
+def _cases(rows):
+    for row in rows:
+        row = json.loads(json.dumps({k: v for k, v in row.items() if k != "meta"}))
+        messages = row["messages"]
+        tools = row.get("tools") or None
+        kwargs = row.get("chat_template_kwargs") or {}
+        yield messages, tools, False, kwargs
+        yield messages, None, False, kwargs
+        for upto in range(1, len(messages)):
+            if messages[upto]["role"] == "assistant":
+                yield messages[:upto], tools, True, kwargs
+
+
+def _check_same(tok, rows) -> int:
+    renderer = Renderer(tok)
+    assert renderer.direct
+    n = 0
+    for messages, tools, prompt, kwargs in _cases(rows):
+        before = copy.deepcopy((messages, tools, kwargs))
+        want = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=prompt, tokenize=False, **kwargs)
+        got = renderer.render(messages, tools, prompt, kwargs, plain=True)
+        assert got == want
+        assert (messages, tools, kwargs) == before  # the row is not changed by rendering it
+        n += 1
+    return n
+
+
+def test_same_text_as_apply_chat_template_on_the_fixture(tokenizer):
+    assert _check_same(tokenizer, beam_rows() + _edge_rows() + bench_rows(40, seed=3)) > 100
+
+
+def test_same_text_as_apply_chat_template_on_the_reference(reference_tokenizer):
+    assert _check_same(reference_tokenizer, beam_rows() + _edge_rows() + bench_rows(40, seed=4)) > 100
+
+
+# Shows everything the template is given: each message's keys and values (so dropping None values
+# and aliasing reasoning fields show), the special tokens, the kwargs, the tools, the prompt flag.
+PROBE = ("{% for m in messages %}{% for k in m|list|sort %}{{ k }}={{ m[k] }};{% endfor %}|{% endfor %}"
+         "{{ bos_token }}{{ eos_token }}{{ reasoning_effort }}{{ tools }}{{ add_generation_prompt }}{{ documents }}")
+
+
+def test_same_inputs_as_apply_chat_template(fixture_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(fixture_dir)
+    tok.chat_template = PROBE
+    assert _check_same(tok, beam_rows() + _edge_rows()) > 20
+    shown = Renderer(tok).render(_edge_rows()[1]["messages"], None, False, {}, plain=True)
+    assert "name=" not in shown and "reasoning_content=why" in shown  # None dropped, reasoning aliased
+
+
+@pytest.mark.parametrize("kwargs", [{"tokenize": True}, {"tools": []}, {"chat_template": "x"},
+                                    {"add_generation_prompt": True}, {"documents": []}, {"messages": []}])
+def test_reserved_kwargs_go_the_public_way(tokenizer, monkeypatch, kwargs):
+    renderer = Renderer(tokenizer)
+    seen = []
+    monkeypatch.setattr(renderer, "public", lambda *args: seen.append(args) or "public")
+    assert renderer.render([{"role": "user", "content": "x"}], None, False, kwargs, plain=True) == "public"
+    assert seen
+
+
+@pytest.mark.parametrize(("messages", "tools", "plain"), [
+    ([{"role": "user", "content": "x"}], None, False),  # not read from JSON
+    ([], None, True),  # empty: apply_chat_template's own error
+    ([{"role": "user", "content": "x"}], ["not a schema"], True),  # apply_chat_template rejects it
+])
+def test_other_inputs_go_the_public_way(tokenizer, monkeypatch, messages, tools, plain):
+    renderer = Renderer(tokenizer)
+    monkeypatch.setattr(renderer, "public", lambda *args: "public")
+    assert renderer.render(messages, tools, False, {}, plain=plain) == "public"

@@ -325,5 +325,6 @@ def kept_rows(table):
     """The table's ``kept`` rows, without ``STATUS_COLUMNS``: what the prepared dataset holds."""
     import pyarrow.compute as pc
 
-    kept = table.filter(pc.equal(table.column("status"), KEPT))
+    keep = pc.equal(table.column("status"), KEPT)
+    kept = table if pc.all(keep, skip_nulls=False).as_py() else table.filter(keep)  # (all kept: no copy)
     return kept.drop_columns(list(STATUS_COLUMNS))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -263,7 +264,9 @@ class _Collector:
     def add(self, table) -> None:
         from beam_sft.prepare import batch as batch_mod
 
-        table = table.cast(_output_schema())
+        schema = _output_schema()
+        if not table.schema.equals(schema, check_metadata=False):
+            table = table.cast(schema)
         batch_mod.count_table(table, self.counts, self.tokens)
         for line in batch_mod.reject_lines(table):
             self._rejects.write(line + "\n")
@@ -278,6 +281,7 @@ class _Collector:
         self._dataset.abort()
 
 
+@functools.lru_cache(maxsize=1)
 def _output_schema():
     from beam_sft.prepare import batch as batch_mod
 

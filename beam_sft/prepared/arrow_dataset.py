@@ -57,10 +57,18 @@ class DatasetWriter:
         self._shard_bytes = 0
 
     def write(self, table) -> None:
-        """Append ``table``'s rows (cast to the features' schema; columns in its order)."""
+        """Append the rows of ``table`` (an Arrow table or record batch; cast to the features' schema,
+        columns in its order)."""
+        import pyarrow as pa
+
         if not table.num_rows:
             return
-        self._pending.append(table.select(self.schema.names).cast(self.schema))
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        table = table.select(self.schema.names)
+        if not table.schema.equals(self.schema, check_metadata=False):
+            table = table.cast(self.schema)
+        self._pending.append(table)
         self._pending_rows += table.num_rows
         if self._pending_rows >= BATCH_ROWS:
             self._flush()

@@ -71,15 +71,21 @@ class DatasetWriter:
         self._pending.append(table)
         self._pending_rows += table.num_rows
         if self._pending_rows >= BATCH_ROWS:
-            self._flush()
+            self._flush(whole=True)
 
-    def _flush(self) -> None:
+    def _flush(self, whole: bool = False) -> None:
+        """Write what is buffered (``whole``: only whole batches of BATCH_ROWS; the rest stays)."""
         import pyarrow as pa
 
         if not self._pending:
             return
         table = pa.concat_tables(self._pending)
-        self._pending, self._pending_rows = [], 0
+        cut = table.num_rows - table.num_rows % BATCH_ROWS if whole else table.num_rows
+        rest = table.slice(cut)
+        table = table.slice(0, cut)
+        self._pending, self._pending_rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+        if not table.num_rows:
+            return
         if self._writer is None:
             from datasets.arrow_writer import ArrowWriter
 
@@ -172,3 +178,102 @@ def iter_batches(directory: str | Path, columns: list[str] | tuple[str, ...] | N
             reader = pa.ipc.open_stream(source)
             for batch in reader:
                 yield batch.select(list(columns)) if columns is not None else batch
+
+
+class RowReader:
+    """Rows of a saved dataset by position, each record batch read with one ``pread`` when needed.
+
+    The index (file, byte range and rows of every record batch) is built once, from the messages'
+    framing alone (a memory map that touches only the small message headers, then closed). Reads
+    go through ``pyarrow.OSFile`` (opened per process: a forked reader opens its own), so nothing
+    stays mapped and a process's resident set does not grow with the rows it reads."""
+
+    def __init__(self, directory: str | Path):
+        import numpy as np
+
+        self.files = [str(p) for p in data_files(directory)]
+        self.schema = None
+        where: list[tuple[int, int, int]] = []  # (file, offset, length) per batch
+        rows: list[int] = []
+        for number, path in enumerate(self.files):
+            schema, batches = _index_stream(path)
+            self.schema = self.schema or schema
+            for offset, length, n in batches:
+                where.append((number, offset, length))
+                rows.append(n)
+        self._where = where
+        self._starts = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).astype(np.int64)
+        self.num_rows = int(self._starts[-1])
+        self._handles: dict[int, object] = {}
+        self._pid = None
+
+    def _batch(self, k: int):
+        import pyarrow as pa
+
+        if self._pid != os.getpid():
+            self._handles, self._pid = {}, os.getpid()
+        number, offset, length = self._where[k]
+        handle = self._handles.get(number)
+        if handle is None:
+            handle = self._handles[number] = pa.OSFile(self.files[number], "rb")
+        return pa.ipc.read_record_batch(pa.ipc.read_message(handle.read_at(length, offset)), self.schema)
+
+    def slice(self, start: int, stop: int):
+        """Rows ``start:stop`` as one Arrow table."""
+        import numpy as np
+        import pyarrow as pa
+
+        stop = min(stop, self.num_rows)
+        batches = []
+        if start < stop:
+            first = int(np.searchsorted(self._starts, start, side="right")) - 1
+            last = int(np.searchsorted(self._starts, stop - 1, side="right")) - 1
+            for k in range(first, last + 1):
+                lo, hi = max(start, int(self._starts[k])), min(stop, int(self._starts[k + 1]))
+                batches.append(self._batch(k).slice(lo - int(self._starts[k]), hi - lo))
+        return pa.Table.from_batches(batches, schema=self.schema)
+
+    def take(self, positions):
+        """Rows at ``positions`` (in that order) as one Arrow table."""
+        import numpy as np
+        import pyarrow as pa
+
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) and (positions.min() < 0 or positions.max() >= self.num_rows):
+            raise IndexError(f"row positions out of range 0..{self.num_rows - 1}")
+        owner = np.searchsorted(self._starts, positions, side="right") - 1
+        parts = []
+        for k in np.unique(owner).tolist():
+            picked = np.flatnonzero(owner == k)
+            batch = self._batch(k).take(pa.array(positions[picked] - self._starts[k]))
+            parts.append((picked, batch))
+        if not parts:
+            return pa.Table.from_batches([], schema=self.schema)
+        table = pa.Table.from_batches([b for _, b in parts], schema=self.schema)
+        order = np.argsort(np.concatenate([p for p, _ in parts]), kind="stable")
+        return table.take(pa.array(order))
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles = {}
+
+
+def _index_stream(path: str):
+    """``(schema, [(offset, length, rows)])`` of the record batches of an Arrow IPC stream file."""
+    import pyarrow as pa
+
+    out = []
+    with pa.memory_map(path) as source:
+        reader = pa.ipc.MessageReader.open_stream(source)
+        schema = pa.ipc.read_schema(reader.read_next_message())
+        while True:
+            offset = source.tell()
+            try:
+                message = reader.read_next_message()
+            except StopIteration:
+                break
+            if message.type != "record batch":  # (no dictionaries in these datasets)
+                raise ValueError(f"{path}: unexpected Arrow message {message.type!r}")
+            out.append((offset, source.tell() - offset, pa.ipc.read_record_batch(message, schema).num_rows))
+    return schema, out

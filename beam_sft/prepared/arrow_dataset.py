@@ -180,6 +180,22 @@ def iter_batches(directory: str | Path, columns: list[str] | tuple[str, ...] | N
                 yield batch.select(list(columns)) if columns is not None else batch
 
 
+def small_columns(directory: str | Path, columns: list[str] | tuple[str, ...]) -> Iterator:
+    """Tables of a few small ``columns`` of the dataset, record batch by record batch, in row order.
+
+    Each data file is memory-mapped while it is read (only the pages of these columns are touched,
+    not the token columns beside them), and its batches are copied out, so the mapping goes with
+    the file: what stays resident does not grow with the files read."""
+    import numpy as np
+    import pyarrow as pa
+
+    for path in data_files(directory):
+        with pa.memory_map(str(path)) as source:
+            for batch in pa.ipc.open_stream(source):
+                small = batch.select(list(columns))
+                yield pa.Table.from_batches([small]).take(pa.array(np.arange(small.num_rows)))  # a copy
+
+
 class RowReader:
     """Rows of a saved dataset by position, each record batch read with one ``pread`` when needed.
 

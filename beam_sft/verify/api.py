@@ -211,7 +211,9 @@ def _folder_counts(folder: PreparedFolder) -> FolderCounts:
     counts = FolderCounts()
     small = [c for c in ("source", "row_index") if c in folder.dataset.column_names]
     position = 0
-    for table in folder.dataset.select_columns(small).with_format("arrow").iter(batch_size=65_536):
+    from beam_sft.prepared.arrow_dataset import small_columns
+
+    for table in small_columns(folder.directory, small):  # (no data file stays mapped)
         counts.add_table(table, position)
         position += table.num_rows
     return counts

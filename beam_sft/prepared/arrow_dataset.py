@@ -26,9 +26,11 @@ from pathlib import Path
 
 STATE_FILE = "state.json"
 INFO_FILE = "dataset_info.json"
-# save_to_disk's defaults: shards of at most this many bytes, record batches of at most this many rows
+# save_to_disk's defaults: shards of at most this many bytes, record batches of at most this many
+# rows, and (for long rows) of about this many bytes
 MAX_SHARD_BYTES = 500 << 20
 BATCH_ROWS = 1000
+MAX_BATCH_BYTES = 100 << 20
 
 
 def _shard_name(index: int, count: int) -> str:
@@ -39,8 +41,9 @@ class DatasetWriter:
     """Write a dataset folder a table at a time (rows in the order written); ``close()`` finishes it.
 
     Tables are buffered up to BATCH_ROWS rows (so that the files hold batches of the size
-    ``save_to_disk`` writes); a new shard starts once the current one reaches ``max_shard_bytes``.
-    Memory: one buffered batch. On an error the caller removes the folder (it is a staging one).
+    ``save_to_disk`` writes), or MAX_BATCH_BYTES when rows are long; a new shard starts once the
+    current one reaches ``max_shard_bytes``. Memory: one buffered batch (at most about
+    MAX_BATCH_BYTES and one table). On an error the caller removes the folder (it is a staging one).
     """
 
     def __init__(self, directory: str | Path, features, *, fingerprint: str, max_shard_bytes: int = MAX_SHARD_BYTES):
@@ -52,6 +55,7 @@ class DatasetWriter:
         self.rows = 0
         self._pending: list = []
         self._pending_rows = 0
+        self._pending_bytes = 0
         self._writer = None
         self._shards: list[Path] = []
         self._shard_bytes = 0
@@ -70,7 +74,10 @@ class DatasetWriter:
             table = table.cast(self.schema)
         self._pending.append(table)
         self._pending_rows += table.num_rows
-        if self._pending_rows >= BATCH_ROWS:
+        self._pending_bytes += table.nbytes
+        if self._pending_bytes >= MAX_BATCH_BYTES:
+            self._flush()
+        elif self._pending_rows >= BATCH_ROWS:
             self._flush(whole=True)
 
     def _flush(self, whole: bool = False) -> None:
@@ -84,6 +91,7 @@ class DatasetWriter:
         rest = table.slice(cut)
         table = table.slice(0, cut)
         self._pending, self._pending_rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+        self._pending_bytes = rest.nbytes if rest.num_rows else 0
         if not table.num_rows:
             return
         if self._writer is None:

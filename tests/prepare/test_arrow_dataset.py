@@ -117,3 +117,30 @@ def test_a_table_with_other_types_is_cast_and_a_missing_column_refused(tmp_path)
     writer = ad.DatasetWriter(tmp_path, features(), fingerprint="f")
     with pytest.raises(KeyError):
         writer.write(table.drop_columns(["row"]))
+
+
+def test_long_rows_make_smaller_batches(tmp_path, monkeypatch):
+    # (save_to_disk too keeps batches near 100 MB when rows are long)
+    from datasets import load_from_disk
+
+    monkeypatch.setattr(ad, "MAX_BATCH_BYTES", 5_000)
+    table = _table(700, seed=3)
+    _write(tmp_path / "ours", table, pieces=70)
+    batches = list(ad.iter_batches(tmp_path / "ours"))
+    assert len(batches) > 5 and max(b.num_rows for b in batches) < ad.BATCH_ROWS
+    assert load_from_disk(str(tmp_path / "ours")).data.table.equals(table.cast(features().arrow_schema))
+
+
+def test_rows_by_position_across_batches_and_shards(tmp_path):
+    table = _table(2600, seed=4).cast(features().arrow_schema)
+    _write(tmp_path / "ours", table, pieces=11, max_shard_bytes=40_000)
+    assert len(ad.data_files(tmp_path / "ours")) > 2
+    reader = ad.RowReader(tmp_path / "ours")
+    assert reader.num_rows == 2600
+    for start, stop in ((0, 2600), (999, 1001), (1000, 1000), (2599, 2600), (1500, 9999)):
+        assert reader.slice(start, stop).equals(table.slice(start, max(0, min(stop, 2600) - start)))
+    picks = [2599, 0, 1000, 999, 1000, 1733]
+    assert reader.take(picks).to_pylist() == table.take(picks).to_pylist()
+    with pytest.raises(IndexError):
+        reader.take([2600])
+    reader.close()

@@ -1,14 +1,22 @@
 #!/usr/bin/env python
-"""Peak memory of the whole ``beam-sft prepare`` process tree (verification on) and rows/s, at
-several row counts: memory must not grow with rows, nor rows/s fall (issue 11).
+"""Peak memory of the whole process tree of a ``beam-sft`` command and rows/s, at several row
+counts: memory must not grow with rows, nor rows/s fall (issue 11).
 
     python benchmarks/peak_rss.py --rows 10000 100000 [--row-set realtext] [--tokenizer DIR]
+        [--command prepare|verify|merge-shards|convert|inspect]
+
+``prepare`` (the default) is measured with verification on (``--no-verify`` turns it off). The
+other commands run on what an unmeasured step made first: ``verify`` and ``inspect`` (the last row)
+on a folder prepared without verification, ``merge-shards`` (verification on) on two shards
+prepared without it, ``convert`` on the raw rows.
 
 The tree (the CLI process, its map workers and their helpers) is polled from /proc every 50 ms:
 ``rss`` is the sum of the processes' VmRSS (counts pages shared by forked workers once per process,
 so it overstates), ``pss`` the sum of their proportional set sizes (shared pages split between the
 sharers), ``pss_anon`` the anonymous part of it: memory the process holds, as opposed to pages of
-memory-mapped Arrow files that the kernel can drop at any time (they count in RSS once touched). The last line compares the largest row count with the smallest.
+memory-mapped Arrow files that the kernel can drop at any time (they count in RSS once touched);
+``largest_process_rss`` the highest VmRSS of any one process of the tree. The last line compares
+the largest row count with the smallest.
 """
 
 from __future__ import annotations
@@ -60,12 +68,14 @@ def _kib(path: str, key: str) -> int:
 
 def measure(cmd: list[str], env: dict) -> dict:
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    peak_rss = peak_pss = peak_anon = processes = 0
+    peak_rss = peak_pss = peak_anon = processes = largest = 0
     start = time.perf_counter()
     while proc.poll() is None:
         pids = _tree(proc.pid)
         processes = max(processes, len(pids))
-        peak_rss = max(peak_rss, sum(_kib(f"/proc/{p}/status", "VmRSS:") for p in pids))
+        each = [_kib(f"/proc/{p}/status", "VmRSS:") for p in pids]
+        largest = max([largest, *each])
+        peak_rss = max(peak_rss, sum(each))
         peak_pss = max(peak_pss, sum(_kib(f"/proc/{p}/smaps_rollup", "Pss:") for p in pids))
         peak_anon = max(peak_anon, sum(_kib(f"/proc/{p}/smaps_rollup", "Pss_Anon:") for p in pids))
         time.sleep(0.05)
@@ -75,7 +85,7 @@ def measure(cmd: list[str], env: dict) -> dict:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
     return {"seconds": round(seconds, 2), "peak_rss_mib": round(peak_rss / 1024, 1),
             "peak_pss_mib": round(peak_pss / 1024, 1), "peak_pss_anon_mib": round(peak_anon / 1024, 1),
-            "max_processes": processes}
+            "largest_process_rss_mib": round(largest / 1024, 1), "max_processes": processes}
 
 
 def write_rows(path: Path, n: int, row_set: str, seed: int = 0) -> None:
@@ -93,13 +103,51 @@ def write_rows(path: Path, n: int, row_set: str, seed: int = 0) -> None:
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+def _run(cmd: list[str], env: dict) -> None:
+    done = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+
+
+def _prepare_cmd(data: Path, tokenizer: str, out: Path, args, *extra: str) -> list[str]:
+    cmd = [sys.executable, "-m", "beam_sft", "prepare", "--data", str(data), "--format", "openai",
+           "--tokenizer", tokenizer, "--output", str(out), "--no-cache", *extra]
+    return cmd + (["--num-proc", str(args.num_proc)] if args.num_proc else [])
+
+
+def command_for(args, data: Path, tokenizer: str, scratch: Path, n: int, env: dict) -> list[str]:
+    """The measured command line for ``args.command`` (after the unmeasured steps it needs)."""
+    beam = [sys.executable, "-m", "beam_sft"]
+    procs = ["--num-proc", str(args.num_proc)] if args.num_proc else []
+    out = scratch / f"out-{n}"
+    if args.command == "prepare":
+        return _prepare_cmd(data, tokenizer, out, args, *(["--no-verify"] if args.no_verify else []))
+    if args.command == "convert":
+        return [*beam, "convert", str(data), "--format", "openai", "-o", str(out / "rows.jsonl"),
+                "--rejects", str(out / "rejects.jsonl")]
+    if args.command in ("verify", "inspect"):
+        _run(_prepare_cmd(data, tokenizer, out, args, "--no-verify"), env)
+        if args.command == "inspect":
+            return [*beam, "inspect", str(out), "--row", str(n - 1), "--no-color"]
+        return [*beam, "verify", str(out), *procs]
+    if args.command == "merge-shards":
+        shards = [scratch / f"shard-{n}-{i}" for i in range(2)]
+        for i, shard in enumerate(shards):
+            _run(_prepare_cmd(data, tokenizer, shard, args, "--no-verify", "--num-shards", "2",
+                              "--shard-index", str(i)), env)
+        return [*beam, "merge-shards", *map(str, shards), "--output", str(out), *procs]
+    raise SystemExit(f"unknown command {args.command}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--row-set", choices=("synthetic", "realtext"), default="synthetic")
     parser.add_argument("--tokenizer", default=None, help="default: the fixture tokenizer")
     parser.add_argument("--num-proc", type=int, default=None)
-    parser.add_argument("--no-verify", action="store_true")
+    parser.add_argument("--no-verify", action="store_true", help="prepare without verification")
+    parser.add_argument("--command", default="prepare",
+                        choices=("prepare", "verify", "merge-shards", "convert", "inspect"))
     args = parser.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="beam-rss-"))
     results = []
@@ -114,16 +162,16 @@ def main(argv=None) -> int:
         for n in sorted(args.rows):
             data = scratch / f"rows-{n}.jsonl"
             write_rows(data, n, args.row_set)
-            cmd = [sys.executable, "-m", "beam_sft", "prepare", "--data", str(data), "--format", "openai",
-                   "--tokenizer", tokenizer, "--output", str(scratch / f"out-{n}"), "--no-cache"]
-            cmd += ["--num-proc", str(args.num_proc)] if args.num_proc else []
-            cmd += ["--no-verify"] if args.no_verify else []
-            result = {"rows": n, "row_set": args.row_set, "verify": not args.no_verify, **measure(cmd, env)}
+            (scratch / f"out-{n}").mkdir(exist_ok=True) if args.command == "convert" else None
+            cmd = command_for(args, data, tokenizer, scratch, n, env)
+            result = {"rows": n, "command": args.command, "row_set": args.row_set,
+                      "verify": not args.no_verify, **measure(cmd, env)}
             result["rows_per_s"] = round(n / result["seconds"], 1)
             results.append(result)
             print(json.dumps(result), flush=True)
-            shutil.rmtree(scratch / f"out-{n}", ignore_errors=True)
-            data.unlink()
+            for leftover in [scratch / f"out-{n}", *scratch.glob(f"shard-{n}-*")]:
+                shutil.rmtree(leftover, ignore_errors=True)
+            data.unlink(missing_ok=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     small, large = results[0], results[-1]

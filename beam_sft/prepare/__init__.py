@@ -3,7 +3,8 @@ and the merge of a sharded run (``beam-sft merge-shards``).
 
 - ``config.py``: ``PrepareConfig`` / ``SourceSpec``, the typed configuration;
 - ``records.py``: reading every source's raw records into one Arrow file (the serial step);
-- ``batch.py``: the ``datasets.map`` function (convert, mix, encode, length policy, status);
+- ``batch.py``: the encode step (convert, mix, encode, length policy, status);
+- ``encode_pool.py``: the worker processes that run it over the records file, batch by batch;
 - ``pipeline.py``: ``prepare(config)``; ``cache.py``: fingerprints and the cache;
 - ``shards.py``: ``merge_shards``; ``cli.py``: the two commands.
 

@@ -1,11 +1,12 @@
-"""The ``datasets.map`` step: raw records in, one output row per record (or per copy) out.
+"""The encode step: raw records in, one output row per record (or per copy) out.
 
 Each record is decoded once, converted (``beam_sft.convert``), mixed (``beam_sft.data.mix``),
 encoded (``beam_sft.encode``) and cut to the length policy, in one pass; labels need no second pass
 because the masks are the labels. A row that fails any step is never raised (one bad row must not
 stop a long run): it comes back as an output row whose ``status`` is its reason code and whose
 ``reject`` holds its rejects.jsonl line. The pipeline then counts the status column and keeps only
-the rows whose status is ``kept`` (``STATUS_COLUMNS`` go): nothing leaves a worker but its return value.
+the rows whose status is ``kept`` (``STATUS_COLUMNS`` go): nothing leaves a worker but its output
+table (``encode_pool``).
 
 Per-process state (tokenizer, encoder and its piece cache) lives in ``_STATE``, filled by the parent
 before it forks the workers, so the workers inherit it instead of loading the tokenizer again.
@@ -189,9 +190,9 @@ def _reject(item: Pending, exc: RowError) -> str:
 
 
 def process_batch(batch, *, job: EncodeJob):
-    """Convert, mix, encode and length-check one batch of raw records (the ``datasets.map`` function).
+    """Convert, mix, encode and length-check one batch of raw records (one ``encode_pool`` task).
 
-    Takes and returns Arrow tables (the dataset is in ``arrow`` format): the token columns are built
+    Takes an Arrow record batch or table and returns an Arrow table: the token columns are built
     as one flat array each, with no Python object per token.
     """
     state = _state(job)
@@ -272,7 +273,7 @@ _NO_MASK = np.zeros(0, np.int8)
 
 
 def output_features():
-    """The map's output: the prepared columns plus ``STATUS_COLUMNS`` (dropped before saving)."""
+    """The encode pass's output: the prepared columns plus ``STATUS_COLUMNS`` (dropped before saving)."""
     from datasets import Features, Value
 
     from beam_sft.prepared.layout import features
@@ -282,56 +283,48 @@ def output_features():
                      "reject": Value("large_string"), "format": Value("string")})
 
 
-def count_statuses(dataset, counts, tokens, chunk: int = 65_536) -> None:
-    """Add the map output's rows to ``counts`` (``beam_sft.prepared.report.Counts``) and the kept
-    rows' lengths to ``tokens`` (``TokenStats``), streaming over the small columns."""
+def count_table(table, counts, tokens) -> None:
+    """Add an output table's rows to ``counts`` (``beam_sft.prepared.report.Counts``) and the kept
+    rows' lengths to ``tokens`` (``TokenStats``): one table of the encode pass at a time."""
     import pyarrow.compute as pc
 
-    table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
     table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "format", "num_tokens",
                           "num_trained"])
-    for batch in table.to_batches(max_chunksize=chunk):
-        kept = batch.filter(pc.equal(batch.column(1), KEPT))
-        tokens.add(np.asarray(kept.column(0).to_numpy(zero_copy_only=False)),
-                   kept.column(6).to_numpy().astype(np.int64), kept.column(7).to_numpy().astype(np.int64))
-        sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in batch.columns[:6])
-        for source, state, n, cut, fell, fmt in zip(sources, status, copy, trimmed, fallback, formats, strict=True):
-            entry = counts.sources[source]
-            if state == KEPT:
-                entry["rows_out"] += 1
-            if n:
-                continue
-            entry["read"] += 1
-            if fmt:
-                counts.formats[source][fmt] += 1
-            counts.totals["fallback_rows"] += fell
-            if state == KEPT:
-                entry["kept"] += 1
-                entry["selected"] += 1
-                if cut:
-                    counts.totals["trimmed_rows"] += 1
-                    counts.totals["trimmed_messages"] += cut
-            elif state == MIXED_OUT:
-                entry["kept"] += 1
-            else:
-                counts.rejected[source][state] += 1
+    kept = table.filter(pc.equal(table.column(1), KEPT))
+    tokens.add(np.asarray(kept.column(0).to_numpy()), kept.column(6).to_numpy().astype(np.int64),
+               kept.column(7).to_numpy().astype(np.int64))
+    sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in table.columns[:6])
+    for source, state, n, cut, fell, fmt in zip(sources, status, copy, trimmed, fallback, formats, strict=True):
+        entry = counts.sources[source]
+        if state == KEPT:
+            entry["rows_out"] += 1
+        if n:
+            continue
+        entry["read"] += 1
+        if fmt:
+            counts.formats[source][fmt] += 1
+        counts.totals["fallback_rows"] += fell
+        if state == KEPT:
+            entry["kept"] += 1
+            entry["selected"] += 1
+            if cut:
+                counts.totals["trimmed_rows"] += 1
+                counts.totals["trimmed_messages"] += cut
+        elif state == MIXED_OUT:
+            entry["kept"] += 1
+        else:
+            counts.rejected[source][state] += 1
 
 
-def reject_lines(dataset, chunk: int = 4096):
-    """The rejects.jsonl lines of the map output, in row order."""
-    table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
-    for batch in table.select(["reject"]).to_batches(max_chunksize=chunk):
-        yield from (line for line in batch.column(0).to_pylist() if line is not None)
+def reject_lines(table) -> list[str]:
+    """The rejects.jsonl lines of an output table, in row order."""
+    return [line for line in table.column("reject").to_pylist() if line is not None]
 
 
-def kept_positions(dataset, chunk: int = 65_536) -> np.ndarray:
-    """Positions of the rows whose status is ``kept``."""
+def kept_rows(table):
+    """The table's ``kept`` rows, without ``STATUS_COLUMNS``: what the prepared dataset holds."""
     import pyarrow.compute as pc
 
-    table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
-    out, offset = [], 0
-    for batch in table.select(["status"]).to_batches(max_chunksize=chunk):
-        mask = pc.equal(batch.column(0), KEPT).to_numpy(zero_copy_only=False)
-        out.append(np.flatnonzero(mask) + offset)
-        offset += len(mask)
-    return np.concatenate(out) if out else np.zeros(0, np.int64)
+    keep = pc.equal(table.column("status"), KEPT)
+    kept = table if pc.all(keep, skip_nulls=False).as_py() else table.filter(keep)  # (all kept: no copy)
+    return kept.drop_columns(list(STATUS_COLUMNS))

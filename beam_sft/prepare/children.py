@@ -1,4 +1,5 @@
-"""Processes forked while ``prepare`` runs (``datasets.map``'s workers and its queue manager) die
+"""Processes forked while ``prepare`` runs (the encode and verify pools' workers, and a
+``datasets`` queue manager if a library call starts one) die
 with it, however it dies (kill -9 included), and leave Ctrl-C to it.
 
 ``children_die_with_me()`` arms an ``os.register_at_fork`` hook for its duration: in every child

@@ -74,7 +74,7 @@ class PrepareConfig:
     length_policy: LengthPolicy = "drop"
     missing_reasoning: MissingReasoning = "drop"
     num_proc: int | None = None  # default: every core this process may use
-    batch_size: int = 128  # rows per datasets.map batch
+    batch_size: int = 128  # records per encode task (a record batch of the records file)
     seed: int = 0
     num_shards: int = 1
     shard_index: int = 0

@@ -5,10 +5,12 @@
 2. Read this shard's raw records into one Arrow file (``records.py``, the only serial step).
 3. Convert the first records in this process; their rows feed the encoder choice (the start-up
    probe, ``beam_sft.encode.select``), and are then encoded here, so no row is converted twice.
-4. One ``datasets.map`` pass over the rest with ``num_proc`` workers (``batch.py``): convert, mix,
-   encode, length policy; every record comes back as a row with a status.
-5. Count the statuses, write rejects.jsonl, keep the ``kept`` rows, save the dataset, the tokenizer
-   and report.json (with the files' digests) into a staging folder.
+4. One pass over the rest with ``num_proc`` forked workers (``encode_pool.py``, ``batch.py``):
+   convert, mix, encode, length policy; every record comes back as a row with a status.
+5. As the output tables come back, in record order: count the statuses, write rejects.jsonl, and
+   write the ``kept`` rows to the dataset in batches (``prepared.arrow_dataset``); then the report
+   (with the files' digests) into the staging folder. Memory does not depend on rows: no file is
+   memory-mapped and no process holds more than a few batches.
 6. Verify the staging folder (``beam_sft.verify.verify_prepared``) and publish it (one atomic
    rename) only when every row passes. A failed verification publishes and caches nothing: the
    folder is kept aside, as ``.NAME.failed-verification``, with its verify_violations.jsonl.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -151,9 +154,6 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
 
 def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, clock: Clock, fingerprint: str,
                   base_fingerprint: str, parts: dict) -> dict:
-    from datasets import Dataset, concatenate_datasets
-    from datasets.table import InMemoryTable
-
     from beam_sft.encode.length import char_bound
     from beam_sft.encode.select import choose_encoder
     from beam_sft.prepare import batch as batch_mod
@@ -162,7 +162,7 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     work = staging / ".work"
     save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
     jobs, infos, n_records = records.write_records(config, work / "records.arrow", tokenizer)
-    source_records = Dataset.from_file(str(work / "records.arrow"))
+    source_records = records.RecordsFile(work / "records.arrow")
     clock.phase("read")
     job = batch_mod.EncodeJob(
         key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / "tokenizer"),
@@ -171,9 +171,10 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
     )
     head_count = min(n_records, HEAD_RECORDS)
-    head = source_records.select(range(head_count))
+    head, rest_batch, rest_skip = source_records.head(head_count)
     head_items = batch_mod.convert_records(
-        tuple(head[name] for name in batch_mod.RECORD_COLUMNS), job)
+        tuple(head.column(name).to_pylist() for name in batch_mod.RECORD_COLUMNS), job)
+    del head
     longest = min(PROBE_MAX_CHARS, job.max_chars or PROBE_MAX_CHARS)
     sample = [item.row for item in head_items
               if isinstance(item, batch_mod.Pending) and item.chars <= longest]
@@ -181,30 +182,39 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
-    from beam_sft.prepare.progress import Counter, heartbeat
+    from beam_sft.prepare.progress import Counter, bar, heartbeat
 
     counter = Counter() if clock.progress_interval > 0 else None
     batch_mod.install_state(job, tokenizer, encoder, counter)
-    parts_out = [Dataset(InMemoryTable(batch_mod.encode_items(head_items, job, encoder).cast(
-        batch_mod.output_features().arrow_schema)))]
-    rest = n_records - head_count
-    procs = _effective_procs(config, rest)
-    if rest:
-        from beam_sft.prepare.children import children_die_with_me
+    collected = _Collector(staging, fingerprint=_dataset_fingerprint(job))
+    try:
+        collected.add(batch_mod.encode_items(head_items, job, encoder))
+        del head_items, sample
+        rest = n_records - head_count
+        procs = _effective_procs(config, rest)
+        if rest:
+            from beam_sft.prepare.children import children_die_with_me
+            from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
 
-        if counter is not None:
-            counter.add(head_count)
-        with _forked_workers_single_threaded(procs > 1), children_die_with_me(), \
-                heartbeat("encode", n_records, counter, clock.progress_interval):
-            parts_out.append(_encode(source_records.select(range(head_count, n_records)), job, config, procs, work))
-    encoded = concatenate_datasets(parts_out) if len(parts_out) > 1 else parts_out[0]
-    clock.phase("encode")
-
-    counts, tokens = rep.Counts(), rep.TokenStats()
-    batch_mod.count_statuses(encoded, counts, tokens)
-    from beam_sft.prepared.rejects import write_rejects
-
-    write_rejects(staging / "rejects.jsonl", batch_mod.reject_lines(encoded))
+            if counter is not None:
+                counter.add(head_count)
+            tasks = tasks_after(rest_batch, rest_skip, source_records.num_batches)
+            # closing(): an error or an interrupt here ends the pool before the staging folder goes
+            with _forked_workers_single_threaded(procs > 1), children_die_with_me(), \
+                    heartbeat("encode", n_records, counter, clock.progress_interval), \
+                    bar("encode", n_records, head_count) as progress, \
+                    contextlib.closing(encoded_tables(work / "records.arrow", tasks, job, procs, work)) as tables:
+                for table, done in tables:
+                    collected.add(table)
+                    progress.update(done)
+        clock.phase("encode")
+        collected.close()
+    except BaseException:
+        collected.abort()
+        raise
+    finally:
+        source_records.close()
+    counts, tokens = collected.counts, collected.tokens
     for info in infos:
         if not counts.sources[info.label]["read"]:
             logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
@@ -213,12 +223,7 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
 
         raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
                           f"{sources_table(rep.sources_section(infos, counts))}")
-    kept = batch_mod.kept_positions(encoded)
-    dataset = encoded if len(kept) == len(encoded) else encoded.select(kept)
-    dataset = dataset.remove_columns(list(batch_mod.STATUS_COLUMNS))
-    dataset.save_to_disk(str(staging))
     clock.phase("save")
-    del dataset, encoded, source_records, head
     shutil.rmtree(work)
     encode_seconds = time.time() - clock.started
     report = rep.build_report(
@@ -236,21 +241,55 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     return report
 
 
-def _effective_procs(config: PrepareConfig, rows: int) -> int:
-    return max(1, min(config.resolved_num_proc(), math.ceil(max(rows, 1) / config.batch_size)))
-
-
-def _encode(records, job, config: PrepareConfig, procs: int, work: Path):
+def _dataset_fingerprint(job) -> str:
+    """The fingerprint state.json records (unique per run, as the ``datasets.map`` one was)."""
     from beam_sft.data import fingerprint as fp
+
+    return fp.digest_bytes(job.key.encode())[:16]
+
+
+class _Collector:
+    """The parent's side of the encode pass, one output table at a time, in record order: counts
+    (``Counts``, ``TokenStats``), rejects.jsonl lines, and the kept rows (``STATUS_COLUMNS`` dropped)
+    written to the dataset in batches (``prepared.arrow_dataset``). Memory: one table."""
+
+    def __init__(self, staging: Path, *, fingerprint: str):
+        from beam_sft.prepared.arrow_dataset import DatasetWriter
+        from beam_sft.prepared.layout import REJECTS_FILE, features
+
+        self.counts, self.tokens = rep.Counts(), rep.TokenStats()
+        self._rejects = open(staging / REJECTS_FILE, "w", encoding="utf-8")
+        self._dataset = DatasetWriter(staging, features(), fingerprint=fingerprint)
+
+    def add(self, table) -> None:
+        from beam_sft.prepare import batch as batch_mod
+
+        schema = _output_schema()
+        if not table.schema.equals(schema, check_metadata=False):
+            table = table.cast(schema)
+        batch_mod.count_table(table, self.counts, self.tokens)
+        for line in batch_mod.reject_lines(table):
+            self._rejects.write(line + "\n")
+        self._dataset.write(batch_mod.kept_rows(table))
+
+    def close(self) -> None:
+        self._rejects.close()
+        self._dataset.close()
+
+    def abort(self) -> None:
+        self._rejects.close()
+        self._dataset.abort()
+
+
+@functools.lru_cache(maxsize=1)
+def _output_schema():
     from beam_sft.prepare import batch as batch_mod
 
-    return records.with_format("arrow").map(
-        batch_mod.process_batch, batched=True, batch_size=config.batch_size,
-        num_proc=procs if procs > 1 else None, fn_kwargs={"job": job},
-        remove_columns=records.column_names, features=batch_mod.output_features(),
-        load_from_cache_file=False, new_fingerprint=fp.digest_bytes(job.key.encode())[:32],
-        cache_file_name=str(work / "encoded.arrow"),
-    ).with_format(None)
+    return batch_mod.output_features().arrow_schema
+
+
+def _effective_procs(config: PrepareConfig, rows: int) -> int:
+    return max(1, min(config.resolved_num_proc(), math.ceil(max(rows, 1) / config.batch_size)))
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """Progress of ``prepare`` for the person or the log watching it.
 
-- On a terminal: ``datasets``' own bars (rows/s and ETA for the encode pass and the saving) and one
-  line per finished phase.
+- On a terminal: a bar (rows/s and ETA) for the encode pass (``bar``: ``datasets``' tqdm, so that it
+  follows ``datasets``' progress-bar setting) and one line per finished phase.
 - Not on a terminal (a log): no bars (their carriage returns make one endless line of a log, so the
   CLI turns them off for its own run and back on after); instead one line per phase every
   ``interval`` seconds while it runs: records done, rows/s, ETA, from a counter the workers share.
@@ -87,3 +87,13 @@ def cli_progress(quiet: bool) -> Iterator[float]:
     finally:
         if was_enabled:
             ds_logging.enable_progress_bars()
+
+
+@contextlib.contextmanager
+def bar(phase: str, total: int, done: int = 0) -> Iterator:
+    """A progress bar for ``phase`` (``update(n)`` as records are done); shown only where
+    ``datasets``' progress bars are on (the CLI turns them off for a log and for ``--quiet``)."""
+    from datasets.utils import tqdm
+
+    with tqdm(total=total, initial=done, desc=phase, unit=" records") as progress:
+        yield progress

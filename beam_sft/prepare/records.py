@@ -1,9 +1,13 @@
 """The one serial step of ``prepare``: put every raw record of this shard into one Arrow file.
 
+The file is an Arrow IPC *file* (random access by record batch) of batches of ``batch_size``
+records, one encode task each (``encode_pool``); workers read their batch with plain reads
+(``read_batch``), never a memory map, so that their resident set does not grow with the records.
+
 Records are read by convert's reader (``beam_sft.data.sources.iter_raw_located``: the same files of a
 directory, the same skips, BOM, bad-byte and unreadable-rest rules as ``beam-sft convert``), stored
 as JSON text, undecoded where the source is JSON Lines (reading lines is all the main process does;
-decoding, converting and encoding happen in the ``datasets.map`` workers). Each record keeps its
+decoding, converting and encoding happen in the encode workers). Each record keeps its
 own file and its row in that file (a directory source names them in ``meta`` and rejects.jsonl).
 Memory stays flat: records go to disk a batch at a time.
 """
@@ -18,7 +22,6 @@ from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
 from beam_sft.prepare.config import PrepareConfig, SourceSpec
 from beam_sft.prepared.report import SourceInfo
 
-_BATCH = 1024
 
 
 def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidden: tuple[str, ...] = ()):
@@ -52,7 +55,8 @@ def _schema():
 
 
 def write_records(config: PrepareConfig, out_file: Path, tokenizer=None) -> tuple[list[SourceJob], list[SourceInfo], int]:
-    """Write this shard's raw records of every source to ``out_file`` (an Arrow stream).
+    """Write this shard's raw records of every source to ``out_file`` (an Arrow IPC file of batches
+    of at most ``config.batch_size`` records; a source's last batch may be shorter).
 
     ``tokenizer``: text holding any of its added or special tokens is rejected (every source).
     """
@@ -67,7 +71,7 @@ def write_records(config: PrepareConfig, out_file: Path, tokenizer=None) -> tupl
     jobs, infos = [], []
     total = 0
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_stream(sink, schema) as writer:
+    with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for source_id, spec in enumerate(config.sources):
             options = convert_options(spec, config, source_id, forbidden)
             location = dataset_source(spec)  # a local path, or a datasets dataset (issue 15)
@@ -102,10 +106,48 @@ def write_records(config: PrepareConfig, out_file: Path, tokenizer=None) -> tupl
                 files.append(record.file if folder not in (None, record.file) else None)
                 rows.append(record.row)
                 total += 1
-                if len(batch["raw"]) >= _BATCH:
+                if len(batch["raw"]) >= config.batch_size:
                     flush()
             flush()
             infos.append(SourceInfo(spec.label, spec.path, detected.format, detected.detection, spec.weight,
                                     skipped=tuple({"path": str(f.path), "reason": f.reason} for f in detected.skipped),
                                     unreadable=tuple(unreadable)))
     return jobs, infos, total
+
+
+class RecordsFile:
+    """The records file opened for reading by batch (pread through ``pyarrow.OSFile``; no mmap).
+
+    Opened once per process (a forked worker opens its own: a file position must not be shared)."""
+
+    def __init__(self, path: str | Path):
+        import pyarrow as pa
+
+        self.path = str(path)
+        self._source = pa.OSFile(self.path, "rb")
+        self._reader = pa.ipc.open_file(self._source)
+
+    @property
+    def num_batches(self) -> int:
+        return self._reader.num_record_batches
+
+    def batch(self, index: int):
+        return self._reader.get_batch(index)
+
+    def head(self, n: int):
+        """``(table, index, skip)``: the first ``n`` records as one table, and where the rest starts
+        (the batch ``index`` holding record ``n``, and the records of it that are in the head)."""
+        import pyarrow as pa
+
+        batches, rows, index = [], 0, 0
+        while index < self.num_batches and rows < n:
+            batch = self._reader.get_batch(index)
+            batches.append(batch.slice(0, n - rows))
+            rows += batches[-1].num_rows
+            if batches[-1].num_rows < batch.num_rows:
+                return pa.Table.from_batches(batches, schema=self._reader.schema), index, batches[-1].num_rows
+            index += 1
+        return pa.Table.from_batches(batches, schema=self._reader.schema), index, 0
+
+    def close(self) -> None:
+        self._source.close()

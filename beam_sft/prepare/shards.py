@@ -5,9 +5,10 @@ Each shard reads every record (reading is cheap) but converts and encodes only i
 decisions depend on the row alone (``beam_sft.data.mix``), so shards need not talk to each other.
 The merge checks that the shards come from the same run (same ``fingerprint_base``), that each
 index from 0 to N-1 is there exactly once, and that each shard's files are what its report recorded;
-then it concatenates the datasets (memory-mapped, so memory stays flat), the rejects, and the
-report counts, through the same report builder as ``prepare``, and publishes the result only once it
-verified (like ``prepare``). Rows come shard by shard.
+then it concatenates the datasets (record batch by record batch with plain reads through
+``prepared.arrow_dataset``: nothing is memory-mapped, so memory does not grow with rows), the rejects,
+and the report counts, through the same report builder as ``prepare``, and publishes the result
+only once it verified (like ``prepare``). Rows come shard by shard.
 """
 
 from __future__ import annotations
@@ -70,21 +71,29 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
 
 
 def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify: bool, num_proc: int) -> Path:
-    from datasets import concatenate_datasets, load_from_disk
+    from beam_sft.prepared.arrow_dataset import DatasetWriter, iter_batches
+    from beam_sft.prepared.layout import features
 
     output.check_output_target(final)
     with output.staged(final) as staging:
-        dataset = concatenate_datasets([load_from_disk(str(s)) for s in shards])
-        dataset.save_to_disk(str(staging))
+        tokens = rep.TokenStats()
+        writer = DatasetWriter(staging, features(), fingerprint=combine(
+            {"merged": reports[0]["fingerprint_base"], "shards": len(shards), "dataset": True})[:16])
+        try:
+            for shard in shards:
+                for batch in iter_batches(shard, list(features())):
+                    writer.write(batch)
+                    tokens.add_batch(batch)
+            writer.close()
+        except BaseException:
+            writer.abort()
+            raise
         shutil.copytree(shards[0] / TOKENIZER_DIR, staging / TOKENIZER_DIR)
         with open(staging / REJECTS_FILE, "wb") as sink:
             for shard in shards:
                 if (shard / REJECTS_FILE).is_file():
                     with open(shard / REJECTS_FILE, "rb") as source:
                         shutil.copyfileobj(source, sink)
-        tokens = rep.TokenStats()
-        tokens.add_dataset(dataset)
-        del dataset
         counts = rep.Counts()
         for report in reports:
             counts.merge(rep.Counts.from_report(report))

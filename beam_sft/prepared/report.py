@@ -145,12 +145,12 @@ class TokenStats:
             entry[1] += int(tokens[i])
             entry[2] += int(trains[i])
 
-    def add_dataset(self, dataset, chunk: int = 65_536) -> None:
-        table = dataset.data.table if hasattr(dataset.data, "table") else dataset.data
-        table = table.select(["source", "num_tokens", "num_trained"])
-        for batch in table.to_batches(max_chunksize=chunk):
-            self.add(np.asarray(batch.column(0).to_numpy(zero_copy_only=False)),
-                     batch.column(1).to_numpy().astype(np.int64), batch.column(2).to_numpy().astype(np.int64))
+    def add_batch(self, batch) -> None:
+        """The rows of an Arrow record batch or table with the ``source``, ``num_tokens`` and
+        ``num_trained`` columns."""
+        self.add(np.asarray(batch.column("source").to_numpy(zero_copy_only=False)),
+                 batch.column("num_tokens").to_numpy().astype(np.int64),
+                 batch.column("num_trained").to_numpy().astype(np.int64))
 
     def percentile(self, q: float) -> int:
         """Nearest-rank percentile of the row lengths.

@@ -31,7 +31,6 @@ from beam_sft.verify.stats import STATS_VERSION, Aggregator, row_stats
 
 CHUNK_ROWS = 128
 MAX_KEPT_VIOLATIONS = 10_000
-REOPEN_ROWS = 1024  # see _Rows
 PARITY_SAMPLE = 32  # rows that also get the sampled rules (tokenization and prompts re-rendered)
 
 
@@ -139,25 +138,27 @@ def _init_worker(directory: str, max_length: int | None, sampled: frozenset[int]
     folder = open_prepared(directory)
     env = CheckEnv.create(folder.tokenizer, max_length=max_length)
     env.sampled = sampled
-    _WORKER.update(rows=_Rows(Path(directory), _columns(folder.dataset)), env=env)
+    _WORKER.update(rows=_Rows(Path(directory)), env=env)
 
 
 class _Rows:
-    """The dataset's columns, re-opened every REOPEN_ROWS rows read: the Arrow files are memory-mapped,
-    and every page a process has read stays in its resident set until the mapping goes, so without
-    this a process's RSS would grow with the rows it checked (page cache, but counted all the same)."""
+    """The dataset's rows by position, only the columns the checks read, each record batch read with
+    plain reads when needed (``prepared.arrow_dataset.RowReader``): the Arrow files are never
+    memory-mapped here, so a process's RSS does not grow with the rows it checked (every page of a
+    mapping a process has read would stay in its resident set until the mapping went)."""
 
-    def __init__(self, directory: Path, dataset=None):
-        self.directory = directory
-        self.dataset = dataset if dataset is not None else _columns(open_prepared(directory).dataset)
-        self.read = 0
+    def __init__(self, directory: Path):
+        from beam_sft.prepared.arrow_dataset import RowReader
+
+        self.reader = RowReader(directory)
+        self.columns = [c for c in COLUMNS if c in self.reader.schema.names]
 
     def table(self, chunk: range | list[int]):
-        if self.read >= REOPEN_ROWS:
-            self.dataset = _columns(open_prepared(self.directory).dataset)
-            self.read = 0
-        self.read += len(chunk)
-        return _read(self.dataset, chunk)
+        if isinstance(chunk, range):
+            table = self.reader.slice(chunk.start, chunk.stop)
+        else:
+            table = self.reader.take(list(chunk))
+        return table.select(self.columns)
 
 
 def _check_chunk(chunk: range | list[int]) -> tuple[list[Violation], Aggregator]:
@@ -177,9 +178,8 @@ def _chunks(positions: Sequence[int], size: int) -> list[range | list[int]]:
 def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int,
                  env: CheckEnv) -> Iterator[tuple[list[Violation], Aggregator]]:
     """(violations, statistics) chunk by chunk, in row order, from this process or a pool."""
-    dataset = _columns(folder.dataset)
     if num_proc <= 1 or len(positions) < 2:
-        rows = _Rows(folder.directory, dataset)
+        rows = _Rows(folder.directory)
         for chunk in _chunks(positions, CHUNK_ROWS):
             yield check_batch(TokenBatch.from_table(rows.table(chunk), chunk), env)
         return
@@ -190,7 +190,7 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
     # already built; spawn builds them again in each worker.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     if method == "fork":
-        _WORKER.update(rows=_Rows(folder.directory, dataset), env=env)
+        _WORKER.update(rows=_Rows(folder.directory), env=env)
     try:
         context = multiprocessing.get_context(method)
         with context.Pool(num_proc, initializer=_init_worker,
@@ -215,7 +215,9 @@ def _folder_counts(folder: PreparedFolder) -> FolderCounts:
     counts = FolderCounts()
     small = [c for c in ("source", "row_index") if c in folder.dataset.column_names]
     position = 0
-    for table in folder.dataset.select_columns(small).with_format("arrow").iter(batch_size=65_536):
+    from beam_sft.prepared.arrow_dataset import small_columns
+
+    for table in small_columns(folder.directory, small):  # (no data file stays mapped)
         counts.add_table(table, position)
         position += table.num_rows
     return counts

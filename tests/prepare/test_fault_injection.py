@@ -363,12 +363,12 @@ def test_interrupted_at_a_random_moment_then_rerun(workload, signum, seed):
 
 
 # "PHASE: 1.23s" is logged when PHASE ends: the signal lands in the phase after it; with a child
-# count, once that many processes were forked (the 2 workers and datasets' queue manager; verify's 2 workers).
+# count, once that many processes were forked (the encode pool's 2 workers; verify's 2 workers).
 PHASE_POINTS = [
     ("fingerprint: ", 0, "reading-the-records"),
     ("read: ", 0, "the-start-up-probe"),
     ("probe: ", 0, "encode-starting"),
-    ("probe: ", 3, "encode-workers-and-manager-running"),
+    ("probe: ", 2, "encode-workers-running"),
     ("encode: ", 0, "counting-and-saving"),
     ("report: ", 0, "verify-starting"),
     ("report: ", 2, "verify-workers-running"),

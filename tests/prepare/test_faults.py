@@ -74,12 +74,12 @@ def test_staging_left_by_a_dead_run_is_cleaned(tmp_path, fixture_dir):
 
 def test_an_unwritable_output_is_a_clear_error(tmp_path, fixture_dir, monkeypatch):
     config = _config(tmp_path, fixture_dir)
-    from datasets import Dataset
+    from beam_sft.prepared.arrow_dataset import DatasetWriter
 
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / ".out.staging-1" / "data.arrow"))
 
-    monkeypatch.setattr(Dataset, "save_to_disk", full)
+    monkeypatch.setattr(DatasetWriter, "write", full)  # where the dataset's rows are written
     with pytest.raises(OutputUnwritable, match=rf"^cannot write to {tmp_path}: no space left on the device"):
         prepare(config)
     monkeypatch.undo()

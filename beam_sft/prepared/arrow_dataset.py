@@ -1,0 +1,303 @@
+"""The one place that knows how ``datasets`` lays a saved dataset out on disk (its ``save_to_disk``
+folder), so that prepare and merge-shards can write one, and verify and the statistics can read one,
+batch by batch with plain reads instead of memory maps.
+
+Why not ``Dataset.save_to_disk`` / ``load_from_disk``: both go through memory-mapped Arrow files,
+and every page of a mapping a process has touched counts in its resident set until the mapping
+goes; saving a dataset reads every page of it in one process, so that process's RSS grows with the
+data. Reading and writing through file descriptors (``pyarrow.OSFile``) leaves the pages in the
+page cache, where they count against nobody.
+
+The layout (datasets 5.x), which ``tests/prepare/test_arrow_dataset.py`` compares with what
+``save_to_disk`` writes, field by field, so that a change in ``datasets`` fails a test here:
+
+    DIR/data-00000-of-0000N.arrow   Arrow IPC *stream* files, the schema carrying ``huggingface``
+                                    metadata (the features); written by ``datasets``' own ArrowWriter
+    DIR/state.json                  the data files, the fingerprint, the format (none), the split (none)
+    DIR/dataset_info.json           ``DatasetInfo(features=...)`` as a dict, top-level keys sorted
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+STATE_FILE = "state.json"
+INFO_FILE = "dataset_info.json"
+# save_to_disk's defaults: shards of at most this many bytes, record batches of at most this many
+# rows, and (for long rows) of about this many bytes
+MAX_SHARD_BYTES = 500 << 20
+BATCH_ROWS = 1000
+MAX_BATCH_BYTES = 100 << 20
+
+
+def _shard_name(index: int, count: int) -> str:
+    return f"data-{index:05d}-of-{count:05d}.arrow"
+
+
+class DatasetWriter:
+    """Write a dataset folder a table at a time (rows in the order written); ``close()`` finishes it.
+
+    Tables are buffered up to BATCH_ROWS rows (so that the files hold batches of the size
+    ``save_to_disk`` writes), or MAX_BATCH_BYTES when rows are long; a new shard starts once the
+    current one reaches ``max_shard_bytes``. Memory: one buffered batch (at most about
+    MAX_BATCH_BYTES and one table). On an error the caller removes the folder (it is a staging one).
+    """
+
+    def __init__(self, directory: str | Path, features, *, fingerprint: str, max_shard_bytes: int = MAX_SHARD_BYTES):
+        self.directory = Path(directory)
+        self.features = features
+        self.schema = features.arrow_schema
+        self.fingerprint = fingerprint
+        self.max_shard_bytes = max_shard_bytes
+        self.rows = 0
+        self._pending: list = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._writer = None
+        self._shards: list[Path] = []
+        self._shard_bytes = 0
+
+    def write(self, table) -> None:
+        """Append the rows of ``table`` (an Arrow table or record batch; cast to the features' schema,
+        columns in its order)."""
+        import pyarrow as pa
+
+        if not table.num_rows:
+            return
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        table = table.select(self.schema.names)
+        if not table.schema.equals(self.schema, check_metadata=False):
+            table = table.cast(self.schema)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        self._pending_bytes += table.nbytes
+        if self._pending_bytes >= MAX_BATCH_BYTES:
+            self._flush()
+        elif self._pending_rows >= BATCH_ROWS:
+            self._flush(whole=True)
+
+    def _flush(self, whole: bool = False) -> None:
+        """Write what is buffered (``whole``: only whole batches of BATCH_ROWS; the rest stays)."""
+        import pyarrow as pa
+
+        if not self._pending:
+            return
+        table = pa.concat_tables(self._pending)
+        cut = table.num_rows - table.num_rows % BATCH_ROWS if whole else table.num_rows
+        rest = table.slice(cut)
+        table = table.slice(0, cut)
+        self._pending, self._pending_rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+        self._pending_bytes = rest.nbytes if rest.num_rows else 0
+        if not table.num_rows:
+            return
+        if self._writer is None:
+            from datasets.arrow_writer import ArrowWriter
+
+            path = self.directory / f".shard-{len(self._shards):05d}.arrow"
+            self._shards.append(path)
+            self._writer = ArrowWriter(features=self.features, path=str(path), embed_local_files=False)
+            self._shard_bytes = 0
+        self._writer.write_table(table, BATCH_ROWS)
+        self.rows += table.num_rows
+        self._shard_bytes += table.nbytes
+        if self._shard_bytes >= self.max_shard_bytes:
+            self._finish_shard()
+
+    def _finish_shard(self) -> None:
+        if self._writer is not None:
+            self._writer.finalize()
+            self._writer.close()
+            self._writer = None
+
+    def close(self) -> int:
+        """Write what is buffered, name the shards, write state.json and dataset_info.json; returns rows."""
+        self._flush()
+        self._finish_shard()
+        names = []  # (no rows: no shard, as save_to_disk writes)
+        for index, path in enumerate(self._shards):
+            name = _shard_name(index, len(self._shards))
+            os.replace(path, self.directory / name)
+            names.append(name)
+        _write_state(self.directory, names, self.fingerprint, list(self.schema.names))
+        _write_info(self.directory, self.features)
+        return self.rows
+
+    def abort(self) -> None:
+        """Close an unfinished shard (the caller removes the folder)."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            finally:
+                self._writer = None
+
+
+def _write_state(directory: Path, names: list[str], fingerprint: str, columns: list[str]) -> None:
+    # What save_to_disk records for a dataset with its columns selected and no format set.
+    state = {
+        "_data_files": [{"filename": name} for name in names],
+        "_fingerprint": fingerprint,
+        "_format_columns": sorted(columns),
+        "_format_kwargs": {},
+        "_format_type": None,
+        "_output_all_columns": False,
+        "_split": None,
+    }
+    with open(directory / STATE_FILE, "w", encoding="utf-8") as fh:
+        json.dump(state, fh, indent=2, sort_keys=True)
+
+
+def _write_info(directory: Path, features) -> None:
+    from datasets import DatasetInfo
+    from datasets.utils.py_utils import asdict
+
+    info = asdict(DatasetInfo(features=features))
+    with open(directory / INFO_FILE, "w", encoding="utf-8") as fh:
+        # save_to_disk sorts the first level only (sorting deeper would reorder the features)
+        json.dump({key: info[key] for key in sorted(info)}, fh, indent=2)
+
+
+def data_files(directory: str | Path) -> list[Path]:
+    """The dataset's Arrow files, in row order (from state.json)."""
+    directory = Path(directory)
+    with open(directory / STATE_FILE, encoding="utf-8") as fh:
+        state = json.load(fh)
+    return [directory / entry["filename"] for entry in state["_data_files"]]
+
+
+def features_of(directory: str | Path):
+    """The dataset's ``datasets.Features`` (from dataset_info.json)."""
+    from datasets import Features
+
+    with open(Path(directory) / INFO_FILE, encoding="utf-8") as fh:
+        return Features.from_dict(json.load(fh)["features"])
+
+
+def iter_batches(directory: str | Path, columns: list[str] | tuple[str, ...] | None = None) -> Iterator:
+    """The dataset's record batches in row order (only ``columns``, when given), read with plain
+    reads: a batch is in this process's memory while it is used, and nothing stays mapped."""
+    import pyarrow as pa
+
+    for path in data_files(directory):
+        with pa.OSFile(str(path), "rb") as source:
+            reader = pa.ipc.open_stream(source)
+            for batch in reader:
+                yield batch.select(list(columns)) if columns is not None else batch
+
+
+def small_columns(directory: str | Path, columns: list[str] | tuple[str, ...]) -> Iterator:
+    """Tables of a few small ``columns`` of the dataset, record batch by record batch, in row order.
+
+    Each data file is memory-mapped while it is read (only the pages of these columns are touched,
+    not the token columns beside them), and its batches are copied out, so the mapping goes with
+    the file: what stays resident does not grow with the files read."""
+    import numpy as np
+    import pyarrow as pa
+
+    for path in data_files(directory):
+        with pa.memory_map(str(path)) as source:
+            for batch in pa.ipc.open_stream(source):
+                small = batch.select(list(columns))
+                yield pa.Table.from_batches([small]).take(pa.array(np.arange(small.num_rows)))  # a copy
+
+
+class RowReader:
+    """Rows of a saved dataset by position, each record batch read with one ``pread`` when needed.
+
+    The index (file, byte range and rows of every record batch) is built once, from the messages'
+    framing alone (a memory map that touches only the small message headers, then closed). Reads
+    go through ``pyarrow.OSFile`` (opened per process: a forked reader opens its own), so nothing
+    stays mapped and a process's resident set does not grow with the rows it reads."""
+
+    def __init__(self, directory: str | Path):
+        import numpy as np
+
+        self.files = [str(p) for p in data_files(directory)]
+        self.schema = None
+        where: list[tuple[int, int, int]] = []  # (file, offset, length) per batch
+        rows: list[int] = []
+        for number, path in enumerate(self.files):
+            schema, batches = _index_stream(path)
+            self.schema = self.schema or schema
+            for offset, length, n in batches:
+                where.append((number, offset, length))
+                rows.append(n)
+        self._where = where
+        self._starts = np.concatenate([[0], np.cumsum(rows, dtype=np.int64)]).astype(np.int64)
+        self.num_rows = int(self._starts[-1])
+        self._handles: dict[int, object] = {}
+        self._pid = None
+
+    def _batch(self, k: int):
+        import pyarrow as pa
+
+        if self._pid != os.getpid():
+            self._handles, self._pid = {}, os.getpid()
+        number, offset, length = self._where[k]
+        handle = self._handles.get(number)
+        if handle is None:
+            handle = self._handles[number] = pa.OSFile(self.files[number], "rb")
+        return pa.ipc.read_record_batch(pa.ipc.read_message(handle.read_at(length, offset)), self.schema)
+
+    def slice(self, start: int, stop: int):
+        """Rows ``start:stop`` as one Arrow table."""
+        import numpy as np
+        import pyarrow as pa
+
+        stop = min(stop, self.num_rows)
+        batches = []
+        if start < stop:
+            first = int(np.searchsorted(self._starts, start, side="right")) - 1
+            last = int(np.searchsorted(self._starts, stop - 1, side="right")) - 1
+            for k in range(first, last + 1):
+                lo, hi = max(start, int(self._starts[k])), min(stop, int(self._starts[k + 1]))
+                batches.append(self._batch(k).slice(lo - int(self._starts[k]), hi - lo))
+        return pa.Table.from_batches(batches, schema=self.schema)
+
+    def take(self, positions):
+        """Rows at ``positions`` (in that order) as one Arrow table."""
+        import numpy as np
+        import pyarrow as pa
+
+        positions = np.asarray(positions, dtype=np.int64)
+        if len(positions) and (positions.min() < 0 or positions.max() >= self.num_rows):
+            raise IndexError(f"row positions out of range 0..{self.num_rows - 1}")
+        owner = np.searchsorted(self._starts, positions, side="right") - 1
+        parts = []
+        for k in np.unique(owner).tolist():
+            picked = np.flatnonzero(owner == k)
+            batch = self._batch(k).take(pa.array(positions[picked] - self._starts[k]))
+            parts.append((picked, batch))
+        if not parts:
+            return pa.Table.from_batches([], schema=self.schema)
+        table = pa.Table.from_batches([b for _, b in parts], schema=self.schema)
+        order = np.argsort(np.concatenate([p for p, _ in parts]), kind="stable")
+        return table.take(pa.array(order))
+
+    def close(self) -> None:
+        for handle in self._handles.values():
+            handle.close()
+        self._handles = {}
+
+
+def _index_stream(path: str):
+    """``(schema, [(offset, length, rows)])`` of the record batches of an Arrow IPC stream file."""
+    import pyarrow as pa
+
+    out = []
+    with pa.memory_map(path) as source:
+        reader = pa.ipc.MessageReader.open_stream(source)
+        schema = pa.ipc.read_schema(reader.read_next_message())
+        while True:
+            offset = source.tell()
+            try:
+                message = reader.read_next_message()
+            except StopIteration:
+                break
+            if message.type != "record batch":  # (no dictionaries in these datasets)
+                raise ValueError(f"{path}: unexpected Arrow message {message.type!r}")
+            out.append((offset, source.tell() - offset, pa.ipc.read_record_batch(message, schema).num_rows))
+    return schema, out

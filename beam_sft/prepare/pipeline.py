@@ -60,13 +60,31 @@ class Clock:
         logger.info("%s: %.2fs", name, self.phases[name])
 
 
-def verify_folder(directory: Path, num_proc: int) -> None:
+@dataclasses.dataclass(frozen=True)
+class LoadedTokenizer:
+    """The run's tokenizer and the digests of the files it was read from (taken before reading),
+    which let verify use this object instead of loading DIR/tokenizer again once it has proven the
+    two the same (``beam_sft.verify.caller_tokenizer``)."""
+
+    tokenizer: object
+    files: dict[str, str] | None
+
+
+def load_run_tokenizer(name) -> LoadedTokenizer:
+    from beam_sft.verify.caller_tokenizer import tokenizer_files
+
+    folder = Path(name) if name else None
+    files = tokenizer_files(folder) if folder is not None and folder.is_dir() else None
+    return LoadedTokenizer(load_tokenizer(name), files)
+
+
+def verify_folder(directory: Path, num_proc: int, loaded: LoadedTokenizer | None = None) -> None:
     """Run ``beam_sft.verify`` on a prepared folder; VerificationError naming it on any violation."""
     from beam_sft.prepare.children import children_die_with_me
     from beam_sft.verify import verify_prepared
 
     with children_die_with_me():
-        result = verify_prepared(directory, num_proc=num_proc)
+        result = verify_prepared(directory, num_proc=num_proc, **_tokenizer_kwargs(loaded))
     if not result.ok:
         raise VerificationError(
             f"{directory}: {len(result.violations)} mask violation(s); see report.json and verify_violations.jsonl"
@@ -78,7 +96,12 @@ def failed_dir(final: Path) -> Path:
     return final.parent / f".{final.name}.failed-verification"
 
 
-def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bool, clock: Clock | None = None) -> Path:
+def _tokenizer_kwargs(loaded: LoadedTokenizer | None) -> dict:
+    return {} if loaded is None else {"tokenizer": loaded.tokenizer, "tokenizer_files": loaded.files}
+
+
+def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bool, clock: Clock | None = None,
+                        loaded: LoadedTokenizer | None = None) -> Path:
     """Verify ``staging`` (when asked) and publish it as ``final`` only if every row passes.
 
     On a violation the staging folder is moved to ``failed_dir(final)`` (replacing an earlier failed
@@ -90,7 +113,7 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
 
         started = time.time()
         with children_die_with_me():  # verify's worker processes too
-            result = verify_prepared(staging, num_proc=num_proc)
+            result = verify_prepared(staging, num_proc=num_proc, **_tokenizer_kwargs(loaded))
         seconds = round(time.time() - started, 3)
         if clock is not None:
             clock.phase("verify")
@@ -109,13 +132,13 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
     return output.publish(staging, final)
 
 
-def _cache_hit(final: Path, config: PrepareConfig) -> Path:
+def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | None = None) -> Path:
     logger.info("cache hit: %s", final)
     report = rep.require_report(final)
     check_integrity(final, report)
     if config.verify:
         if "verify" not in report:
-            verify_folder(final, config.resolved_num_proc())
+            verify_folder(final, config.resolved_num_proc(), loaded)
         elif not report["verify"].get("ok", False):
             raise VerificationError(f"{final}: a cached dataset that failed verification; see its report.json")
     return final
@@ -132,7 +155,8 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
         raise ConfigError("sources", "no data sources given")
     if config.output:
         output.check_output_target(Path(config.output))  # before any work: never the user's folder
-    tokenizer = load_tokenizer(config.tokenizer)
+    loaded = load_run_tokenizer(config.tokenizer)
+    tokenizer = loaded.tokenizer
     clock.phase("load_tokenizer")
     fingerprint, base_fingerprint, parts = cache.fingerprints(config, tokenizer)
     clock.phase("fingerprint")
@@ -140,14 +164,15 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
     # other processes of a training run all read it at once, after the first one prepared it).
     if config.cache and cache.is_cached(final, fingerprint):
-        return _cache_hit(final, config)
+        return _cache_hit(final, config, loaded)
     with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
         if config.cache and cache.is_cached(final, fingerprint):  # finished while we looked
-            return _cache_hit(final, config)
+            return _cache_hit(final, config, loaded)
         output.check_output_target(final)
         with output.staged(final) as staging:
             report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
-            verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock)
+            verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock,
+                                loaded=loaded)
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
     return final
 

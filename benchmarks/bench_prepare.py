@@ -18,8 +18,12 @@ and three ways of preparing them:
 - **floor**: the tokenizer's batch call alone on the already rendered texts (its own thread pool
   over the same cores): the cost of the tokens themselves, with nothing else.
 
-All three must agree: the benchmark checks that beam's ids equal the floor's, and that its masks
-give TRL's labels. Per set it prints ``ratio_vs_trl`` (TRL's seconds / the whole prepare's),
+Each row set and tokenizer is measured in a fresh interpreter (``_bench_fresh``): ``tokenizers`` turns
+its thread pool off for good in a process that used it and then forked, so a later floor (and TRL)
+measured in the same process would run on one thread.
+
+All three must agree: the benchmark checks that beam's ids equal the floor's, and that its masks give
+TRL's labels. Per set it prints ``ratio_vs_trl`` (TRL's seconds / the whole prepare's),
 ``ratio_vs_floor`` (the floor's seconds / the encode phase's) and ``verify_vs_encode`` (verify
 phase / encode phase), for each tokenizer (fixture, and the realistic gpt-oss one when installed:
 ``scripts/get_realistic_tokenizer.sh``); the last line is that of the last one benchmarked.
@@ -200,6 +204,26 @@ def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scra
     return result
 
 
+def _bench_fresh(name: str, tokenizer_dir: Path, n: int, seed: int, cores: int, scratch: Path, skip_trl: bool,
+                 row_set: str) -> dict:
+    """``bench_one`` in a fresh interpreter, one per row set and tokenizer: a process that has used the
+    tokenizer's thread pool and then forked (TRL's and prepare's workers do) runs ``tokenizers``
+    single-threaded from then on, which would slow every later floor and TRL measurement in the run."""
+    import subprocess
+
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--one", row_set, name, str(tokenizer_dir),
+           "--rows", str(n), "--seed", str(seed), "--cores", str(cores), "--scratch", str(scratch)]
+    cmd += ["--skip-trl"] if skip_trl else []
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
+    lines = [line for line in done.stdout.splitlines() if line.startswith(_RESULT)]
+    if done.returncode or not lines:
+        raise SystemExit(f"benchmark of {row_set}/{name} failed ({done.returncode})")
+    return json.loads(lines[-1][len(_RESULT):])
+
+
+_RESULT = "BENCH-RESULT "
+
+
 def _batches(dataset, size: int = 1000):
     """Compare a thousand rows at a time: 20,000 rows of ids as Python lists would take gigabytes."""
     for start in range(0, len(dataset), size):
@@ -221,18 +245,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--row-set", choices=("synthetic", "realtext", "both"), default="both")
     parser.add_argument("--json", default=None, help="also write the results here")
+    parser.add_argument("--one", nargs=3, metavar=("ROW_SET", "NAME", "TOKENIZER"), help=argparse.SUPPRESS)
+    parser.add_argument("--scratch", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     cores = _cores(args.cores)
+    if args.one:  # one measurement, in this fresh process (``_bench_fresh``)
+        row_set, name, path = args.one
+        result = bench_one(name, Path(path), _rows(args.rows, args.seed, row_set), cores, Path(args.scratch),
+                           args.skip_trl, row_set)
+        print(_RESULT + json.dumps(result), flush=True)
+        return 0
     scratch = Path(tempfile.mkdtemp(prefix="beam-bench-"))
     results = []
     try:
         sets = ("synthetic", "realtext") if args.row_set == "both" else (args.row_set,)
         tokenizers = _tokenizers(args, scratch)
         for row_set in sets:
-            rows = _rows(args.rows, args.seed, row_set)
             for name, path in tokenizers:
-                result = bench_one(name, path, rows, cores, scratch, args.skip_trl, row_set)
+                result = _bench_fresh(name, path, args.rows, args.seed, cores, scratch, args.skip_trl, row_set)
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:

@@ -17,7 +17,7 @@ from beam_sft.errors import Rejection
 from beam_sft.reasons import REASON_CODES, REASONS
 
 # A canonical row: {"messages": [...], "tools"?: [...], "chat_template_kwargs"?: {...}, "meta": {...}}.
-# Plain dicts keep rows JSON-able and cheap to pass through datasets.map.
+# Plain dicts keep rows JSON-able and cheap to pass between processes.
 BeamRow = dict[str, Any]
 
 # The message fields the template renders reasoning from, in the order it tries them

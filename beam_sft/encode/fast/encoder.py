@@ -102,7 +102,7 @@ def piece_mask(starts: np.ndarray, total: int, spans: Sequence[tuple[int, int]])
 class FastEncoder:
     """Encode BeamRows in batches; output identical to ``apply_chat_template`` (see the module doc).
 
-    Not thread-safe (the piece cache): each ``datasets.map`` worker process builds its own.
+    Not thread-safe (the piece cache): each encode worker process (``prepare.encode_pool``) has its own.
     """
 
     name = "fast"

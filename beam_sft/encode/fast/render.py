@@ -176,14 +176,7 @@ def _memo_environment_class(base: type):
             if kind is not Macro:
                 if (kind is BuiltinMethodType and __self._shortcuts and "caller" not in kwargs
                         and type(__obj.__self__) in _PLAIN_OWNERS and __obj.__name__ not in _FORMAT_METHODS):
-                    # _direct, inlined (the hottest call of all: ``schema.get(...)``); pure, nothing to poison
-                    if kwargs:
-                        kwargs.pop("_block_vars", None)
-                        kwargs.pop("_loop_vars", None)
-                    try:
-                        return __obj(*args, **kwargs)
-                    except StopIteration:
-                        return __context.environment.undefined(_STOP_ITERATION)
+                    return __self._direct(__context, __obj, args, kwargs)  # pure: nothing to poison
                 if "caller" in kwargs or id(__obj) in __self._impure or not __self._is_tracked_pure(__obj):
                     __self._poison()
                 return super().call(__context, __obj, *args, **kwargs)

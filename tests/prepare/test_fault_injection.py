@@ -404,8 +404,14 @@ def test_two_concurrent_prepares_into_one_folder(workload):
     before = case.snapshot()
     first = case.start()
     assert first.wait_for_line("read: ")  # it holds the lock now (taken before staging, before reading)
-    second = case.start()
-    second.wait()
+    # Held still while the second runs: a prepare this small could otherwise finish (and publish) before
+    # the second looks, and the second would then rightly take the cache hit instead of being refused.
+    first.proc.send_signal(signal.SIGSTOP)
+    try:
+        second = case.start()
+        second.wait()
+    finally:
+        first.proc.send_signal(signal.SIGCONT)
     first.wait()
     assert first.returncode == 0, first.stderr
     assert second.returncode == 2, second.stderr

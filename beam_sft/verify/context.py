@@ -223,23 +223,23 @@ class RowContext:
         np.cumsum(self.mask != 0, out=out[1:])
         return out
 
+    def _trained_between(self, bounds: list[tuple[int, int]]) -> list[int]:
+        """Trained tokens in each ``[start, end)`` of ``bounds`` (one vectorised lookup)."""
+        if not bounds:
+            return []
+        pairs = np.array(bounds, dtype=np.int64)
+        before = self.trained_before
+        return (before[pairs[:, 1]] - before[pairs[:, 0]]).tolist()
+
     @once
     def message_trained(self) -> list[int]:
-        """Trained tokens of each message, ``<|start|>`` to terminator (one vectorised lookup a row)."""
-        if not self.messages:
-            return []
-        bounds = np.array([(m.start, m.end + 1) for m in self.messages], dtype=np.int64)
-        before = self.trained_before
-        return (before[bounds[:, 1]] - before[bounds[:, 0]]).tolist()
+        """Trained tokens of each message, ``<|start|>`` to terminator."""
+        return self._trained_between([(m.start, m.end + 1) for m in self.messages])
 
     @once
     def turn_trained(self) -> list[int]:
         """Trained tokens of each turn from its span start (``<|channel|>``) to its terminator."""
-        if not self.turns:
-            return []
-        bounds = np.array([(t.span_start, t.end + 1) for t in self.turns], dtype=np.int64)
-        before = self.trained_before
-        return (before[bounds[:, 1]] - before[bounds[:, 0]]).tolist()
+        return self._trained_between([(t.span_start, t.end + 1) for t in self.turns])
 
     def trained_in(self, start: int, end: int) -> int:
         """Trained tokens in ``[start, end)``."""

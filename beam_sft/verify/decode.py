@@ -16,6 +16,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -46,6 +47,14 @@ def _is_byte_level(tokenizer) -> bool:
     return type(backend.decoder).__name__ == "ByteLevel" and type(backend.model).__name__ == "BPE"
 
 
+def vocab_tokens(tokenizer, vocab_size: int) -> list[str | None]:
+    """Each id's token in the backend's vocabulary, added tokens included; None for an id with none.
+
+    One ``id_to_token`` per id (a C call each, already in id order) costs less than ``get_vocab``'s
+    dict of the whole vocabulary sorted back into id order."""
+    return list(map(tokenizer.backend_tokenizer.id_to_token, range(vocab_size)))
+
+
 class TableDecoder:
     """Decoding by byte table (see the module docstring). ``holes`` are ids with no token."""
 
@@ -56,22 +65,15 @@ class TableDecoder:
 
     @classmethod
     def build(cls, tokenizer, vocab_size: int) -> TableDecoder:
-        backend = tokenizer.backend_tokenizer
+        return cls.from_tokens(vocab_tokens(tokenizer, vocab_size))
+
+    @classmethod
+    def from_tokens(cls, found: list[str | None]) -> TableDecoder:
+        """The table of a byte-level vocabulary given as each id's token (None: no token, a hole)."""
         alphabet = _byte_level_alphabet()
-        vocab = backend.get_vocab(with_added_tokens=True)
-        ids = np.fromiter(vocab.values(), dtype=np.int64, count=len(vocab))
-        names = list(vocab)
-        keep = np.flatnonzero((ids >= 0) & (ids < vocab_size))
-        order = keep[np.argsort(ids[keep], kind="stable")]
-        present = np.zeros(vocab_size, dtype=bool)
-        present[ids[order]] = True
-        holes = frozenset(np.flatnonzero(~present).tolist())
-        tokens = [""] * vocab_size
-        if len(order) == vocab_size and not holes:  # the usual case: ids 0..n-1, each once
-            tokens = [names[i] for i in order.tolist()]
-        else:
-            for i in order.tolist():
-                tokens[int(ids[i])] = names[i]
+        vocab_size = len(found)
+        holes = frozenset(i for i, t in enumerate(found) if t is None) if None in found else frozenset()
+        tokens = [t or "" for t in found] if holes else found
         # A token with a character outside the byte alphabet is taken as its UTF-8 bytes, as the
         # decoder does; every other token maps character by character to bytes. One pass for all
         # (and one search of the whole vocabulary first: usually no token has such a character).
@@ -135,27 +137,32 @@ class TokenizerDecoder:
         return self.tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
 
-def _probe(table: TableDecoder, tokenizer, vocab_size: int) -> str | None:
-    """None when the table decodes exactly as the tokenizer does, else the first difference.
-
-    Every id of the vocabulary (in runs of PROBE_RUN) and PROBE_RANDOM random sequences: the
-    tokenizer decodes them in one ``decode_batch``, the table in one gather of all of them, cut
-    back into sequences by their byte offsets."""
-    backend = tokenizer.backend_tokenizer
-    if table.holes:
-        ids = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), np.fromiter(table.holes, dtype=np.int64))
+def _probe_sequences(holes: frozenset[int], vocab_size: int) -> list[list[int]]:
+    """Every id of the vocabulary but the holes, in runs of PROBE_RUN, then PROBE_RANDOM random
+    sequences of them (seeded)."""
+    if holes:
+        ids = np.setdiff1d(np.arange(vocab_size, dtype=np.int64), np.fromiter(holes, dtype=np.int64))
     else:
         ids = np.arange(vocab_size, dtype=np.int64)
-    rng = random.Random(0)
     pool = ids.tolist()
-    extra = [rng.choices(pool, k=rng.randint(1, 12)) for _ in range(PROBE_RANDOM)]
-    flat = np.concatenate([ids, np.fromiter((i for seq in extra for i in seq), dtype=np.int64)])
-    bounds = list(range(0, len(ids), PROBE_RUN)) + [len(ids)]
-    for seq in extra:
-        bounds.append(bounds[-1] + len(seq))
-    sequences = [flat[a:b].tolist() for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
-    bounds = [a for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a] + [len(flat)]
-    expected = backend.decode_batch(sequences, skip_special_tokens=False)
+    rng = random.Random(0)
+    runs = [pool[a:a + PROBE_RUN] for a in range(0, len(pool), PROBE_RUN)]
+    return runs + [rng.choices(pool, k=rng.randint(1, 12)) for _ in range(PROBE_RANDOM)] if pool else []
+
+
+def _expected(tokenizer, sequences: list[list[int]]) -> list[str]:
+    """The tokenizer's own decoding of each sequence (one ``decode_batch``; it releases the GIL)."""
+    return tokenizer.backend_tokenizer.decode_batch(sequences, skip_special_tokens=False)
+
+
+def _compare(table: TableDecoder, sequences: list[list[int]], expected: list[str]) -> str | None:
+    """None when the table decodes every sequence as ``expected``, else the first difference (the
+    table decodes all of them in one gather, cut back into sequences by their byte offsets)."""
+    if not sequences:
+        return None
+    flat = np.fromiter((i for seq in sequences for i in seq), dtype=np.int64)
+    bounds = np.zeros(len(sequences) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences)), out=bounds[1:])
     data, offsets = table.gather(flat)
     raw = data.tobytes()
     cuts = offsets[bounds].tolist()
@@ -166,13 +173,31 @@ def _probe(table: TableDecoder, tokenizer, vocab_size: int) -> str | None:
     return None
 
 
+def _probe(table: TableDecoder, tokenizer, vocab_size: int) -> str | None:
+    """None when the table decodes exactly as the tokenizer does, else the first difference: every
+    id of the vocabulary (in runs of PROBE_RUN) and PROBE_RANDOM random sequences."""
+    sequences = _probe_sequences(table.holes, vocab_size)
+    return _compare(table, sequences, _expected(tokenizer, sequences))
+
+
 def build_decoder(tokenizer, vocab_size: int) -> tuple[TableDecoder | TokenizerDecoder, str | None]:
-    """The fastest decoder proven exact for ``tokenizer``, and why the table was not used (or None)."""
+    """The fastest decoder proven exact for ``tokenizer``, and why the table was not used (or None).
+
+    The tokenizer decodes the probe's sequences in a thread (``decode_batch`` releases the GIL)
+    while this one lists the vocabulary and builds the table. The sequences assume a vocabulary
+    without holes, the usual case; when it has some, they are drawn again without them."""
     if not _is_byte_level(tokenizer):
         return TokenizerDecoder(tokenizer), "not a byte-level BPE tokenizer"
     try:
-        table = TableDecoder.build(tokenizer, vocab_size)
-        problem = _probe(table, tokenizer, vocab_size)
+        sequences = _probe_sequences(frozenset(), vocab_size)
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            expected = pool.submit(_expected, tokenizer, sequences)
+            table = TableDecoder.from_tokens(vocab_tokens(tokenizer, vocab_size))
+            if table.holes:
+                expected.cancel()
+                sequences = _probe_sequences(table.holes, vocab_size)
+                expected = pool.submit(_expected, tokenizer, sequences)
+            problem = _compare(table, sequences, expected.result())
     except Exception as exc:  # a tokenizer shaped unlike any we know: be slow, not wrong
         problem = f"{type(exc).__name__}: {exc}"
     if problem is not None:

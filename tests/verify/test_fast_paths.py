@@ -217,3 +217,37 @@ def _without_shortcut(inv, code, ctx, env):
         return inv.RULES[code](ctx, env)
     finally:
         ctx.__dict__["spans_are_turns"] = saved
+
+
+class _HoledBackend:
+    """The fixture's backend with no token for id ``hole`` (as a vocabulary with a gap in its ids)."""
+
+    def __init__(self, backend, hole: int):
+        self._backend, self._hole = backend, hole
+
+    def id_to_token(self, i):
+        return None if i == self._hole else self._backend.id_to_token(i)
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+
+def test_the_byte_table_leaves_holes_out(tokenizer):
+    """An id with no token is a hole (bad_token_id's): no bytes in the table, and the start-up probe,
+    first drawn as if there were none, is drawn again around it and still proves the rest."""
+    import types
+
+    from beam_sft.verify.decode import TableDecoder, _probe_sequences, build_decoder, vocab_tokens
+
+    size, hole = len(tokenizer), 7
+    tokens = vocab_tokens(tokenizer, size)
+    assert None not in tokens and len(tokens) == size
+    shim = types.SimpleNamespace(backend_tokenizer=_HoledBackend(tokenizer.backend_tokenizer, hole))
+    decoder, note = build_decoder(shim, size)
+    assert note is None and isinstance(decoder, TableDecoder) and decoder.holes == {hole}
+    assert decoder.lengths[hole] == 0
+    whole = TableDecoder.from_tokens(tokens)
+    others = np.array([i for i in range(size) if i != hole], dtype=np.int64)
+    assert decoder.gather(others)[0].tobytes() == whole.gather(others)[0].tobytes()
+    assert all(hole not in seq for seq in _probe_sequences(decoder.holes, size))
+    assert any(hole in seq for seq in _probe_sequences(frozenset(), size))

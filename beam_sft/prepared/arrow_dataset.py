@@ -230,17 +230,24 @@ class RowReader:
         self.num_rows = int(self._starts[-1])
         self._handles: dict[int, object] = {}
         self._pid = None
+        self._last: tuple[int, object] | None = None  # (index, record batch) last read
 
     def _batch(self, k: int):
         import pyarrow as pa
 
         if self._pid != os.getpid():
-            self._handles, self._pid = {}, os.getpid()
+            self._handles, self._pid, self._last = {}, os.getpid(), None
+        if self._last is not None and self._last[0] == k:
+            return self._last[1]
         number, offset, length = self._where[k]
         handle = self._handles.get(number)
         if handle is None:
             handle = self._handles[number] = pa.OSFile(self.files[number], "rb")
-        return pa.ipc.read_record_batch(pa.ipc.read_message(handle.read_at(length, offset)), self.schema)
+        batch = pa.ipc.read_record_batch(pa.ipc.read_message(handle.read_at(length, offset)), self.schema)
+        # Kept until another is read: readers go through a record batch (a thousand rows, megabytes)
+        # in slices of a hundred or so, and would otherwise read it again for each.
+        self._last = (k, batch)
+        return batch
 
     def slice(self, start: int, stop: int):
         """Rows ``start:stop`` as one Arrow table."""
@@ -280,7 +287,7 @@ class RowReader:
     def close(self) -> None:
         for handle in self._handles.values():
             handle.close()
-        self._handles = {}
+        self._handles, self._last = {}, None
 
 
 def _index_stream(path: str):

@@ -204,6 +204,13 @@ def check_straddle(ctx: RowContext, env: CheckEnv) -> list[Violation]:
 
 
 def check_trained_context(ctx: RowContext, env: CheckEnv) -> list[Violation]:
+    """No token of a system, developer, user, tool or unknown message is trained.
+
+    When the spans are exactly the trained turns (``spans_are_turns``) every trained token lies in
+    an assistant turn, whose messages are assistant messages only (``group_turns``), so the rule
+    holds without looking at each message."""
+    if ctx.spans_are_turns:
+        return []
     out = []
     for message, trained in zip(ctx.messages, ctx.message_trained, strict=True):
         if trained and (message.role in CONTEXT_ROLES or message.role == "unknown"):

@@ -133,8 +133,10 @@ class Message:
         """``Message(...)`` without the frozen dataclass's one ``object.__setattr__`` per field (a row
         of a real dataset holds a dozen messages); every field is given, so the result is the same."""
         obj = object.__new__(cls)
+        role, part = _role_and_part(author, recipient, channel)
         obj.__dict__.update(start=start, message=message, end=end, terminator=terminator, author=author,
-                            recipient=recipient, channel=channel, channel_index=channel_index, body=body)
+                            recipient=recipient, channel=channel, channel_index=channel_index, body=body,
+                            role=role, part=part)  # what ``role``/``part`` would compute, found at once
         return obj
 
     @once
@@ -169,6 +171,13 @@ class Message:
         if self.role == "tool":
             return f"{self.author}→assistant"
         return self.author or "?"
+
+
+@lru_cache(maxsize=4096)
+def _role_and_part(author: str, recipient: str | None, channel: str | None) -> tuple[str, str]:
+    """``Message.role`` and ``Message.part`` of a message with this header (a row's headers repeat)."""
+    message = Message(0, 0, 0, "", author, recipient, channel, None)
+    return message.role, message.part
 
 
 @dataclass(frozen=True)

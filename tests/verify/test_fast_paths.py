@@ -160,6 +160,11 @@ def test_quick_message_is_the_dataclass():
     quick, plain = Message.quick(*values), Message(*values)
     assert quick == plain and quick.body == plain.body and hash(quick) == hash(plain)
     assert dataclasses.astuple(quick) == dataclasses.astuple(plain) == values  # every field set, in order
+    for header in (("assistant", None, "analysis"), ("assistant", "f", "analysis"), ("assistant", None, None),
+                   ("f", "assistant", None), ("user", None, None), ("x", None, "final")):
+        quick = Message.quick(0, 2, 5, "<|end|>", *header, 1, "")
+        assert (quick.role, quick.part) == (Message(0, 2, 5, "<|end|>", *header, 1).role,
+                                            Message(0, 2, 5, "<|end|>", *header, 1).part), header
     with pytest.raises(dataclasses.FrozenInstanceError):
         quick.start = 1
 
@@ -183,8 +188,8 @@ def test_inserted_block_finds_any_one_insertion(left, right, block):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_spans_are_turns_only_when_the_span_rules_hold(data, clean_records, tokenizer):
-    """``RowContext.spans_are_turns`` (the clean row's shortcut past span_count/start/end) is never
-    true on a row where one of those rules, run in full, finds something."""
+    """``RowContext.spans_are_turns`` (the clean row's shortcut past span_count/start/end and
+    trained_context) is never true on a row where one of those rules, run in full, finds something."""
     import copy
 
     from beam_sft.verify import invariants as inv
@@ -203,11 +208,12 @@ def test_spans_are_turns_only_when_the_span_rules_hold(data, clean_records, toke
 
     ctx = build_context(0, ids, row_mask, columns, env, RowText(env.decoder, ids))
     shortcut = ctx.spans_are_turns
-    full = [v for code in ("span_count", "span_start", "span_end") for v in _without_shortcut(inv, code, ctx, env)]
+    codes = ("span_count", "span_start", "span_end", "trained_context")
+    full = [v for code in codes for v in _without_shortcut(inv, code, ctx, env)]
     if shortcut:
         assert full == []
     found = {v.rule for v in check_records([(0, record)], env)[0]}
-    assert bool(full) == bool(found & {"span_count", "span_start", "span_end"})
+    assert {v.rule for v in full} == found & set(codes)
 
 
 def _without_shortcut(inv, code, ctx, env):

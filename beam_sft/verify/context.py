@@ -233,8 +233,20 @@ class RowContext:
 
     @once
     def message_trained(self) -> list[int]:
-        """Trained tokens of each message, ``<|start|>`` to terminator."""
-        return self._trained_between([(m.start, m.end + 1) for m in self.messages])
+        """Trained tokens of each message, ``<|start|>`` to terminator.
+
+        When the spans are exactly the trained turns (``spans_are_turns``) these are counted from
+        the turns, without the mask: every token of a trained turn from its span start on is
+        trained, and no other token is."""
+        if not self.spans_are_turns:
+            return self._trained_between([(m.start, m.end + 1) for m in self.messages])
+        counts: dict[int, int] = {}
+        for turn, (_, source) in zip(self.turns, self.assistant_sources, strict=True):
+            if is_trained_message(source):
+                first = turn.span_start
+                for message in turn.messages:
+                    counts[id(message)] = message.end + 1 - max(message.start, first)
+        return [counts.get(id(message), 0) for message in self.messages]
 
     @once
     def turn_trained(self) -> list[int]:

@@ -109,11 +109,23 @@ class TableDecoder:
         lengths = self.lengths[ids]
         offsets = np.zeros(len(ids) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
+        total = int(offsets[-1])
         # int32 indices when they fit (half the memory traffic of int64): blob and batch are far smaller.
-        kind = np.int32 if max(len(self.blob), int(offsets[-1])) < 2**31 - 1 else np.int64
-        index = np.repeat((self.starts[ids] - offsets[:-1]).astype(kind), lengths)
-        index += np.arange(offsets[-1], dtype=kind)
-        return self.blob[index], offsets
+        kind = np.int32 if max(len(self.blob), total) < 2**31 - 1 else np.int64
+        starts = self.starts[ids]
+        if lengths.all():
+            # Byte j's index in the blob is one more than byte j-1's, except at a token's first byte,
+            # which jumps from the previous token's last byte to its own first: one cumulative sum
+            # (``np.repeat`` of each token's start, the other way, costs twice as much).
+            step = np.ones(total, dtype=kind)
+            jumps = starts.astype(kind)
+            jumps[1:] -= (starts[:-1] + lengths[:-1] - 1).astype(kind)
+            step[offsets[:-1]] = jumps
+            index = np.cumsum(step, dtype=kind)
+        else:  # some token has no bytes: two tokens would start at one offset
+            index = np.repeat((starts - offsets[:-1]).astype(kind), lengths)
+            index += np.arange(total, dtype=kind)
+        return np.take(self.blob, index), offsets
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         data, _ = self.gather(np.asarray(ids, dtype=np.int64))

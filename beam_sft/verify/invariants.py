@@ -354,22 +354,32 @@ def inserted_block(text: str, bare: str) -> tuple[int, int] | None:
 
 
 def declares_tools(block: str, tools: list) -> bool:
-    """Whether ``block`` names every tool, its description (line by line) and its parameters, in order."""
+    """Whether ``block`` names every tool, in order, and each tool's part of it (from the previous
+    tool's name to the next tool's: a declaration may put the description before the name) holds its
+    description (line by line) and its parameters' names.
+
+    >>> tools = [{"function": {"name": "f", "description": "Adds.", "parameters": {"properties": {"a": {}}}}},
+    ...          {"function": {"name": "g", "description": "Says hi."}}, {"function": {"name": "h"}}]
+    >>> declares_tools("Adds. f(a) Says hi. g h", tools), declares_tools("f(a) g h Adds. Says hi.", tools)
+    (True, False)
+    """
     at = 0
+    found: list[tuple[int, list[str]]] = []
     for tool in tools:
         fn = tool.get("function", tool) if isinstance(tool, dict) else None
         if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
             return False
-        found = block.find(fn["name"], at)
-        if found < 0:
+        at = block.find(fn["name"], at)
+        if at < 0:
             return False
-        at = found
         words = [line.strip() for line in str(fn.get("description") or "").splitlines() if line.strip()]
         params = (fn.get("parameters") or {}).get("properties") if isinstance(fn.get("parameters"), dict) else None
         words += [str(k) for k in params] if isinstance(params, dict) else []
-        if any(word not in block for word in words):
-            return False
-    return True
+        found.append((at, words))
+    starts = [0] + [at for at, _ in found[:-1]]
+    ends = [at for at, _ in found[1:]] + [len(block)]
+    return all(block.find(word, start, end) >= 0 for start, (_, words), end in zip(starts, found, ends, strict=True)
+               for word in words)
 
 
 def rendered_text(ctx: RowContext, env: CheckEnv) -> str:

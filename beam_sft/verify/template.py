@@ -187,7 +187,10 @@ class Renderer:
             return self.public(messages, tools, add_generation_prompt, kwargs)
         tokenizer = self.tokenizer
         compiled = self.compiled(tokenizer.get_chat_template(None, tools))
-        chat = self._alias([{k: v for k, v in m.items() if v is not None} for m in messages])
+        # transformers drops None values; a message holding none (``None in`` is one C-level scan,
+        # and an equality match can only over-copy) is passed as it is, not copied.
+        chat = self._alias([{k: v for k, v in m.items() if v is not None} if None in m.values() else m
+                            for m in messages])
         return compiled.render(messages=chat, tools=tools, documents=None, add_generation_prompt=add_generation_prompt,
                                **{**tokenizer.special_tokens_map, **kwargs})
 

@@ -64,6 +64,8 @@ def _same(general, fast) -> None:
     assert fast is not None
     assert fast == messages
     assert [m.body for m in fast] == [m.body for m in messages]
+    # role and part are set when the fast reader builds a message: the properties' own answers
+    assert [(m.role, m.part) for m in fast] == [(type(m).role.func(m), type(m).part.func(m)) for m in messages]
 
 
 def test_clean_rows_take_the_fast_path(clean_records, tokenizer):
@@ -208,6 +210,7 @@ def test_spans_are_turns_only_when_the_span_rules_hold(data, clean_records, toke
 
     ctx = build_context(0, ids, row_mask, columns, env, RowText(env.decoder, ids))
     shortcut = ctx.spans_are_turns
+    assert ctx.message_trained == ctx._trained_between([(m.start, m.end + 1) for m in ctx.messages])
     codes = ("span_count", "span_start", "span_end", "trained_context")
     full = [v for code in codes for v in _without_shortcut(inv, code, ctx, env)]
     if shortcut:
@@ -257,3 +260,21 @@ def test_the_byte_table_leaves_holes_out(tokenizer):
     assert decoder.gather(others)[0].tobytes() == whole.gather(others)[0].tobytes()
     assert all(hole not in seq for seq in _probe_sequences(decoder.holes, size))
     assert any(hole in seq for seq in _probe_sequences(frozenset(), size))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_byte_table_gather_is_each_tokens_bytes_end_to_end(data, tokenizer):
+    """``TableDecoder.gather`` (one cumulative sum, or np.repeat when a token has no bytes) gives
+    every token's bytes in order and their offsets, as a per-token concatenation would."""
+    from beam_sft.verify.decode import TableDecoder
+
+    table = _ENV.setdefault("table", TableDecoder.build(tokenizer, len(tokenizer)))
+    if data.draw(st.booleans()):  # a table with empty tokens (the other branch)
+        table = TableDecoder(table.blob, table.starts, table.lengths.copy(), table.holes)
+        table.lengths[data.draw(st.lists(st.integers(0, len(tokenizer) - 1), min_size=1, max_size=5))] = 0
+    ids = np.array(data.draw(st.lists(st.integers(0, len(tokenizer) - 1), max_size=40)), dtype=np.int64)
+    got, offsets = table.gather(ids)
+    pieces = [table.blob[table.starts[i]:table.starts[i] + table.lengths[i]].tobytes() for i in ids.tolist()]
+    assert got.tobytes() == b"".join(pieces)
+    assert offsets.tolist() == [sum(map(len, pieces[:k])) for k in range(len(pieces) + 1)]

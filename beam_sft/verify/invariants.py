@@ -461,10 +461,7 @@ def _parsed_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
         return out
     tools = ctx.row.get("tools") or None
     parser = env.sample_parser if ctx.sampled and env.sample_parser is not None else env.parser
-    for start, end in ctx.spans:
-        n = ctx.turn_at(start)
-        if n is None or start != ctx.turns[n].span_start or end - 1 != ctx.turns[n].end:
-            continue  # misaligned spans are span_start/span_end's finding
+    for n, start, end in _aligned_spans(ctx):
         source = ctx.assistant_sources[n][1]
         text = ctx.text.text(start, end)
         try:
@@ -476,6 +473,20 @@ def _parsed_differences(ctx: RowContext, env: CheckEnv) -> list[Violation]:
         if diffs:
             out.append(_violation(ctx, env, "parse_mismatch", f"assistant turn {n} (messages"
                                   f"[{ctx.assistant_sources[n][0]}]): " + "; ".join(diffs), start, end))
+    return out
+
+
+def _aligned_spans(ctx: RowContext) -> list[tuple[int, int, int]]:
+    """(turn index, start, end) of every span that is exactly its turn's, from ``<|channel|>`` through
+    ``<|return|>``/``<|call|>`` (misaligned spans are span_start/span_end's finding)."""
+    if ctx.spans_are_turns:  # the spans are the trained turns, in order
+        trained = [n for n, (_, message) in enumerate(ctx.assistant_sources) if is_trained_message(message)]
+        return [(n, start, end) for n, (start, end) in zip(trained, ctx.spans, strict=True)]
+    out = []
+    for start, end in ctx.spans:
+        n = ctx.turn_at(start)
+        if n is not None and start == ctx.turns[n].span_start and end - 1 == ctx.turns[n].end:
+            out.append((n, start, end))
     return out
 
 

@@ -211,6 +211,10 @@ def test_spans_are_turns_only_when_the_span_rules_hold(data, clean_records, toke
     ctx = build_context(0, ids, row_mask, columns, env, RowText(env.decoder, ids))
     shortcut = ctx.spans_are_turns
     assert ctx.message_trained == ctx._trained_between([(m.start, m.end + 1) for m in ctx.messages])
+    fast = inv._aligned_spans(ctx)
+    ctx.__dict__["spans_are_turns"] = False
+    assert fast == inv._aligned_spans(ctx)  # the spans read against the turns one by one
+    ctx.__dict__["spans_are_turns"] = shortcut
     codes = ("span_count", "span_start", "span_end", "trained_context")
     full = [v for code in codes for v in _without_shortcut(inv, code, ctx, env)]
     if shortcut:

@@ -198,25 +198,28 @@ def _split(text: str, *, shift: int) -> list[HarmonyMessage]:
     # `shift` corrects error offsets when the caller prepended a header to its text.
     out: list[HarmonyMessage] = []
     pos = 0
-    while pos < len(text):
-        m = _MESSAGE_RE.match(text, pos)
+    size = len(text)
+    match, new = _MESSAGE_RE.match, object.__new__
+    while pos < size:
+        m = match(text, pos)
         if m is None:
             raise RowError(
                 "harmony_malformed",
                 f"no well-formed Harmony message at offset {max(pos - shift, 0)}: {text[pos : pos + 60]!r}",
             )
-        author, _, recipient = m["author"].partition(" to=")
-        out.append(
-            HarmonyMessage(
-                header=m["header"],
-                author=author.strip(),
-                recipient=recipient.strip() or None,
-                channel=m["channel"].strip() if m["channel"] is not None else None,
-                constrain=m["constrain"].strip() if m["constrain"] is not None else None,
-                body=m["body"],
-                end=m["end"],
-            )
+        header, author, channel, constrain, body, end = m.group("header", "author", "channel", "constrain", "body", "end")
+        author, _, recipient = author.partition(" to=")
+        message = new(HarmonyMessage)  # every field set below: the frozen dataclass's __init__, without its setattr calls
+        message.__dict__.update(
+            header=header,
+            author=author.strip(),
+            recipient=recipient.strip() or None,
+            channel=channel.strip() if channel is not None else None,
+            constrain=constrain.strip() if constrain is not None else None,
+            body=body,
+            end=end,
         )
+        out.append(message)
         pos = m.end()
     return out
 

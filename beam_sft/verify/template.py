@@ -100,6 +100,10 @@ DICT_ATTRIBUTES = frozenset(dir(dict))
 
 
 def _memo_class(base: type) -> type:
+    # One memo for the class: the answer depends on the key alone (the base class's rule, unmodified:
+    # ``memo_problems``), not on which environment asks.
+    memo: dict[tuple, bool] = {}
+
     class _MemoSandbox(base):
         """``base`` whose is_safe_attribute answers are remembered per (object type, name, value type),
         and whose ``message.content`` on a plain dict goes straight to the item: jinja2 first tries
@@ -115,8 +119,9 @@ def _memo_class(base: type) -> type:
                     return self.undefined(obj=obj, name=attribute)
             return base.getattr(self, obj, attribute)
 
+        safe_attribute_answers = memo
+
         def is_safe_attribute(self, obj, attr, value) -> bool:
-            memo = self.__dict__.setdefault("_verify_safe_attribute", {})
             key = (type(obj), attr, type(value))
             found = memo.get(key)
             if found is None:

@@ -451,6 +451,14 @@ def test_split_harmony_messages(tokenizer):
         ("get_weather", "assistant", "analysis", None, "<|end|>"),
     ]
     assert split[-1].body == "3 C"
+    # built without the dataclass's __init__: the same objects as with it, every field set
+    import dataclasses
+
+    from beam_sft.harmony.response import HarmonyMessage
+
+    rebuilt = [HarmonyMessage(**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)}) for m in split]
+    assert split == rebuilt and [hash(m) for m in split] == [hash(m) for m in rebuilt]
+    assert all(vars(m).keys() == vars(r).keys() for m, r in zip(split, rebuilt, strict=True))
     with pytest.raises(RowError):
         split_harmony_messages(text + "<|start|>assistant")
 

@@ -43,7 +43,7 @@ def test_the_memo_is_on_verifys_own_compile_only(tokenizer):
     assert renderer.memo_problems == [] and mine is not shared
     assert type(mine.environment).__name__ == "_MemoSandbox" and type(shared.environment) is before
     renderer.render([{"role": "user", "content": "x"}], None, False, {}, plain=True)
-    assert mine.environment.__dict__["_verify_safe_attribute"]  # answers were remembered
+    assert type(mine.environment).safe_attribute_answers  # answers were remembered
 
 
 def test_the_sandbox_still_refuses_what_it_refuses(tokenizer):

@@ -179,14 +179,19 @@ def _collect_per_chunk():
     collections cannot stop; but the automatic ones, every few hundred allocations, and their full
     passes over the whole heap (a loaded tokenizer and whatever the caller holds) cost several per
     cent of the checks, and a forked worker's would also copy every page of the heap it inherited.
-    Each chunk's collection walks only what was made since the freeze. Restored on exit."""
+    Each chunk's collection walks only what was made since the freeze. Restored on exit.
+    (tests/verify/test_api.py: the caller's collector state after a run.)"""
     enabled = gc.isenabled()
+    # A caller that froze objects itself keeps exactly those frozen (unfreeze would thaw them too).
+    freeze = gc.get_freeze_count() == 0
     gc.disable()
-    gc.freeze()
+    if freeze:
+        gc.freeze()
     try:
         yield
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
         if enabled:
             gc.enable()
 

@@ -126,3 +126,24 @@ def test_rows_are_read_without_memory_maps(make_prepared):
         want = expected[chunk.start:chunk.stop] if isinstance(chunk, range) else expected[list(chunk)]
         assert table.column_names == [c for c in api.COLUMNS if c in expected.column_names]
         assert table.to_pylist() == want.select(table.column_names).to_pylist()
+
+@pytest.mark.parametrize("num_proc", [1, 2])
+def test_the_callers_collector_is_left_as_it_was(clean_dir, num_proc):
+    """Rows are checked with automatic collection off and the heap frozen (api._collect_per_chunk);
+    the caller gets its collector back as it was: on or off, and its own frozen objects frozen."""
+    import gc
+
+    enabled = gc.isenabled()
+    try:
+        for state in (True, False):
+            (gc.enable if state else gc.disable)()
+            assert verify_prepared(clean_dir, num_proc=num_proc, write=False).ok
+            assert gc.isenabled() is state and gc.get_freeze_count() == 0
+        held = [[]]  # something of the caller's, frozen by the caller (then out of gc.get_objects())
+        gc.freeze()
+        assert not any(o is held for o in gc.get_objects())
+        assert verify_prepared(clean_dir, num_proc=num_proc, write=False).ok
+        assert gc.get_freeze_count() and not any(o is held for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+        (gc.enable if enabled else gc.disable)()

@@ -22,7 +22,9 @@ compile of the template (``_cached_compile_jinja_template``: not the lru-cached 
 reads a plain dict's items directly (``_MemoSandbox``). Every answer is jinja2's own, computed once
 per key; the template, its extensions, filters and globals are transformers'. Only with the jinja2
 series this was read for (3.1) and unmodified ``is_safe_attribute``/``getattr``; otherwise the shared
-compile is used as it is.
+compile is used as it is. In that compile a ``{% generation %}`` block is its body in a scope of its
+own rather than a macro handed to transformers' tracker, which returns the macro's output unchanged
+when rendering to text (``GENERATION_SOURCES``: the tracker's source as read, else no change).
 
 Anything off that path goes through ``apply_chat_template`` itself: a row whose values did not come
 from ``json.loads`` (``plain=False``), an empty conversation, or template kwargs that collide with a
@@ -94,6 +96,59 @@ def memo_problems(environment) -> list[str]:
     return out
 
 
+# transformers' ``{% generation %}`` extension (AssistantTracker), as read: ``parse`` wraps the block in a
+# call of ``_generation_support`` with the block as its caller macro, and ``_generation_support``
+# returns ``caller()`` unchanged, recording offsets only while a tracker is active, which a render to
+# text never has. sha256 of each method's dedented source, first 16 hex digits.
+GENERATION_SOURCES: dict[str, str] = {"parse": "81ec07be73b3320f", "_generation_support": "40350392bf1b8613"}
+
+
+def _source_digest(func) -> str:
+    import hashlib
+
+    return hashlib.sha256(inspect.cleandoc(inspect.getsource(func)).encode()).hexdigest()[:16]
+
+
+def _generation_extension(environment):
+    found = [e for e in environment.extensions.values() if "generation" in getattr(e, "tags", ())]
+    return found[0] if len(found) == 1 else None
+
+
+def generation_problems(environment) -> list[str]:
+    """Why ``environment``'s generation blocks cannot compile as their bodies ([] when they can)."""
+    extension = _generation_extension(environment)
+    if extension is None:
+        return ["no single extension of the generation tag"]
+    out = []
+    for name, digest in GENERATION_SOURCES.items():
+        try:
+            got = _source_digest(getattr(type(extension), name))
+        except (AttributeError, OSError, TypeError) as exc:
+            out.append(f"{type(extension).__name__}.{name}: {exc}")
+            continue
+        if got != digest:
+            out.append(f"{type(extension).__name__}.{name}: source {got}, read {digest}")
+    return out
+
+
+def _inline_generation(environment) -> None:
+    """Compile ``{% generation %}BODY{% endgeneration %}`` as BODY in a scope of its own (what the
+    caller macro gave it: its assignments stay inside), without the macro and the sandboxed call of
+    ``_generation_support`` per assistant turn, a tenth of a row's render. Same text, since that call
+    returns the body's output unchanged (``GENERATION_SOURCES``); the tags lex as before."""
+    import jinja2.nodes
+
+    extension = _generation_extension(environment)
+
+    class _PlainGeneration(type(extension)):
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(["name:endgeneration"], drop_needle=True)
+            return jinja2.nodes.Scope(body).set_lineno(lineno)
+
+    extension.__class__ = _PlainGeneration
+
+
 # Every attribute a dict has: for an object of exactly type dict (no instance attributes, no
 # __getattr__), ``getattr(obj, name)`` fails exactly when ``name`` is not among them.
 DICT_ATTRIBUTES = frozenset(dir(dict))
@@ -152,6 +207,7 @@ class Renderer:
         self.problems = problems()
         self.direct = not self.problems
         self.memo_problems: list[str] = []
+        self.generation_problems: list[str] = []
         self._compiled: dict[str, object] = {}
         if self.direct:
             module = _module()
@@ -164,16 +220,23 @@ class Renderer:
                 pass
 
     def compiled(self, source: str):
-        """The compiled template for ``source``: verify's own compile with the memo, or the shared one."""
+        """The compiled template for ``source``: verify's own compile (transformers' environment, with
+        the memo and, where ``generation_problems`` finds nothing, generation blocks as their
+        bodies), or the shared one."""
         found = self._compiled.get(source)
         if found is None:
             module = _module()
-            found = module._cached_compile_jinja_template(source)
-            self.memo_problems = memo_problems(found.environment)
+            # transformers' environment for chat templates, its own (from an empty template's compile)
+            environment = module._cached_compile_jinja_template("").environment
+            self.memo_problems = memo_problems(environment)
             if self.memo_problems:
                 found = module._compile_jinja_template(source)
             else:
-                found.environment.__class__ = _memo_class(type(found.environment))
+                environment.__class__ = _memo_class(type(environment))
+                self.generation_problems = generation_problems(environment)
+                if not self.generation_problems:
+                    _inline_generation(environment)
+                found = environment.from_string(source)
             self._compiled[source] = found
         return found
 

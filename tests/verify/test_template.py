@@ -174,3 +174,42 @@ def test_other_inputs_go_the_public_way(tokenizer, monkeypatch, messages, tools,
     renderer = Renderer(tokenizer)
     monkeypatch.setattr(renderer, "public", lambda *args: "public")
     assert renderer.render(messages, tools, False, {}, plain=plain) == "public"
+
+
+# Generation blocks that set, loop, call and nest: verify's compile reads each as its body in a scope
+# of its own; apply_chat_template's as a call of the tracker with the body as its caller.
+GENERATION_PROBE = (
+    "{% set ns = namespace(n=0) %}{% set x = 'outer' %}"
+    "{% for m in messages %}{% if m.role == 'assistant' %}[{% generation %}{% set x = 'inner' %}"
+    "{% set ns.n = ns.n + 1 %}{{ x }}{{ loop.index }}{% for c in m.content %}{{ loop.index }}{{ c }}"
+    "{% if loop.last %}.{% endif %}{% endfor %}{{ m.content | upper }}{% endgeneration %}]{{ x }}"
+    "{% else %}{{- m.content -}}{% endif %}{% endfor %}{{ ns.n }}{{ x }}"
+)
+
+
+def test_generation_blocks_read_as_their_bodies(fixture_dir):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(fixture_dir)
+    tok.chat_template = GENERATION_PROBE
+    renderer = Renderer(tok)
+    compiled = renderer.compiled(GENERATION_PROBE)
+    assert renderer.generation_problems == []
+    assert "_generation_support" not in compiled.environment.compile(GENERATION_PROBE, raw=True)
+    rows = [{"messages": [{"role": "user", "content": "ab"}, {"role": "assistant", "content": "cd"},
+                          {"role": "user", "content": " e "}, {"role": "assistant", "content": "f"}]}]
+    assert _check_same(tok, rows) >= 2
+    # transformers' own compile still tracks: the assistant mask comes out as before
+    encoded = tok.apply_chat_template(rows[0]["messages"], tokenize=True, return_dict=True,
+                                      return_assistant_tokens_mask=True)
+    assert any(encoded["assistant_masks"])
+
+
+def test_an_unread_generation_extension_is_compiled_as_it_is(tokenizer, monkeypatch):
+    monkeypatch.setitem(template.GENERATION_SOURCES, "_generation_support", "0" * 16)
+    renderer = Renderer(tokenizer)
+    source = tokenizer.get_chat_template(None, None)
+    compiled = renderer.compiled(source)
+    assert renderer.generation_problems and "_generation_support" in renderer.generation_problems[0]
+    assert "_generation_support" in compiled.environment.compile(source, raw=True)
+    assert _check_same(tokenizer, beam_rows()) > 10

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from beam_sft.pool import imap_then_close
 from beam_sft.prepare import batch as batch_mod
 from beam_sft.prepare.records import RecordsFile
 
@@ -103,6 +104,6 @@ def encoded_tables(records_path: Path, tasks: list[Task], job: batch_mod.EncodeJ
     # fork: the workers inherit the warmed encoder; spawn (where there is no fork) loads it again
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     context = multiprocessing.get_context(method)
-    with context.Pool(procs, initializer=_init_worker, initargs=(job, str(records_path), str(work))) as pool:
-        for part in pool.imap(_run, tasks):
-            yield read_part(part), part.records
+    pool = context.Pool(procs, initializer=_init_worker, initargs=(job, str(records_path), str(work)))
+    for part in imap_then_close(pool, _run, tasks):
+        yield read_part(part), part.records

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from beam_sft.errors import VerificationError
+from beam_sft.pool import imap_then_close
 from beam_sft.prepared.layout import TOKENIZER_DIR
 from beam_sft.verify import caller_tokenizer
 from beam_sft.verify import report as report_io
@@ -230,8 +231,7 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
         with _collect_per_chunk():  # forked while frozen: a worker's collections skip what it inherited
             pool = context.Pool(num_proc, initializer=_init_worker,
                                 initargs=(str(folder.directory), env.max_length, env.sampled))
-        with pool:
-            yield from pool.imap(_check_chunk, _chunks(positions, size))
+        yield from imap_then_close(pool, _check_chunk, _chunks(positions, size))
     finally:
         _WORKER.clear()
 

@@ -7,7 +7,6 @@ the tokenizer's own chat template, so an encoder bug cannot hide itself in share
 
 from __future__ import annotations
 
-import bisect
 import json
 import re
 from collections.abc import Sequence
@@ -28,6 +27,7 @@ from beam_sft.verify.spans import (
     once,
     parse_aligned_messages,
     parse_messages,
+    turn_at,
 )
 from beam_sft.verify.template import Renderer
 
@@ -253,10 +253,6 @@ class RowContext:
         """Trained tokens of each turn from its span start (``<|channel|>``) to its terminator."""
         return self._trained_between([(t.span_start, t.end + 1) for t in self.turns])
 
-    def trained_in(self, start: int, end: int) -> int:
-        """Trained tokens in ``[start, end)``."""
-        return int(self.trained_before[end] - self.trained_before[start])
-
     @once
     def assistant_sources(self) -> list[tuple[int, dict]]:
         """(index in messages, message) of every source assistant message, in order."""
@@ -292,8 +288,7 @@ class RowContext:
     def turn_at(self, index: int) -> int | None:
         """Index of the turn whose tokens (first ``<|start|>`` to terminator) include ``index``
         (``spans.turn_at`` with the starts kept)."""
-        n = bisect.bisect_right(self.turn_starts, index) - 1
-        return n if n >= 0 and index <= self.turns[n].end else None
+        return turn_at(self.turns, index, self.turn_starts)
 
 
 def is_trained_message(message: dict) -> bool:

@@ -173,13 +173,6 @@ class Message:
         return self.author or "?"
 
 
-@lru_cache(maxsize=8192)
-def _header(header: str) -> tuple[str, str | None, str | None, str, str]:
-    """``parse_header(header)`` and the ``role``/``part`` of a message with that header."""
-    author, recipient, channel = parse_header(header)
-    return (author, recipient, channel, *_role_and_part(author, recipient, channel))
-
-
 @lru_cache(maxsize=4096)
 def _role_and_part(author: str, recipient: str | None, channel: str | None) -> tuple[str, str]:
     """``Message.role`` and ``Message.part`` of a message with this header (a row's headers repeat)."""
@@ -333,7 +326,6 @@ def parse_aligned_messages(ids: np.ndarray, marker_ids: MarkerIds, where: Sequen
         return None
     terminators = marker_ids.terminator_of_letter
     messages: list[Message] = []
-    append, new, header_of = messages.append, object.__new__, _header
     covered_to = 0
     for found in _ONE_MESSAGE.finditer(kinds):
         p, r = found.span()
@@ -344,15 +336,11 @@ def parse_aligned_messages(ids: np.ndarray, marker_ids: MarkerIds, where: Sequen
             return None
         c = found.group(1).find("C")
         # A header without markers is one part of the text; otherwise its parts and markers.
-        author, recipient, channel, role, part = header_of(parts[2 * p + 2] if q == p + 1 else
-                                                           "".join(parts[2 * p + 2:2 * q + 1]))
+        author, recipient, channel = parse_header(parts[2 * p + 2] if q == p + 1 else
+                                                  "".join(parts[2 * p + 2:2 * q + 1]))
         k = where[r]
-        message = new(Message)  # ``Message.quick``, inlined: a row holds a dozen messages
-        message.__dict__.update(start=i, message=where[q], end=k, terminator=terminators[found.group(2)],
-                                author=author, recipient=recipient, channel=channel,
-                                channel_index=where[p + 1 + c] if c >= 0 else None, body=parts[2 * q + 2],
-                                role=role, part=part)
-        append(message)
+        messages.append(Message.quick(i, where[q], k, terminators[found.group(2)], author, recipient, channel,
+                                      where[p + 1 + c] if c >= 0 else None, parts[2 * q + 2]))
         covered_to = k + 1
     return messages if covered_to == len(ids) else None
 

@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,deepspeed
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow test-deep test-all demo bench bench-memory lint fixture realistic-tokenizer clean
+.PHONY: install test test-slow test-fuzz test-deep test-all demo bench bench-memory lint fixture realistic-tokenizer clean
 
 install: $(VENV)/.installed
 
@@ -27,6 +27,9 @@ test: install  ## default suite: offline, CPU, under 15 minutes on 2 cores
 
 test-slow: install  ## multi-process training tier (accelerate launch, 2 CPU processes)
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+
+test-fuzz: install  ## generated hostile inputs of every defect class: exit code, one line, nothing lost or changed
+	$(PY) -m pytest -q -m fuzz $(PYTEST_ARGS)
 
 test-deep: install  ## slow + realistic tiers (realistic needs `make realistic-tokenizer`, else skips)
 	$(PY) -m pytest -q -m "slow or realistic" $(PYTEST_ARGS)

@@ -24,8 +24,16 @@ COMMAND_MODULES = (
 )
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser with its errors on one line (usage is one ``--help`` away), exit 2 as before;
+    subcommand parsers are made of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="beam-sft", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="beam-sft", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"beam-sft {__version__}")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:

@@ -122,6 +122,11 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("row_count", "verify", "rows per source differ from the report's counts or the mix's plan"),
     ("duplicate_row", "verify", "more copies of a source row than the mix planned"),
     ("rejects_count", "verify", "rejects.jsonl holds more or fewer lines than the report counts"),
+    ("report_count", "verify", "a count of report.json disagrees with another (read = kept + rejected, totals, "
+                               "mix) or with the rows (token statistics)"),
+    ("report_seal", "verify", "report.json is missing, or was changed after beam-sft wrote it (its integrity digest)"),
+    ("file_digest", "verify", "a file of the folder is missing, added, resized or changed since report.json "
+                              "recorded its SHA-256"),
 )
 
 # The verify stage's own "too_long" rule shares the encoder's code: one meaning, given at both stages.

@@ -21,6 +21,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from beam_sft.cli_args import count, non_negative_float
 from beam_sft.prepare.config import FORMAT_CHOICES, PrepareConfig
 
 
@@ -43,21 +44,21 @@ def register(subparsers: Any) -> None:
                          "load_dataset(streaming=True). A path that exists locally always wins (a folder whose "
                          "README.md declares `configs:` is read as a dataset repository); otherwise ORG/NAME "
                          "(one slash, no file suffix) is a hub id; split defaults to train")
-    prepare.add_argument("--weight", action="append", type=float, metavar="W",
+    prepare.add_argument("--weight", action="append", type=non_negative_float, metavar="W",
                          help="weight of the --data at the same position (default 1)")
     prepare.add_argument("--format", choices=FORMAT_CHOICES, help="source format of every --data (default auto)")
     prepare.add_argument("--tokenizer", help="tokenizer folder or hub id (default: recipe model.path, $BEAM_MODEL_ID)")
     prepare.add_argument("--output", "-o", help="output folder (default: out/prepared/<fingerprint>)")
-    prepare.add_argument("--max-length", type=int, metavar="N")
+    prepare.add_argument("--max-length", type=count(1), metavar="N")
     prepare.add_argument("--length-policy", choices=_choices("length_policy"))
     prepare.add_argument("--missing-reasoning", choices=_choices("missing_reasoning"))
     from beam_sft.convert.cli import add_option_flags
 
     add_option_flags(prepare, missing_reasoning=False)  # every conversion option convert accepts, for every source
-    prepare.add_argument("--num-proc", type=int, metavar="N", help="worker processes (default: every core)")
-    prepare.add_argument("--seed", type=int)
-    prepare.add_argument("--num-shards", type=int, metavar="N")
-    prepare.add_argument("--shard-index", type=int, metavar="I")
+    prepare.add_argument("--num-proc", type=count(1), metavar="N", help="worker processes (default: every core)")
+    prepare.add_argument("--seed", type=count(0))
+    prepare.add_argument("--num-shards", type=count(1), metavar="N")
+    prepare.add_argument("--shard-index", type=count(0), metavar="I")
     prepare.add_argument("--encoder", choices=_choices("encoder"))
     prepare.add_argument("--no-cache", action="store_true", help="encode again even if the output is up to date")
     prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
@@ -72,7 +73,7 @@ def register(subparsers: Any) -> None:
     )
     merge.add_argument("shards", nargs="+", type=Path, metavar="SHARD_DIR")
     merge.add_argument("--output", "-o", required=True, type=Path)
-    merge.add_argument("--num-proc", type=int, default=1, metavar="N", help="processes for verification")
+    merge.add_argument("--num-proc", type=count(1), default=1, metavar="N", help="processes for verification")
     merge.add_argument("--no-verify", action="store_true")
     merge.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     merge.set_defaults(func=run_merge)

@@ -28,12 +28,13 @@ import shutil
 import time
 from pathlib import Path
 
-from beam_sft.errors import ConfigError, NothingKept, VerificationError
+from beam_sft.errors import ConfigError, NothingKept, PreparedError, VerificationError
 from beam_sft.prepare import cache
 from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
+from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.prepared.lock import output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 
@@ -120,6 +121,8 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
         report = rep.require_report(staging)
         timing = report.setdefault("timing", {})
         timing.setdefault("phases", {})["verify"] = seconds
+        if not result.ok:  # the folder is marked, so train refuses it wherever it is pointed at
+            report[KEPT_ASIDE_KEY] = f"{len(result.violations)} violation(s); nothing was published"
         rep.write_report(staging, report)
         if not result.ok:
             failed = failed_dir(final)
@@ -135,12 +138,16 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
 def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | None = None) -> Path:
     logger.info("cache hit: %s", final)
     report = rep.require_report(final)
-    check_integrity(final, report)
+    check_integrity(final, report)  # the report's seal, then every file's digest
+    check_counts(final, report)
     if config.verify:
         if "verify" not in report:
             verify_folder(final, config.resolved_num_proc(), loaded)
-        elif not report["verify"].get("ok", False):
-            raise VerificationError(f"{final}: a cached dataset that failed verification; see its report.json")
+            return final
+        try:  # a full pass of exactly these files, not a sample's result
+            check_verified(final, report)
+        except PreparedError as exc:
+            raise VerificationError(f"a cached dataset that is not proven: {exc}") from exc
     return final
 
 

@@ -4,7 +4,8 @@ joins their directories into one prepared dataset.
 Each shard reads every record (reading is cheap) but converts and encodes only its own. Mixing
 decisions depend on the row alone (``beam_sft.data.mix``), so shards need not talk to each other.
 The merge checks that the shards come from the same run (same ``fingerprint_base``), that each
-index from 0 to N-1 is there exactly once, and that each shard's files are what its report recorded;
+index from 0 to N-1 is there exactly once, and that each shard's report is sealed, its counts agree
+(``prepared.report.count_problems``) and its files are what it recorded;
 then it concatenates the datasets (record batch by record batch with plain reads through
 ``prepared.arrow_dataset``: nothing is memory-mapped, so memory does not grow with rows), the rejects,
 and the report counts, through the same report builder as ``prepare``, and publishes the result
@@ -23,6 +24,7 @@ from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
 from beam_sft.prepared.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR
+from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
 
 
 def _reports(shards: list[Path]) -> list[dict]:
@@ -31,9 +33,18 @@ def _reports(shards: list[Path]) -> list[dict]:
         report = rep.read_report(shard)
         if report is None or not (shard / DATASET_INFO_FILE).is_file():
             raise ConfigError("shards", f"{shard}: not a prepared dataset (no report.json or dataset)")
-        check_integrity(shard, report)
+        check_integrity(shard, report)  # its seal and its files
+        check_counts(shard, report)  # before its counts are summed into the merged report
+        check_verified_shard(shard, report)
         reports.append(report)
     return reports
+
+
+def check_verified_shard(shard: Path, report: dict) -> None:
+    """A shard that recorded a verification must have passed a full one (a shard prepared with
+    ``--no-verify`` is verified as part of the merge)."""
+    if "verify" in report or report.get(KEPT_ASIDE_KEY):
+        check_verified(shard, report)
 
 
 def check_shards(shards: list[Path], reports: list[dict]) -> None:

@@ -12,14 +12,14 @@
 
 from beam_sft.prepared.integrity import check_integrity, file_digests
 from beam_sft.prepared.layout import COLUMNS, REQUIRED_COLUMNS, features
-from beam_sft.prepared.load import check_verified, load_prepared
+from beam_sft.prepared.load import check_counts, check_verified, load_prepared
 from beam_sft.prepared.output import check_output_target, publish, staging_dir
 from beam_sft.prepared.rejects import reject_line, write_rejects
 from beam_sft.prepared.report import build_report, read_report, require_report, update_report, write_report
 from beam_sft.prepared.tokenizer import load_tokenizer, prepared_tokenizer, save_tokenizer
 
 __all__ = [
-    "COLUMNS", "REQUIRED_COLUMNS", "build_report", "check_integrity", "check_output_target", "check_verified",
+    "COLUMNS", "REQUIRED_COLUMNS", "build_report", "check_counts", "check_integrity", "check_output_target", "check_verified",
     "features", "file_digests", "load_prepared", "load_tokenizer", "prepared_tokenizer", "publish",
     "read_report", "reject_line", "require_report", "save_tokenizer", "staging_dir", "update_report",
     "write_rejects", "write_report",

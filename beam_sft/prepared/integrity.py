@@ -45,33 +45,55 @@ def file_digests(directory: str | Path) -> dict:
     return {"algorithm": ALGORITHM, "files": files}
 
 
-def check_integrity(directory: str | Path, report: dict | None = None, *, digests: bool = True) -> None:
-    """Raise PreparedError naming the first file that is missing, added, resized or changed since
-    the report recorded it (``digests=False``: sizes only)."""
-    from beam_sft.prepared.report import require_report
+def integrity_problems(directory: str | Path, report: dict, *, digests: bool = True) -> list[tuple[Path, str]]:
+    """Every way DIR differs from what its report recorded, as (path at fault, why): the report's
+    own seal, then each file missing, added, resized or changed (``digests=False``: sizes only)."""
+    from beam_sft.prepared.layout import REPORT_FILE
+    from beam_sft.prepared.report import seal_problem
 
     directory = Path(directory)
-    report = report if report is not None else require_report(directory)
+    out: list[tuple[Path, str]] = []
+    problem = seal_problem(report)
+    if problem is not None:
+        out.append((directory / REPORT_FILE, problem))
     recorded = report.get("files")
-    if not isinstance(recorded, dict) or not isinstance(recorded.get("files"), dict):
-        raise PreparedError(directory, "report.json records no file digests (written by an older beam-sft?): "
-                                       "prepare it again")
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("files"), dict) \
+            or recorded.get("algorithm") != ALGORITHM:
+        return out + [(directory, "report.json records no file digests (written by an older beam-sft?): "
+                                  "prepare it again")]
     expected = recorded["files"]
     present = set(_files(directory))
+    unchanged = []
     for rel, entry in expected.items():
         path = directory / rel
-        if rel not in present:
-            raise PreparedError(path, "missing (it was written with the dataset): the folder was changed; prepare again")
-        size = path.stat().st_size
-        if size != entry["size"]:
-            raise PreparedError(path, f"size {size} bytes, recorded {entry['size']}: the file was changed or cut "
-                                      "short; prepare again")
-    extra = sorted(present - set(expected))
-    if extra:
-        raise PreparedError(directory / extra[0], "not part of the prepared folder as written: the folder was "
-                                                  "changed; prepare again")
+        if not isinstance(entry, dict) or not isinstance(entry.get("size"), int) \
+                or not isinstance(entry.get(ALGORITHM), str):
+            out.append((path, f"report.json's files entry for it is not {{size, {ALGORITHM}}}: the report was changed"))
+        elif rel not in present:
+            out.append((path, "missing (it was written with the dataset): the folder was changed; prepare again"))
+        elif (size := path.stat().st_size) != entry["size"]:
+            out.append((path, f"size {size} bytes, recorded {entry['size']}: the file was changed or cut short; "
+                              "prepare again"))
+        else:
+            unchanged.append((rel, entry))
+    for rel in sorted(present - set(expected)):
+        out.append((directory / rel, "not part of the prepared folder as written: the folder was changed; prepare again"))
     if digests:
-        for rel, entry in expected.items():
+        for rel, entry in unchanged:
             if _digest(directory / rel) != entry[ALGORITHM]:
-                raise PreparedError(directory / rel, f"{ALGORITHM} differs from the one recorded: the file was "
-                                                     "changed; prepare again")
+                out.append((directory / rel, f"{ALGORITHM} differs from the one recorded: the file was changed; "
+                                             "prepare again"))
+    return out
+
+
+def check_integrity(directory: str | Path, report: dict | None = None, *, digests: bool = True) -> None:
+    """Raise PreparedError naming the first file at fault: report.json when its seal does not hold
+    (``report.seal_problem``), else a file that is missing, added, resized or changed since the
+    report recorded it (``digests=False``: sizes only)."""
+    from beam_sft.prepared.report import require_report
+
+    report = report if report is not None else require_report(directory)
+    problems = integrity_problems(directory, report, digests=digests)
+    if problems:
+        path, why = problems[0]
+        raise PreparedError(path, why)

@@ -47,8 +47,41 @@ def load_prepared(directory: str | Path, *, integrity: bool = True, require_veri
     return dataset
 
 
+KEPT_ASIDE_KEY = "kept_aside"  # set by prepare on a folder that failed verification and was moved aside
+
+
+def recorded_digests(report: dict) -> dict[str, str] | None:
+    """``{relative path: sha256}`` of every file report.json's ``files`` records (None when it
+    records none): what a verification records as the bytes it checked."""
+    files = report.get("files")
+    entries = files.get("files") if isinstance(files, dict) else None
+    if not isinstance(entries, dict):
+        return None
+    return {rel: entry.get("sha256") if isinstance(entry, dict) else None for rel, entry in sorted(entries.items())}
+
+
+def check_counts(directory: str | Path, report: dict) -> None:
+    """PreparedError naming the first count of report.json that disagrees with another
+    (``report.count_problems``); the rows themselves are verify's to count."""
+    from beam_sft.prepared.layout import REPORT_FILE
+    from beam_sft.prepared.report import count_problems
+
+    problems = count_problems(report)
+    if problems:
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise PreparedError(Path(directory) / REPORT_FILE, f"{problems[0]}{more}: the report was changed; "
+                                                           "prepare again")
+
+
 def check_verified(directory: str | Path, report: dict) -> None:
-    """PreparedError unless the report says verification ran on every row and passed."""
+    """PreparedError unless report.json's verify section records a full verification (every row,
+    the recorded max_length) of exactly the files the report records, that passed, and the folder
+    is not one prepare kept aside after a failed verification. (That the files are still those is
+    ``check_integrity``'s part.)"""
+    aside = report.get(KEPT_ASIDE_KEY)
+    if aside:
+        raise PreparedError(directory, f"was kept aside by prepare after failing verification ({aside}): it is "
+                                       "never trained; fix the data and prepare again")
     section = report.get("verify")
     if not isinstance(section, dict):
         raise PreparedError(directory, "was never verified: run `beam-sft verify` on it (or prepare with "
@@ -56,6 +89,18 @@ def check_verified(directory: str | Path, report: dict) -> None:
     if section.get("ok") is not True:
         raise PreparedError(directory, "failed verification (report.json verify.ok is false); see "
                                        "verify_violations.jsonl")
+    if section.get("full") is not True or section.get("sample") is not None:
+        raise PreparedError(directory, "was verified on a sample of its rows only: run `beam-sft verify` on "
+                                       "every row")
+    digests = recorded_digests(report)
+    if digests is None or section.get("verified_files") != digests:
+        raise PreparedError(directory, "report.json's verification was of other files than the ones it records "
+                                       "(verify.verified_files): run `beam-sft verify` again")
+    policy = report.get("length_policy")
+    prepared_max = policy.get("max_length") if isinstance(policy, dict) else None
+    if section.get("max_length") != prepared_max:
+        raise PreparedError(directory, f"was verified with max_length {section.get('max_length')}, prepared with "
+                                       f"{prepared_max}: run `beam-sft verify` without --max-length")
 
 
 def _kind(feature) -> str:

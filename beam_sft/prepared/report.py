@@ -10,6 +10,7 @@ small columns, with a length histogram whose size depends on the longest row, no
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -22,7 +23,8 @@ import numpy as np
 from beam_sft.errors import PreparedError
 from beam_sft.prepared.layout import REPORT_FILE
 
-REPORT_VERSION = 2  # 2: "files" (sizes and digests), encoder.name always a string
+REPORT_VERSION = 3  # 2: "files" (sizes and digests), encoder.name always a string; 3: "integrity" (the seal)
+SEAL_KEY = "integrity"  # the report's own digest, over every other key (``seal``)
 
 # Per-source counters of one run (summed over batches, processes and shards).
 SOURCE_COUNTERS = ("read", "kept", "selected", "rows_out")
@@ -52,20 +54,151 @@ def dump_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False) + "\n"
 
 
+def report_digest(report: Mapping) -> str:
+    """SHA-256 of the report's every key but the seal, in one canonical JSON form (sorted keys, no
+    spaces): what ``seal`` records and ``seal_problem`` recomputes.
+
+    >>> report_digest({"a": 1, "b": [2]}) == report_digest({"b": [2], "a": 1, SEAL_KEY: {"report": "x"}})
+    True
+    """
+    import hashlib
+
+    body = {k: v for k, v in report.items() if k != SEAL_KEY}
+    text = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def seal(report: Mapping) -> dict:
+    """The report with its seal: ``integrity: {"algorithm": "sha256", "report": report_digest}``.
+
+    The seal makes report.json's own edits visible: a count lowered by hand, a key deleted, a
+    verification result turned to true. It is no signature (whoever edits the file can compute it
+    again), which is why verify also checks every count against the rows and rejects it holds."""
+    body = json.loads(dump_json({k: v for k, v in report.items() if k != SEAL_KEY}))  # the form read back
+    return {**body, SEAL_KEY: {"algorithm": "sha256", "report": report_digest(body)}}
+
+
+def seal_problem(report: Mapping) -> str | None:
+    """Why the report's seal does not hold (None when it does).
+
+    >>> seal_problem(seal({"a": 1})) is None, seal_problem({**seal({"a": 1}), "a": 2})
+    (True, 'report.json was changed after beam-sft wrote it (its integrity digest differs)')
+    """
+    entry = report.get(SEAL_KEY)
+    if not isinstance(entry, dict) or not isinstance(entry.get("report"), str):
+        return (f"report.json has no {SEAL_KEY} digest (the key was removed, or an older beam-sft wrote it: "
+                "prepare again)")
+    if entry.get("algorithm") != "sha256":
+        return f"report.json's {SEAL_KEY}.algorithm is {entry.get('algorithm')!r}, not 'sha256'"
+    if entry["report"] != report_digest(report):
+        return f"report.json was changed after beam-sft wrote it (its {SEAL_KEY} digest differs)"
+    return None
+
+
 def write_report(directory: str | Path, report: Mapping) -> Path:
-    """Write DIR/report.json atomically (a reader sees the old file or the new one, never half)."""
+    """Write DIR/report.json, sealed (``seal``), atomically (a reader sees the old file or the new
+    one, never half)."""
     path = Path(directory) / REPORT_FILE
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dump_json(report), encoding="utf-8")
+    tmp.write_text(dump_json(seal(report)), encoding="utf-8")
     os.replace(tmp, path)
     return path
 
 
 def update_report(directory: str | Path, key: str, section: Any) -> Path:
-    """Set one top-level section of DIR/report.json, keeping the others (atomically)."""
-    report = read_report(directory) or {}
+    """Set one top-level section of DIR/report.json, keeping the others (atomically). The report's
+    seal must hold first: sealing an edited report again would bless the edit."""
+    report = require_report(directory)
+    problem = seal_problem(report)
+    if problem is not None:
+        raise PreparedError(Path(directory) / REPORT_FILE, problem)
     report[key] = section
     return write_report(directory, report)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def count_problems(report: Mapping) -> list[str]:
+    """Every way the report's counts disagree with each other (each a line naming its key): per
+    source ``read == kept + rejected``, ``formats`` summing to ``read``, ``selected`` and
+    ``rows_out`` within what the weight allows, ``empty``; the run's ``rejects`` totals, the length
+    policy's ``dropped_too_long``, the ``mix`` section (recomputed from the sources), ``tokens.rows``.
+    Counts against the folder's rows and rejects are verify's (``beam_sft.verify.counts``); this
+    needs the report alone, so ``merge-shards`` and ``train`` check it too.
+
+    >>> count_problems({"sources": {}})[0]
+    'sources: no source is listed'
+    """
+    from beam_sft.data.mix import mix_report
+
+    out: list[str] = []
+    if report.get("version") != REPORT_VERSION:
+        out.append(f"version is {report.get('version')!r}, this beam-sft writes {REPORT_VERSION}: prepare again")
+    sources = report.get("sources")
+    if not isinstance(sources, dict) or not sources:
+        return out + ["sources: no source is listed"]
+    by_code: Counter = Counter()
+    rows_out = 0
+    weights, read, outs = {}, {}, {}
+    for name, entry in sources.items():
+        where = f"sources[{name!r}]"
+        if not isinstance(entry, dict):
+            out.append(f"{where} is not an object")
+            continue
+        bad = [k for k in SOURCE_COUNTERS if not _count(entry.get(k))]
+        rejected = entry.get("rejected")
+        if not isinstance(rejected, dict) or not all(_count(n) for n in rejected.values()):
+            bad.append("rejected")
+        weight = entry.get("weight")
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not weight >= 0 \
+                or weight == float("inf"):
+            bad.append("weight")
+        if bad:
+            out.append(f"{where}: {', '.join(bad)} missing or not a count")
+            continue
+        n_rejected = sum(rejected.values())
+        if entry["read"] != entry["kept"] + n_rejected:
+            out.append(f"{where}: read {entry['read']} != kept {entry['kept']} + rejected {n_rejected}")
+        formats = entry.get("formats")
+        if not isinstance(formats, dict) or sum(v for v in formats.values() if _count(v)) != entry["read"] \
+                or not all(_count(v) for v in formats.values()):
+            out.append(f"{where}: formats {formats!r} do not sum to read {entry['read']}")
+        if entry.get("empty") is not (entry["read"] == 0):
+            out.append(f"{where}: empty is {entry.get('empty')!r} with read {entry['read']}")
+        low, high = math.floor(weight), math.ceil(weight)
+        if entry["selected"] > entry["kept"] or (low >= 1 and entry["selected"] != entry["kept"]):
+            out.append(f"{where}: selected {entry['selected']} with kept {entry['kept']} at weight {weight}")
+        if not max(low, 1) * entry["selected"] <= entry["rows_out"] <= high * entry["selected"]:
+            out.append(f"{where}: rows_out {entry['rows_out']} is not what weight {weight} gives "
+                       f"{entry['selected']} selected rows")
+        by_code.update(rejected)
+        rows_out += entry["rows_out"]
+        weights[name], read[name], outs[name] = weight, entry["read"], entry["rows_out"]
+    rejects = report.get("rejects")
+    if not isinstance(rejects, dict) or rejects.get("by_code") != dict(sorted(by_code.items())) \
+            or rejects.get("total") != sum(by_code.values()):
+        out.append(f"rejects: {rejects!r} is not the sum of the sources' rejected counts "
+                   f"(total {sum(by_code.values())}, by_code {dict(sorted(by_code.items()))})")
+    policy = report.get("length_policy")
+    if not isinstance(policy, dict) or policy.get("dropped_too_long") != by_code.get("too_long", 0) \
+            or not all(_count(policy.get(k)) for k in ("trimmed_rows", "trimmed_messages")):
+        out.append(f"length_policy: dropped_too_long must be the sources' too_long rejections "
+                   f"({by_code.get('too_long', 0)}), trimmed_rows and trimmed_messages counts; got {policy!r}")
+    mix = report.get("mix")
+    if len(weights) == len(sources):
+        seed = mix.get("seed") if isinstance(mix, dict) else None
+        if not isinstance(mix, dict) or mix != mix_report(weights, read, outs, seed):
+            out.append("mix: planned and real rows are not what the sources' weights, read and rows_out give")
+    tokens = report.get("tokens")
+    if not isinstance(tokens, dict) or tokens.get("rows") != rows_out:
+        out.append(f"tokens.rows is {tokens.get('rows') if isinstance(tokens, dict) else None!r}, "
+                   f"the sources' rows_out sum to {rows_out}")
+    encoder = report.get("encoder")
+    if not isinstance(encoder, dict) or not _count(encoder.get("fallback_rows")):
+        out.append("encoder.fallback_rows missing or not a count")
+    return out
 
 
 @dataclass(frozen=True)

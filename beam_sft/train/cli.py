@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from beam_sft.cli_args import count, non_negative_float, positive_float
+
 
 def _keep_overrides(parser: argparse.ArgumentParser):
     """Make ``parser`` keep the unknown ``--section.key value`` tokens, in order, as ``args.overrides``.
@@ -100,17 +102,17 @@ def _add_plan(subparsers) -> None:
                     "parameters (total and active per token) and plan the memory each GPU holds.")
     plan.add_argument("--model", default=os.environ.get("BEAM_MODEL_ID"),
                       help="config.json, model directory or hub id (default: $BEAM_MODEL_ID)")
-    plan.add_argument("--gpus", type=int, default=8, help="GPUs in all (default 8)")
-    plan.add_argument("--gpu-memory", type=float, default=80.0, help="GiB per GPU (default 80)")
-    plan.add_argument("--gpus-per-node", type=int, default=8)
+    plan.add_argument("--gpus", type=count(1), default=8, help="GPUs in all (default 8)")
+    plan.add_argument("--gpu-memory", type=positive_float, default=80.0, help="GiB per GPU (default 80)")
+    plan.add_argument("--gpus-per-node", type=count(1), default=8)
     plan.add_argument("--strategy", default="zero3", choices=["zero3", "zero2", "fsdp2", "ddp"])
     plan.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    plan.add_argument("--lora", type=int, metavar="R", help="LoRA rank (default: full fine-tune)")
+    plan.add_argument("--lora", type=count(1), metavar="R", help="LoRA rank (default: full fine-tune)")
     plan.add_argument("--lora-experts", action="store_true", help="LoRA on the expert tensors too")
-    plan.add_argument("--max-length", type=int, default=4096)
-    plan.add_argument("--micro-batch", type=int, default=1)
+    plan.add_argument("--max-length", type=count(1), default=4096)
+    plan.add_argument("--micro-batch", type=count(1), default=1)
     plan.add_argument("--activation-checkpointing", action="store_true")
-    plan.add_argument("--reserve", type=float, default=3.0, help="GiB kept for CUDA context, NCCL, fragmentation")
+    plan.add_argument("--reserve", type=non_negative_float, default=3.0, help="GiB kept for CUDA context, NCCL, fragmentation")
     plan.add_argument("--trust-remote-code", action="store_true", help="let a hub config run its own code")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(func=_plan)

@@ -41,13 +41,16 @@ def resolve_prepared(recipe, state=None) -> Path:
 
 
 def check_trainable(directory: Path, *, allow_unverified: bool = False) -> None:
-    """Refuse a folder that never verified cleanly, or whose files are no longer what its report
-    recorded; ``data.allow_unverified: true`` trains on it anyway, with a warning that says why."""
-    from beam_sft.prepared import check_integrity, check_verified, require_report
+    """Refuse a folder whose report.json is missing or edited (its seal), whose files are no longer
+    what it recorded, whose counts disagree, or that has no passing *full* verification of exactly
+    these files (a sample's result never counts; a folder prepare kept aside after a failed one never
+    trains); ``data.allow_unverified: true`` trains on it anyway, with a warning that says why."""
+    from beam_sft.prepared import check_counts, check_integrity, check_verified, require_report
 
     try:
         report = require_report(directory)
         check_integrity(directory, report)
+        check_counts(directory, report)
         check_verified(directory, report)
     except PreparedError as exc:
         if not allow_unverified:

@@ -105,12 +105,16 @@ def resolve_eval(recipe, dataset, prepared_dir: Path, run_dir: Path, state=None)
             raise ConfigError("data.eval.prepared", f"{eval_dir} is not a directory (run `beam-sft prepare` first)")
     else:
         eval_dir = _prepare_eval(recipe, state)
+    # the eval folder is held to the training folder's rules: sealed, unchanged, fully verified
+    data.check_trainable(eval_dir, allow_unverified=getattr(recipe.data, "allow_unverified", False))
     data.load_prepared(eval_dir)
     _same_encoding(prepared_dir, eval_dir)
     # Its own view, so TRL's cache files land in the run's directory, not beside the eval data.
     eval_rows = data.load_prepared(data.dataset_view(eval_dir, Path(run_dir) / "eval", state))
+    from beam_sft.train.provenance import recorded_provenance
+
     summary = {"mode": "prepare" if ev.prepare is not None else "prepared", "eval_dir": str(eval_dir),
-               "train_rows": len(dataset), "eval_rows": len(eval_rows)}
+               "eval_data": recorded_provenance(eval_dir), "train_rows": len(dataset), "eval_rows": len(eval_rows)}
     return EvalData(train=dataset, eval=eval_rows, index_dataset=eval_rows, summary=summary)
 
 

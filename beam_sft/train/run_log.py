@@ -16,6 +16,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from beam_sft.train.provenance import recorded_provenance
+
 
 def prepare_figures(report: dict) -> dict[str, float]:
     """Key figures of a prepared folder's ``report.json``: rows, tokens, trained fraction (overall and
@@ -126,8 +128,9 @@ def read_metrics(output_dir: str | Path) -> list[dict]:
 
 
 def run_record(recipe, prepared_dir: Path, eval_data) -> dict[str, Any]:
-    """What ``beam_run.json`` holds that is known before step 1."""
+    """What ``beam_run.json`` holds that is known before step 1 (the data by digest, not only by path)."""
     return {"recipe": recipe.to_dict(), "prepared": str(prepared_dir), "lora": recipe.lora is not None,
+            "prepared_data": recorded_provenance(prepared_dir),
             "eval": eval_data.summary if eval_data is not None else None}
 
 

@@ -30,6 +30,7 @@ def save_final(run, report=None) -> Path:
     trainer.accelerator.wait_for_everyone()
     if trainer.accelerator.is_main_process:
         from beam_sft.train.export import checkpoint_format
+        from beam_sft.train.provenance import recorded_provenance
 
         sharded = checkpoint_format(out)
         run.tokenizer.save_pretrained(str(out))
@@ -37,6 +38,7 @@ def save_final(run, report=None) -> Path:
         meta = {
             "recipe": run.recipe.to_dict(),
             "prepared": str(run.prepared_dir),
+            "prepared_data": recorded_provenance(run.prepared_dir),  # by digest: the path may hold other data later
             "lora": run.recipe.lora is not None,
             "checkpoint_format": sharded or "from_pretrained",
             "distributed": distributed_info(trainer),

@@ -21,6 +21,7 @@ from pathlib import Path
 from beam_sft.errors import VerificationError
 from beam_sft.pool import imap_then_close
 from beam_sft.prepared.layout import TOKENIZER_DIR
+from beam_sft.prepared.load import recorded_digests
 from beam_sft.verify import caller_tokenizer
 from beam_sft.verify import report as report_io
 from beam_sft.verify.arrays import COLUMNS, TokenBatch
@@ -29,11 +30,13 @@ from beam_sft.verify.counts import FolderCounts
 from beam_sft.verify.decode import RowText, TableDecoder
 from beam_sft.verify.folder import PreparedFolder, open_prepared
 from beam_sft.verify.invariants import FOLDER_RULES, RULE_CODES, RULES, SAMPLED_PARTS, check_row
+from beam_sft.verify.provenance import check_provenance
 from beam_sft.verify.stats import STATS_VERSION, Aggregator, row_stats
 
 CHUNK_ROWS = 128
 MAX_KEPT_VIOLATIONS = 10_000
 PARITY_SAMPLE = 32  # rows that also get the sampled rules (tokenization and prompts re-rendered)
+SAMPLE_KEY = "verify_sample"  # report.json's key for a partial run that found nothing (``verify`` stays)
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class VerifyResult:
     violations: list[Violation]
     stats: dict
     directory: Path
+    # The folder's result after the run: this run's when it was full or found a violation, else (a
+    # clean partial run) the full result recorded before it, None when there is none.
+    recorded_ok: bool | None = None
 
 
 def load_tokenizer(directory: str | Path):
@@ -249,7 +255,7 @@ def configured_max_length(report: dict) -> int | None:
 
 def _folder_counts(folder: PreparedFolder) -> FolderCounts:
     counts = FolderCounts()
-    small = [c for c in ("source", "row_index") if c in folder.dataset.column_names]
+    small = [c for c in ("source", "row_index", "num_tokens", "num_trained") if c in folder.dataset.column_names]
     position = 0
     from beam_sft.prepared.arrow_dataset import small_columns
 
@@ -298,9 +304,17 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
         clock[0] = now
 
     directory = Path(directory)
-    folder = open_prepared(directory)
+    provenance, writable = check_provenance(directory)  # before anything reads the files it names
+    try:
+        folder = open_prepared(directory)
+    except VerificationError as exc:
+        if provenance:
+            raise VerificationError(f"{directory}: [{provenance[0].rule}] {provenance[0].message} "
+                                    f"(and so: {exc})") from exc
+        raise
     report = folder.report
-    max_length = max_length if max_length is not None else configured_max_length(report)
+    recorded_max_length = configured_max_length(report)
+    max_length = max_length if max_length is not None else recorded_max_length
     tokenizer, tokenizer_source = _tokenizer_for(folder, tokenizer, tokenizer_files)
     phase("load")
     env = CheckEnv.create(tokenizer, max_length=max_length)
@@ -312,6 +326,9 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
         raise VerificationError(f"--parity-sample must be at least 0, got {parity_sample}")
     picks = select_positions(len(positions), max(1, min(parity_sample, len(positions))), seed + 1)
     env.sampled = frozenset(positions[i] for i in picks) if parity_sample > 0 else frozenset()
+    # Only a run over every row, with the recorded max_length and the parity sample on, may record a
+    # pass: one that checked less reports its own result but never clears a recorded failure.
+    full = len(positions) == num_rows and max_length == recorded_max_length and parity_sample > 0
     totals = Aggregator()
     by_rule: Counter = Counter()
     rows_with: set[int] = set()
@@ -336,15 +353,18 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
             totals.merge(counted)
         phase("rows")
         folder_found, rejections = _folder_counts(folder).check(report, folder.rejects)
-        for violation in folder_found:
+        for violation in [*provenance, *folder_found]:
             record(violation, out)
         phase("folder")
+        out.discard = not full and not by_rule  # a clean partial run keeps the full run's file
     total = sum(by_rule.values())
     section = {
         "version": STATS_VERSION,
         "ok": total == 0,
+        "full": full,
         "rows": num_rows,
-        "sample": sample,
+        "sample": None if len(positions) == num_rows else sample,
+        "verified_files": recorded_digests(report) if not provenance else None,
         **totals.result(),
         "max_length": max_length,
         "rejections": rejections,
@@ -361,14 +381,22 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
         "decoder": env.decoder.name,
         "timing": {"seconds": 0.0, "phases": phases, "num_proc": max(1, num_proc)},
     }
-    if write and histogram and totals.rows:
+    if write and histogram and totals.rows and (full or total):
         report_io.write_histogram(directory, totals.lengths, totals.fractions)
         phase("histogram")
     # Everything but writing the section itself (the one thing that cannot time itself).
     section["timing"]["seconds"] = round(time.perf_counter() - started, 3)
-    if write:
-        report_io.merge_verify_section(directory, section)
-    return VerifyResult(total == 0, kept, section, directory)
+    recorded = report.get("verify") if isinstance(report.get("verify"), dict) else None
+    if write and writable:
+        if full or total:  # a partial run may only downgrade: it found a violation
+            report_io.merge_verify_section(directory, section)
+        else:  # reported as the sample it was; the recorded result stays
+            report_io.merge_verify_section(directory, section, key=SAMPLE_KEY)
+    if full or total:
+        recorded_ok = total == 0
+    else:
+        recorded_ok = None if recorded is None else recorded.get("ok") is True and recorded.get("full") is True
+    return VerifyResult(total == 0, kept, section, directory, recorded_ok=recorded_ok)
 
 
 # --- one row, for inspect ---------------------------------------------------------------------------------

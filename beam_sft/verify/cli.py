@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from beam_sft.cli_args import count
+
 AUTO_PARALLEL_ROWS = 2000  # below this, starting worker processes costs more than it saves
 
 
@@ -16,16 +18,17 @@ def register(subparsers) -> None:
         description="Check the masks of a prepared dataset against every rule; write report.json's "
                     "\"verify\" section, verify_violations.jsonl and report_lengths.png beside it.")
     verify.add_argument("directory", type=Path, metavar="DIR", help="prepared dataset directory")
-    verify.add_argument("--num-proc", type=int, default=0,
+    verify.add_argument("--num-proc", type=count(0), default=0,
                         help="worker processes (default: all cores for large datasets, else 1)")
-    verify.add_argument("--sample", type=int, default=None, metavar="N", help="check N random rows only")
-    verify.add_argument("--seed", type=int, default=0, help="seed for --sample and the parity sample")
-    verify.add_argument("--parity-sample", type=int, default=None, metavar="N",
+    verify.add_argument("--sample", type=count(1), default=None, metavar="N",
+                        help="check N random rows only: reported as a sample (report.json verify_sample); it never records a pass, only a failure it finds")
+    verify.add_argument("--seed", type=count(0), default=0, help="seed for --sample and the parity sample")
+    verify.add_argument("--parity-sample", type=count(0), default=None, metavar="N",
                         help="rows that also get the sampled rules: re-tokenized, prompts re-rendered "
                              "(default 32; the report's coverage says which rules)")
-    verify.add_argument("--max-length", type=int, default=None,
+    verify.add_argument("--max-length", type=count(1), default=None,
                         help="longest allowed row (default: report.json's length_policy.max_length)")
-    verify.add_argument("--max-violations", type=int, default=20, metavar="N",
+    verify.add_argument("--max-violations", type=count(0), default=20, metavar="N",
                         help="violations to print (all are in verify_violations.jsonl)")
     verify.add_argument("--no-histogram", action="store_true", help="do not write report_lengths.png")
     verify.set_defaults(func=run_verify)
@@ -35,7 +38,7 @@ def register(subparsers) -> None:
         description="Show one prepared row token by token: trained tokens highlighted, context dimmed, "
                     "each message labelled with its role and channel.")
     inspect.add_argument("directory", type=Path, metavar="DIR", help="prepared dataset directory")
-    inspect.add_argument("--row", type=int, required=True, metavar="N", help="row position in the dataset")
+    inspect.add_argument("--row", type=count(0), required=True, metavar="N", help="row position in the dataset")
     inspect.add_argument("--html", type=Path, default=None, metavar="PATH", help="write a standalone HTML page")
     colors = inspect.add_mutually_exclusive_group()
     colors.add_argument("--color", dest="color", action="store_true", default=None,
@@ -48,9 +51,13 @@ def register(subparsers) -> None:
 def _num_proc(requested: int, directory: Path) -> int:
     if requested > 0:
         return requested
+    from beam_sft.errors import VerificationError
     from beam_sft.verify.api import load_prepared_dataset
 
-    rows = len(load_prepared_dataset(directory))
+    try:
+        rows = len(load_prepared_dataset(directory))
+    except VerificationError:
+        return 1  # verify_prepared says what is wrong, naming the file
     return 1 if rows < AUTO_PARALLEL_ROWS else max(1, min(os.cpu_count() or 1, 16))
 
 
@@ -63,6 +70,8 @@ def run_verify(args: argparse.Namespace) -> int:
                              sample=args.sample, seed=args.seed, max_length=args.max_length,
                              histogram=not args.no_histogram, parity_sample=parity)
     print(format_table(result.stats))
+    if result.ok and not result.stats["full"]:
+        return _partial(result, args.directory)
     if result.ok:
         return 0
     shown = result.violations[: max(0, args.max_violations)]
@@ -72,6 +81,23 @@ def run_verify(args: argparse.Namespace) -> int:
     if len(result.violations) > len(shown):
         print(f"... {len(result.violations) - len(shown)} more", file=sys.stderr)
     print(f"all violations: {args.directory / VIOLATIONS_FILE}", file=sys.stderr)
+    return 1
+
+
+def _partial(result, directory: Path) -> int:
+    """A partial run that found nothing: what it was, and the folder's result, which it leaves as it was."""
+    stats = result.stats
+    checked = f"{stats['rows_checked']} of {stats['rows']} rows" if stats["sample"] is not None else "every row"
+    print(f"\npartial run ({checked}, max_length {stats['max_length']}, parity rows "
+          f"{stats['coverage']['sampled']['rows']}): recorded as report.json's verify_sample, never as a pass")
+    if result.recorded_ok is True:
+        print("the folder's full verification recorded before still stands (passed)")
+        return 0
+    if result.recorded_ok is None:
+        print("the folder has no full verification: train refuses it until `beam-sft verify DIR` checks every row")
+        return 0
+    print(f"beam-sft verify: error: {directory}: its recorded full verification FAILED; a partial run cannot clear "
+          "it (see report.json verify and verify_violations.jsonl)", file=sys.stderr)
     return 1
 
 

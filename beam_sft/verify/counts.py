@@ -6,6 +6,9 @@
   (``copies(weight, seed, source, row)``: floor(weight), plus one for a seeded share of rows).
 - ``rejects_count``: rejects.jsonl has exactly the rejections report.json counts, per source and
   code, and every line of it is readable.
+- ``report_count``: report.json's counts agree with each other (``prepared.report.count_problems``:
+  read = kept + rejected per source, the totals, the mix, ...) and its token statistics are the
+  rows' (every figure of ``tokens``, recomputed from the ``num_tokens``/``num_trained`` columns).
 
 These run over every row even with ``--sample`` (they read only the small ``source`` and
 ``row_index`` columns). Memory: the row indices of each source, 16 bytes a row; nothing else
@@ -43,6 +46,9 @@ class FolderCounts:
         self._index: dict[str, list[np.ndarray]] = {}
         self._position: dict[str, list[np.ndarray]] = {}
         self.rows = 0
+        from beam_sft.prepared.report import TokenStats
+
+        self.tokens: TokenStats | None = TokenStats()  # None once a table lacks the columns
 
     def add_table(self, table, first_position: int) -> None:
         """Rows ``first_position...`` of the dataset, as an Arrow table with ``source`` and ``row_index``."""
@@ -57,6 +63,11 @@ class FolderCounts:
         else:
             index = np.full(n, -1, dtype=np.int64)
         names = np.array([s if s is not None else "" for s in sources], dtype=object)
+        if self.tokens is not None and {"num_tokens", "num_trained"} <= set(table.column_names):
+            self.tokens.add(names.astype(str), *(np.nan_to_num(table.column(c).to_numpy(zero_copy_only=False))
+                                                 .astype(np.int64) for c in ("num_tokens", "num_trained")))
+        else:
+            self.tokens = None
         for name in set(names.tolist()):
             pick = names == name
             self._index.setdefault(name, []).append(index[pick])
@@ -65,9 +76,26 @@ class FolderCounts:
     def check(self, report: dict, rejects: Path) -> tuple[list[Violation], dict]:
         """Violations of the folder rules, and report.json's ``rejections`` summary."""
         sources = report.get("sources") if isinstance(report.get("sources"), dict) else {}
-        out = self._row_counts(report, sources) + self._duplicates(report, sources)
+        out = self._row_counts(report, sources) + self._duplicates(report, sources) + self._report_counts(report)
         found, section = check_rejects(sources, rejects)
         return out + found, section
+
+    def _report_counts(self, report: dict) -> list[Violation]:
+        from beam_sft.prepared.report import count_problems
+
+        if not report:
+            return []  # no report.json: report_seal says so
+        out = [Violation("report_count", None, "", None, f"report.json {problem}") for problem in count_problems(report)]
+        if self.tokens is None:
+            return out + [Violation("report_count", None, "", None, "the dataset lacks num_tokens/num_trained: "
+                                    "report.json's token statistics cannot be checked")]
+        held, recorded = self.tokens.to_json(), report.get("tokens")
+        recorded = recorded if isinstance(recorded, dict) else {}
+        for key in sorted(set(held) | set(recorded)):
+            if key != "rows" and held.get(key) != recorded.get(key):  # rows: row_count's
+                out.append(Violation("report_count", None, "", None, f"report.json's tokens.{key} is "
+                                     f"{_short(recorded.get(key))}, the rows give {_short(held.get(key))}"))
+        return out
 
     def _row_counts(self, report: dict, sources: dict) -> list[Violation]:
         out = []
@@ -120,6 +148,11 @@ class FolderCounts:
                     out.append(Violation("row_count", int(where), name, int(keys[k]), f"row {int(keys[k])} of {name} "
                                          f"appears {int(counts[k])} times; the mix planned {int(expected[k])}"))
         return out
+
+
+def _short(value, limit: int = 200) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict]:

@@ -571,7 +571,8 @@ SAMPLED_PARTS: dict[str, str] = {
                      "the tool declarations are the template's exactly (elsewhere: names, descriptions, parameters)",
     "parse_mismatch": "the shipped response template reads each span as the strict reader does, with tool types",
 }
-FOLDER_RULES: tuple[str, ...] = ("row_count", "duplicate_row", "rejects_count")
+FOLDER_RULES: tuple[str, ...] = ("row_count", "duplicate_row", "rejects_count", "report_count", "report_seal",
+                                  "file_digest")
 RULE_CODES: tuple[str, ...] = (*RULES, *FOLDER_RULES)
 
 

@@ -11,9 +11,10 @@ from beam_sft.prepared.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F4
 from beam_sft.prepared.report import update_report
 
 
-def merge_verify_section(directory: Path, section: dict) -> Path:
-    """Set report.json's "verify" section, keeping every other section as it is (atomically)."""
-    return update_report(directory, "verify", section)
+def merge_verify_section(directory: Path, section: dict, *, key: str = "verify") -> Path:
+    """Set report.json's "verify" section (or ``key``), keeping every other section as it is
+    (atomically; refused when the report's seal does not hold)."""
+    return update_report(directory, key, section)
 
 
 class ViolationWriter:
@@ -24,6 +25,7 @@ class ViolationWriter:
         self.path = Path(directory) / VIOLATIONS_FILE if directory is not None else None
         self._tmp = self.path.with_name(f".{self.path.name}.tmp{os.getpid()}") if self.path else None
         self._file = None
+        self.discard = False  # set before the end: the old file stays, this run's is dropped
 
     def __enter__(self) -> ViolationWriter:
         if self._tmp is not None:
@@ -38,7 +40,7 @@ class ViolationWriter:
         if self._file is None:
             return
         self._file.close()
-        if exc_type is None:
+        if exc_type is None and not self.discard:
             os.replace(self._tmp, self.path)
         else:
             self._tmp.unlink(missing_ok=True)

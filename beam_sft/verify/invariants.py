@@ -40,7 +40,9 @@ of a small dataset; the report's ``coverage`` says how many):
   other rule, so that a corruption is reported by the rule that names it.
 
 Folder rules (``counts.py``, over every row even with ``--sample``): ``row_count``,
-``duplicate_row``, ``rejects_count``.
+``duplicate_row``, ``rejects_count``, ``report_count``; and before any row is read
+(``provenance.py``): ``report_seal`` (report.json missing or edited), ``file_digest`` (a file
+missing, added or changed since report.json recorded it).
 """
 
 from __future__ import annotations

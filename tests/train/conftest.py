@@ -108,7 +108,8 @@ def write_prepared(out_dir: Path, rows: list[dict], tokenizer, *, mutate=None) -
     """
     from datasets import Dataset
 
-    from beam_sft.prepared import features, file_digests, write_report
+    from beam_sft.prepared import features, write_report
+    from tests.prepared_reports import complete_report, passed_verification, sources_of
 
     records = []
     for i, row in enumerate(rows):
@@ -122,8 +123,10 @@ def write_prepared(out_dir: Path, rows: list[dict], tokenizer, *, mutate=None) -
     Dataset.from_list(records, features=features()).save_to_disk(str(out_dir))
     tokenizer.save_pretrained(str(out_dir / "tokenizer"))
     (out_dir / "rejects.jsonl").write_text("", encoding="utf-8")
-    write_report(out_dir, {"version": "test", "fingerprint": "test", "files": file_digests(out_dir),
-                           "verify": {"ok": True, "note": "written by tests/train/conftest.py"}})
+    report = complete_report({"fingerprint": "test", "sources": sources_of(records), "mix": {"seed": 0},
+                              "length_policy": {"max_length": None}}, records, out_dir)
+    report["verify"] = passed_verification(report, "written by tests/train/conftest.py")
+    write_report(out_dir, report)
     return out_dir
 
 

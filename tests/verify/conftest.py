@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.doc_examples import GET_WEATHER_TERSE
+from tests.prepared_reports import complete_report
 
 BOOK = {
     "type": "function",
@@ -138,8 +139,12 @@ def records_for(rows: list[dict], tokenizer) -> list[dict]:
 
 
 def write_prepared(directory: Path, records: list[dict], tokenizer, *, report: dict | None = None,
-                   rejects: list[dict] | None = None) -> Path:
-    """Save ``records`` as a prepared directory: dataset, tokenizer/, report.json, rejects.jsonl."""
+                   rejects: list[dict] | None = None, described: list[dict] | None = None) -> Path:
+    """Save ``records`` as a prepared directory: dataset, tokenizer/, report.json (sealed),
+    rejects.jsonl. The report's token statistics are those of ``described`` (default ``records``):
+    the rows prepare wrote, before a test changed them."""
+    from beam_sft.prepared import write_report
+
     from datasets import Dataset, Features, Sequence, Value
 
     features = Features({"input_ids": Sequence(Value("int32")), "assistant_masks": Sequence(Value("int8")),
@@ -149,9 +154,10 @@ def write_prepared(directory: Path, records: list[dict], tokenizer, *, report: d
     columns = {name: [r[name] for r in records] for name in features}
     Dataset.from_dict(columns, features=features).save_to_disk(str(directory))
     tokenizer.save_pretrained(directory / "tokenizer")
-    (directory / "report.json").write_text(json.dumps(report if report is not None else REPORT, indent=2) + "\n")
     lines = rejects if rejects is not None else REJECTS
     (directory / "rejects.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    write_report(directory, complete_report(report if report is not None else REPORT,
+                                            described if described is not None else records, directory))
     return directory
 
 

@@ -172,13 +172,13 @@ def folder_rules(directory) -> set[str]:
 
 
 def test_removed_row_is_a_row_count(make_prepared):
-    assert folder_rules(make_prepared(mutate=lambda records: records.pop(2))) == {"row_count"}
+    # (its tokens leave the report's token statistics too: report_count)
+    assert folder_rules(make_prepared(mutate=lambda records: records.pop(2))) == {"row_count", "report_count"}
 
 
 def test_duplicated_row_is_a_duplicate_row(make_prepared):
     report = copy.deepcopy(REPORT)  # the counts agree: only the duplicate can show it
-    report["sources"]["alpha.jsonl"]["rows_out"] = 4
-    report["tokens"]["rows"] = 7
+    report["sources"]["alpha.jsonl"].update(read=5, kept=4, selected=4, rows_out=4)
     directory = make_prepared(mutate=lambda records: records.append(copy.deepcopy(records[1])), report=report)
     result = verify_prepared(directory, write=False)
     assert set(result.stats["violations"]["by_rule"]) == {"duplicate_row"}
@@ -188,7 +188,7 @@ def test_duplicated_row_is_a_duplicate_row(make_prepared):
 
 def test_duplicate_without_matching_counts_is_both(make_prepared):
     directory = make_prepared(mutate=lambda records: records.append(copy.deepcopy(records[1])))
-    assert folder_rules(directory) == {"duplicate_row", "row_count"}
+    assert folder_rules(directory) == {"duplicate_row", "row_count", "report_count"}
 
 
 def test_copies_planned_by_a_weight_are_clean_and_missing_copies_are_caught(make_prepared):
@@ -205,9 +205,9 @@ def test_copies_planned_by_a_weight_are_clean_and_missing_copies_are_caught(make
         twice(records)
         records.pop()
 
+    # a report that says so is inconsistent itself (weight 2 gives 3 rows 6 copies): report_count too
     report["sources"]["beta.jsonl"]["rows_out"] = 5
-    report["tokens"]["rows"] = 8
-    assert folder_rules(make_prepared(mutate=one_short, report=report)) == {"row_count"}
+    assert folder_rules(make_prepared(mutate=one_short, report=report)) == {"row_count", "report_count"}
 
 
 def test_fractional_weights_follow_the_mix(make_prepared):
@@ -236,17 +236,18 @@ def test_rejects_cut_short_extra_and_unreadable(make_prepared):
     directory = make_prepared()
     with (directory / "rejects.jsonl").open("a") as fh:
         fh.write("{cut in the midd\n")
-    result = verify_prepared(directory, write=False)
-    assert set(result.stats["violations"]["by_rule"]) == {"rejects_count"}
-    assert "1 of 4 lines" in result.violations[0].message
+    result = verify_prepared(directory, write=False)  # (a line added after the digests: file_digest too)
+    assert set(result.stats["violations"]["by_rule"]) == {"rejects_count", "file_digest"}
+    assert any("1 of 4 lines" in v.message for v in result.violations if v.rule == "rejects_count")
+    assert any(v.message.startswith("rejects.jsonl: ") for v in result.violations if v.rule == "file_digest")
 
 
 def test_folder_violations_are_written_and_named(make_prepared):
     directory = make_prepared(mutate=lambda records: records.pop(0))
     result = verify_prepared(directory)
     lines = [json.loads(line) for line in (directory / "verify_violations.jsonl").read_text().splitlines()]
-    assert {line["rule"] for line in lines} == {"row_count"} and all(line["row"] is None for line in lines)
-    assert "dataset (alpha.jsonl)" in result.violations[-1].format()
+    assert {line["rule"] for line in lines} == {"row_count", "report_count"} and all(line["row"] is None for line in lines)
+    assert "dataset (alpha.jsonl)" in [v for v in result.violations if v.rule == "row_count"][-1].format()
     assert result.stats["violations"]["rows"] == 0
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from beam_sft.prepared.report import dump_json
+from beam_sft.prepared.load import recorded_digests
 from beam_sft.verify.api import verify_prepared
 from beam_sft.verify.report import format_table, write_histogram
 from tests.verify.test_invariants import untrain_final_return
@@ -32,7 +33,9 @@ def test_verify_section_golden(make_prepared):
     assert result.ok
     assert set(result.stats["timing"]) == {"seconds", "phases", "num_proc"}
     assert set(result.stats["timing"]["phases"]) == {"load", "start", "rows", "folder"}
-    untimed = {k: v for k, v in result.stats.items() if k != "timing"}  # the one part that varies
+    # the parts that vary: timing, and the digests of the files (checked against the report's here)
+    assert result.stats["verified_files"] == recorded_digests(json.loads((directory / "report.json").read_text()))
+    untimed = {k: v for k, v in result.stats.items() if k not in ("timing", "verified_files")}
     assert_golden("verify_section.json", dump_json(untimed))
     assert_golden("verify_table.txt", format_table(result.stats) + "\n")
 
@@ -42,7 +45,9 @@ def test_section_is_merged_into_report(make_prepared, tokenizer):
     before = json.loads((directory / "report.json").read_text())
     result = verify_prepared(directory)
     after = json.loads((directory / "report.json").read_text())
-    assert {k: v for k, v in after.items() if k != "verify"} == before  # nothing else touched
+    # nothing else touched (the seal is made again over the new section)
+    assert {k: v for k, v in after.items() if k not in ("verify", "integrity")} == \
+        {k: v for k, v in before.items() if k != "integrity"}
     section = after["verify"]
     assert section == result.stats and section["ok"] is False
     assert section["violations"] == {"total": 1, "rows": 1, "by_rule": {"span_end": 1}}

@@ -35,6 +35,9 @@ def complete_report(report: dict, records: list[dict], directory: Path) -> dict:
     report["mix"] = mix_report({n: e["weight"] for n, e in sources.items()}, {n: e["read"] for n, e in sources.items()},
                                {n: e["rows_out"] for n, e in sources.items()}, report.get("mix", {}).get("seed", 0))
     report.setdefault("encoder", {"name": "test", "fallback_rows": 0})
+    report.setdefault("shard", {"index": 0, "count": 1})
+    report.setdefault("fingerprint_parts", {"options": {"num_shards": 1, "seed": report["mix"]["seed"]},
+                                            "shard_index": 0})
     stats = TokenStats()
     stats.add(np.array([r["source"] for r in records]), np.array([r["num_tokens"] for r in records]),
               np.array([r["num_trained"] for r in records]))

@@ -198,6 +198,28 @@ def count_problems(report: Mapping) -> list[str]:
     encoder = report.get("encoder")
     if not isinstance(encoder, dict) or not _count(encoder.get("fallback_rows")):
         out.append("encoder.fallback_rows missing or not a count")
+    return out + _shard_problems(report, mix)
+
+
+def _shard_problems(report: Mapping, mix: Any) -> list[str]:
+    """The shard (or merge) and the mix seed against the options the fingerprint was taken over."""
+    out = []
+    parts = report.get("fingerprint_parts")
+    options = parts.get("options") if isinstance(parts, dict) else None
+    if not isinstance(options, dict):
+        return ["fingerprint_parts.options missing"]
+    shard = report.get("shard")
+    if not isinstance(shard, dict) or not _count(shard.get("count")) or shard["count"] < 1 \
+            or shard["count"] != options.get("num_shards"):
+        out.append(f"shard {shard!r} does not match the run's num_shards {options.get('num_shards')!r}")
+    elif "merged" in shard:
+        if shard.get("merged") != shard["count"]:
+            out.append(f"shard: merged {shard.get('merged')!r} of {shard['count']} shards")
+    elif not _count(shard.get("index")) or shard["index"] >= shard["count"] or shard["index"] != parts.get("shard_index"):
+        out.append(f"shard.index {shard.get('index')!r} is not the run's shard_index {parts.get('shard_index')!r} "
+                   f"of {shard['count']}")
+    if isinstance(mix, dict) and mix.get("seed") != options.get("seed"):
+        out.append(f"mix.seed {mix.get('seed')!r} is not the run's seed {options.get('seed')!r}")
     return out
 
 

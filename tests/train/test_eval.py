@@ -9,6 +9,7 @@ import pytest
 
 from beam_sft.data.split import row_fingerprint
 from beam_sft.errors import ConfigError, PreflightError
+from beam_sft.prepared import write_report
 from beam_sft.train.recipe import recipe_from_dict
 from beam_sft.train.run_log import read_metrics
 from beam_sft.train.trainer import build, preflight, train
@@ -94,7 +95,7 @@ def test_eval_prepared_with_another_tokenizer_is_refused(fixture_dir, prepared_d
     for directory, digest in ((train_dir, "aaa"), (eval_dir, "bbb")):
         report = json.loads((directory / "report.json").read_text())
         report["fingerprint_parts"] = {**report.get("fingerprint_parts", {}), "tokenizer": digest, "template": "t"}
-        (directory / "report.json").write_text(json.dumps(report))
+        write_report(directory, report)  # sealed: only the tokenizer differs
     with pytest.raises(ConfigError, match="another tokenizer"):
         build(_recipe(fixture_dir, train_dir, tmp_path / "out", data={"eval": {"prepared": str(eval_dir)}}))
 
@@ -125,7 +126,7 @@ def test_tensorboard_gets_the_run_record_and_the_figures(fixture_dir, prepared_d
 
     prepared = tmp_path / "prep"
     shutil.copytree(prepared_dir, prepared)
-    (prepared / "report.json").write_text(json.dumps(report))
+    write_report(prepared, report)
     logs = tmp_path / "out" / "runs"  # transformers' default: output_dir/runs/<date>_<host>
     train(_recipe(fixture_dir, prepared, tmp_path / "out", data={"eval": {"eval_fraction": 0.2}},
                   sft={"max_steps": 2, "eval_steps": 2, "report_to": "tensorboard"},

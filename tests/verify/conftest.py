@@ -143,9 +143,9 @@ def write_prepared(directory: Path, records: list[dict], tokenizer, *, report: d
     """Save ``records`` as a prepared directory: dataset, tokenizer/, report.json (sealed),
     rejects.jsonl. The report's token statistics are those of ``described`` (default ``records``):
     the rows prepare wrote, before a test changed them."""
-    from beam_sft.prepared import write_report
-
     from datasets import Dataset, Features, Sequence, Value
+
+    from beam_sft.prepared import write_report
 
     features = Features({"input_ids": Sequence(Value("int32")), "assistant_masks": Sequence(Value("int8")),
                          "row": Value("string"), "source": Value("string"), "row_index": Value("int64"),

@@ -57,6 +57,8 @@ def passed_verification(report: dict, note: str) -> dict:
     """A verify section that says a full verification of exactly the report's files passed (for
     tests that need a folder train accepts without running verify on it)."""
     from beam_sft.prepared.load import recorded_digests
+    from beam_sft.prepared.report import content_digest
 
     return {"ok": True, "full": True, "sample": None, "verified_files": recorded_digests(report),
+            "verified_report": content_digest(report),
             "max_length": (report.get("length_policy") or {}).get("max_length"), "note": note}

@@ -96,6 +96,11 @@ def check_verified(directory: str | Path, report: dict) -> None:
     if digests is None or section.get("verified_files") != digests:
         raise PreparedError(directory, "report.json's verification was of other files than the ones it records "
                                        "(verify.verified_files): run `beam-sft verify` again")
+    from beam_sft.prepared.report import content_digest
+
+    if section.get("verified_report") != content_digest(report):
+        raise PreparedError(directory, "report.json changed since it was verified (verify.verified_report): run "
+                                       "`beam-sft verify` again")
     policy = report.get("length_policy")
     prepared_max = policy.get("max_length") if isinstance(policy, dict) else None
     if section.get("max_length") != prepared_max:

@@ -68,6 +68,18 @@ def report_digest(report: Mapping) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# Keys written after a verification ran (its own sections, prepare's verify timing and kept-aside
+# mark) or that are the seal: left out of ``content_digest``.
+AFTER_VERIFY = (SEAL_KEY, "verify", "verify_sample", "timing", "kept_aside")
+
+
+def content_digest(report: Mapping) -> str:
+    """SHA-256 of what a verification checked the folder against: every key but ``AFTER_VERIFY``.
+    Verify records it (``verify.verified_report``); train refuses a report whose content changed
+    since, even when whoever changed it sealed it again."""
+    return report_digest({k: v for k, v in report.items() if k not in AFTER_VERIFY})
+
+
 def seal(report: Mapping) -> dict:
     """The report with its seal: ``integrity: {"algorithm": "sha256", "report": report_digest}``.
 

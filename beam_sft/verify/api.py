@@ -22,6 +22,7 @@ from beam_sft.errors import VerificationError
 from beam_sft.pool import imap_then_close
 from beam_sft.prepared.layout import TOKENIZER_DIR
 from beam_sft.prepared.load import recorded_digests
+from beam_sft.prepared.report import content_digest
 from beam_sft.verify import caller_tokenizer
 from beam_sft.verify import report as report_io
 from beam_sft.verify.arrays import COLUMNS, TokenBatch
@@ -365,6 +366,7 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
         "rows": num_rows,
         "sample": None if len(positions) == num_rows else sample,
         "verified_files": recorded_digests(report) if not provenance else None,
+        "verified_report": content_digest(report) if not provenance else None,
         **totals.result(),
         "max_length": max_length,
         "rejections": rejections,

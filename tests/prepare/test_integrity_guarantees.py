@@ -142,7 +142,7 @@ def test_a_clean_sample_leaves_a_full_pass_as_it_was(prepared, tmp_path, capsys)
     check_trainable(folder)
 
 
-@pytest.mark.parametrize("edit", ["sample", "not full", "other files", "other max_length"])
+@pytest.mark.parametrize("edit", ["sample", "not full", "other files", "other max_length", "other report"])
 def test_train_needs_a_full_verification_of_these_files(prepared, tmp_path, edit):
     folder = _copy(prepared, tmp_path)
     report = read_report(folder)
@@ -153,10 +153,12 @@ def test_train_needs_a_full_verification_of_these_files(prepared, tmp_path, edit
         section["full"] = False
     elif edit == "other files":
         section["verified_files"]["state.json"] = "0" * 64
-    else:
+    elif edit == "other max_length":
         section["max_length"] = 99999
+    else:  # a figure changed after the verification ran
+        report["tokens"]["trained"] += 1
     write_report(folder, report)  # sealed again: only the verification itself is wrong
-    with pytest.raises(PreflightError, match="refusing to train: .*(sample|other files|max_length)"):
+    with pytest.raises(PreflightError, match="refusing to train: .*(sample|other files|max_length|changed since)"):
         check_trainable(folder)
 
 

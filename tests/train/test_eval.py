@@ -10,6 +10,7 @@ import pytest
 from beam_sft.data.split import row_fingerprint
 from beam_sft.errors import ConfigError, PreflightError
 from beam_sft.prepared import write_report
+from beam_sft.prepared.report import content_digest
 from beam_sft.train.recipe import recipe_from_dict
 from beam_sft.train.run_log import read_metrics
 from beam_sft.train.trainer import build, preflight, train
@@ -126,6 +127,7 @@ def test_tensorboard_gets_the_run_record_and_the_figures(fixture_dir, prepared_d
 
     prepared = tmp_path / "prep"
     shutil.copytree(prepared_dir, prepared)
+    report["verify"]["verified_report"] = content_digest(report)  # as if verified with these figures
     write_report(prepared, report)
     logs = tmp_path / "out" / "runs"  # transformers' default: output_dir/runs/<date>_<host>
     train(_recipe(fixture_dir, prepared, tmp_path / "out", data={"eval": {"eval_fraction": 0.2}},

@@ -280,13 +280,21 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
                     max_length: int | None = None, write: bool = True, histogram: bool = True,
                     parity_sample: int = PARITY_SAMPLE, tokenizer=None,
                     tokenizer_files: Mapping[str, str] | None = None) -> VerifyResult:
-    """Check every row of a prepared dataset (or ``sample`` rows) against every rule, and the folder's
-    counts against its report.
+    """Check every row of a prepared dataset (or ``sample`` rows) against every rule, the folder's
+    files against the digests report.json records and its seal (``provenance``), and every count of
+    the report against the rows and rejects (``counts``).
 
     Writes report.json's "verify" section (other sections kept), DIR/verify_violations.jsonl and
     DIR/report_lengths.png unless ``write``/``histogram`` are False. ``max_length`` defaults to the
     one report.json's length policy records. ``parity_sample`` rows (seeded) also get the sampled
     rules. Works on a staging folder as well as a published one.
+
+    Only a *full* run (every row, the recorded max_length, a parity sample) records its result as
+    the "verify" section, with ``full: true`` and the digests it checked (``verified_files``,
+    ``verified_report``): what train requires. A partial run that finds a violation records it
+    there (a downgrade); one that finds none is written as ``verify_sample`` and leaves "verify"
+    and verify_violations.jsonl as they were, so a sample never turns a failure into a pass.
+    Nothing is written into report.json when it is missing or its seal does not hold.
 
     ``tokenizer``: the tokenizer object the caller already holds (prepare's), used instead of loading
     DIR/tokenizer again once ``caller_tokenizer.differences`` proves it is that one (same file bytes;
@@ -295,6 +303,24 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
     else they are read from its ``name_or_path``. When anything differs DIR/tokenizer is loaded as
     without it, and the section's ``tokenizer`` entry says why.
     """
+    directory = Path(directory)
+    provenance, writable = check_provenance(directory)  # before anything reads the files it names
+    try:
+        return _verify_folder(directory, provenance, writable, num_proc=num_proc, sample=sample, seed=seed,
+                              max_length=max_length, write=write, histogram=histogram, parity_sample=parity_sample,
+                              tokenizer=tokenizer, tokenizer_files=tokenizer_files)
+    except Exception as exc:
+        if not provenance:
+            raise
+        # A changed file can break its reader in any way (a tokenizer that does not parse, Arrow that
+        # does not decode): the one line names the file, and what reading it then did.
+        first = provenance[0]
+        raise VerificationError(f"{directory}: [{first.rule}] {first.message} (and so: {exc})") from exc
+
+
+def _verify_folder(directory: Path, provenance: list[Violation], writable: bool, *, num_proc: int,
+                   sample: int | None, seed: int, max_length: int | None, write: bool, histogram: bool,
+                   parity_sample: int, tokenizer, tokenizer_files: Mapping[str, str] | None) -> VerifyResult:
     started = time.perf_counter()
     phases: dict[str, float] = {}
     clock = [started]
@@ -304,15 +330,7 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
         phases[name] = round(now - clock[0], 3)
         clock[0] = now
 
-    directory = Path(directory)
-    provenance, writable = check_provenance(directory)  # before anything reads the files it names
-    try:
-        folder = open_prepared(directory)
-    except VerificationError as exc:
-        if provenance:
-            raise VerificationError(f"{directory}: [{provenance[0].rule}] {provenance[0].message} "
-                                    f"(and so: {exc})") from exc
-        raise
+    folder = open_prepared(directory)
     report = folder.report
     recorded_max_length = configured_max_length(report)
     max_length = max_length if max_length is not None else recorded_max_length

@@ -260,7 +260,8 @@ def _tree(root: Path, skip: str | None = None) -> dict[str, tuple]:
 # - report.json "timing" and "verify.timing": seconds per phase, records per second;
 # - state.json "_fingerprint": datasets' fingerprint of the encoded dataset, which prepare derives from a
 #   per-run key (pid and time) so that datasets can never reuse another run's cache file;
-# - report.json files.files["state.json"]: the digest of that state.json.
+# - report.json files.files["state.json"]: the digest of that state.json, and so verify.verified_files's
+#   entry for it, verify.verified_report (over the files section) and the report's seal ("integrity").
 # Everything else, report.json's fingerprints, counts, statistics, encoder, verify and digests included,
 # must be equal.
 def _canonical(folder: Path) -> dict:
@@ -274,6 +275,9 @@ def _canonical(folder: Path) -> dict:
     report.pop("timing")
     report["verify"].pop("timing", None)
     report["files"]["files"].pop("state.json")
+    report.pop("integrity")
+    report["verify"].pop("verified_report")
+    report["verify"]["verified_files"].pop("state.json")
     state = json.loads((folder / "state.json").read_text())
     state.pop("_fingerprint")
     for name in ("report.json", "state.json"):

@@ -30,9 +30,10 @@ from pathlib import Path
 from beam_sft.errors import BeamError, OutputRefused
 
 FSDP_DIR = "pytorch_model_fsdp_0"
-# Files copied beside the weights when the checkpoint (or its parent) has them.
+# Files copied beside the weights when the checkpoint (or its parent) has them; beam_run.json carries
+# the run record (recipe, and the data it trained on by digest: ``train.provenance``) to the export.
 SIDE_FILES = ("generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-              "chat_template.jinja")
+              "chat_template.jinja", "beam_run.json")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 

@@ -1,7 +1,8 @@
 """Merge a LoRA adapter into its base model and save a standalone checkpoint.
 
 The result is loadable with ``AutoModelForCausalLM.from_pretrained`` and carries the adapter
-directory's tokenizer (chat template, response template) and the generation config.
+directory's tokenizer (chat template, response template), the generation config and the run
+record (``beam_run.json``: the data it trained on, by digest).
 """
 
 from __future__ import annotations
@@ -35,4 +36,20 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | N
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out))
     AutoTokenizer.from_pretrained(str(adapter_dir)).save_pretrained(str(out))
+    _carry_run_record(adapter_dir, out, base)
     return out
+
+
+def _carry_run_record(adapter_dir: Path, out: Path, base: str) -> None:
+    """The adapter's beam_run.json (the recipe, and the data it trained on by digest) beside the
+    merged weights, with what was merged into what."""
+    record_path = adapter_dir / "beam_run.json"
+    if not record_path.is_file():
+        return
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except ValueError:
+        raise BeamError(f"{record_path}: not JSON; the merged model was saved to {out} without it") from None
+    if isinstance(record, dict):
+        record["merged"] = {"adapter": str(adapter_dir.resolve()), "base": str(base)}
+    (out / "beam_run.json").write_text(json.dumps(record, indent=2, default=str) + "\n", encoding="utf-8")

@@ -1,0 +1,44 @@
+"""The run record names the data by digest (issue 23, class 15), and the record travels with the
+weights through ``export`` and ``merge``."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from beam_sft.train.export import _copy_side_files
+from beam_sft.train.merge import _carry_run_record
+from beam_sft.train.provenance import folder_provenance, recorded_provenance
+from beam_sft.train.run_log import run_record
+
+
+def test_the_run_record_holds_the_datas_digests(prepared_dir):
+    recipe = SimpleNamespace(to_dict=lambda: {"data": {"prepared": str(prepared_dir)}}, lora=None)
+    record = run_record(recipe, prepared_dir, None)
+    taken = record["prepared_data"]
+    report = json.loads((prepared_dir / "report.json").read_text())
+    assert taken == recorded_provenance(prepared_dir) == folder_provenance(prepared_dir)
+    assert taken["report_seal"] == report["integrity"]["report"]
+    assert taken["files"] == {rel: e["sha256"] for rel, e in report["files"]["files"].items()}
+    assert taken["verified"]["ok"] is True
+
+
+def test_the_missing_report_is_recorded_as_such(tmp_path):
+    assert folder_provenance(tmp_path) == {"path": str(tmp_path.resolve()), "report_sha256": None}
+
+
+def test_export_and_merge_carry_the_run_record(tmp_path):
+    run = tmp_path / "run"
+    (run / "checkpoint-2").mkdir(parents=True)
+    record = {"prepared": "out/prep", "prepared_data": {"report_sha256": "ab" * 32}}
+    (run / "beam_run.json").write_text(json.dumps(record))
+    exported = tmp_path / "exported"
+    exported.mkdir()
+    _copy_side_files(run / "checkpoint-2", exported)  # found in the run's folder above the checkpoint
+    assert json.loads((exported / "beam_run.json").read_text()) == record
+    merged = tmp_path / "merged"
+    merged.mkdir()
+    _carry_run_record(run, merged, "base-model")
+    carried = json.loads((merged / "beam_run.json").read_text())
+    assert carried["prepared_data"] == record["prepared_data"]
+    assert carried["merged"] == {"adapter": str(run.resolve()), "base": "base-model"}

@@ -140,8 +140,8 @@ def count_problems(report: Mapping) -> list[str]:
     Counts against the folder's rows and rejects are verify's (``beam_sft.verify.counts``); this
     needs the report alone, so ``merge-shards`` and ``train`` check it too.
 
-    >>> count_problems({"sources": {}})[0]
-    'sources: no source is listed'
+    >>> count_problems({"version": REPORT_VERSION, "sources": {}})
+    ['sources: no source is listed']
     """
     from beam_sft.data.mix import mix_report
 

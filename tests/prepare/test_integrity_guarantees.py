@@ -306,3 +306,12 @@ def test_the_run_record_names_the_data_by_digest(prepared, tmp_path):
     now = folder_provenance(folder)
     assert now["path"] == taken["path"] and now["report_sha256"] != taken["report_sha256"]
     assert now["fingerprint"] == "another run" and recorded_provenance(folder) == taken
+
+
+@pytest.mark.parametrize("name", ["beam_sft.cli_args", "beam_sft.prepared.report"])
+def test_doctests(name):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.attempted and not result.failed

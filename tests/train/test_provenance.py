@@ -42,3 +42,23 @@ def test_export_and_merge_carry_the_run_record(tmp_path):
     carried = json.loads((merged / "beam_run.json").read_text())
     assert carried["prepared_data"] == record["prepared_data"]
     assert carried["merged"] == {"adapter": str(run.resolve()), "base": "base-model"}
+
+
+def test_an_eval_folder_is_held_to_the_training_rules(prepared_dir, tmp_path):
+    import shutil
+
+    import pytest
+
+    from beam_sft.errors import PreflightError
+    from beam_sft.train.eval_set import resolve_eval
+
+    eval_dir = tmp_path / "eval"
+    shutil.copytree(prepared_dir, eval_dir)
+    report = json.loads((eval_dir / "report.json").read_text())
+    report["verify"]["ok"] = True
+    report["verify"]["full"] = False  # a sample's result, edited in by hand
+    (eval_dir / "report.json").write_text(json.dumps(report))
+    recipe = SimpleNamespace(data=SimpleNamespace(
+        eval=SimpleNamespace(eval_fraction=None, prepared=str(eval_dir), prepare=None), allow_unverified=False))
+    with pytest.raises(PreflightError, match="refusing to train: .*eval/report.json: report.json was changed"):
+        resolve_eval(recipe, None, prepared_dir, tmp_path / "run")

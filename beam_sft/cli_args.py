@@ -36,23 +36,22 @@ def count(minimum: int) -> Callable[[str], int]:
     return parse
 
 
-def positive_float(text: str) -> float:
-    """A finite number above 0 (a memory size, a rate)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text!r}")
-    return value
+def finite(minimum: float, *, above: bool = False) -> Callable[[str], float]:
+    """A finite number of at least ``minimum`` (``above``: greater than it)."""
+    rule = f"above {minimum:g}" if above else f"of at least {minimum:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or value < minimum or (above and value == minimum):
+            raise argparse.ArgumentTypeError(f"must be a finite number {rule}, got {text!r}")
+        return value
+
+    parse.__name__ = f"number {rule}"
+    return parse
 
 
-def non_negative_float(text: str) -> float:
-    """A finite number of at least 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number of at least 0, got {text!r}")
-    return value
+positive_float = finite(0, above=True)  # a memory size, a rate
+non_negative_float = finite(0)  # a weight, a reserve

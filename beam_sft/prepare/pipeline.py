@@ -13,7 +13,8 @@
    memory-mapped and no process holds more than a few batches.
 6. Verify the staging folder (``beam_sft.verify.verify_prepared``) and publish it (one atomic
    rename) only when every row passes. A failed verification publishes and caches nothing: the
-   folder is kept aside, as ``.NAME.failed-verification``, with its verify_violations.jsonl.
+   folder is kept aside, as ``.NAME.failed-verification``, with its verify_violations.jsonl, and
+   marked (report.json ``kept_aside``) so that train refuses it wherever it is pointed at.
 """
 
 from __future__ import annotations

@@ -72,6 +72,14 @@ def package_digest(package: str) -> str:
     return code_digest(sorted(root.rglob("*.py")))  # subpackages too (encode/fast)
 
 
+RESULT_PACKAGES = ("beam_sft.encode", "beam_sft.prepare", "beam_sft.prepared", "beam_sft.convert", "beam_sft.data")
+
+
+def results_code_digest() -> str:
+    """Digest of the code that decides a prepared folder's content."""
+    return digest_json({name: package_digest(name) for name in RESULT_PACKAGES})
+
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
                    "vocab.json", "vocab.txt", "merges.txt", "tokenizer.model", "spiece.model")
 

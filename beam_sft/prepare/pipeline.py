@@ -31,6 +31,7 @@ from pathlib import Path
 from beam_sft.errors import ConfigError, NothingKept, VerificationError
 from beam_sft.prepare import cache
 from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepare.resolved import ResolvedPrepare, resolve
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
@@ -158,7 +159,8 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     loaded = load_run_tokenizer(config.tokenizer)
     tokenizer = loaded.tokenizer
     clock.phase("load_tokenizer")
-    fingerprint, base_fingerprint, parts = cache.fingerprints(config, tokenizer)
+    plan = resolve(config, tokenizer)  # the config interpreted once: fingerprint, records and encode read it
+    fingerprint, base_fingerprint, parts = cache.fingerprints(plan, tokenizer)
     clock.phase("fingerprint")
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
     # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
@@ -170,15 +172,16 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
             return _cache_hit(final, config, loaded)
         output.check_output_target(final)
         with output.staged(final) as staging:
-            report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
+            report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts)
             verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock,
                                 loaded=loaded)
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
     return final
 
 
-def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, clock: Clock, fingerprint: str,
+def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, clock: Clock, fingerprint: str,
                   base_fingerprint: str, parts: dict) -> dict:
+    config = plan.config
     from beam_sft.encode.length import char_bound
     from beam_sft.encode.select import choose_encoder
     from beam_sft.prepare import batch as batch_mod
@@ -186,7 +189,7 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
 
     work = staging / ".work"
     save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
-    jobs, infos, n_records = records.write_records(config, work / "records.arrow", tokenizer)
+    jobs, infos, n_records = records.write_records(plan, work / "records.arrow")
     source_records = records.RecordsFile(work / "records.arrow")
     clock.phase("read")
     job = batch_mod.EncodeJob(

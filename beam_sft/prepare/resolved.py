@@ -38,7 +38,7 @@ class ResolvedPrepare:
     config: PrepareConfig
     sources: tuple[ResolvedSource, ...]
     forbidden_tokens: tuple[str, ...]  # sorted; every source's options carry them
-    code_digest: str  # the code that decides the output (data.fingerprint.code_digest)
+    code_digest: str  # the code that decides the output (data.fingerprint.results_code_digest)
 
 
 def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidden: tuple[str, ...] = ()):

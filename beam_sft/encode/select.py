@@ -17,9 +17,9 @@ def choose_encoder(choice: str, tokenizer, sample: list[dict]):
 
     if choice == "template":
         return "template", TemplateEncoder(tokenizer), {"name": "template", "reason": "requested"}
-    from beam_sft.encode.fast import transformers_api
+    from beam_sft.compat.chat_template import encoder_problems
 
-    reasons = transformers_api.problems()
+    reasons = encoder_problems()
     if not reasons:
         from beam_sft.encode.fast.encoder import unsupported_reasons
 

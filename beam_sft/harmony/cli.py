@@ -31,6 +31,8 @@ def register(subparsers) -> None:
         help="list every way a tokenizer is unfit for Beam Harmony (exit 1 if any)",
         description="Load a tokenizer (local path or hub id) and check the Beam Harmony rules: "
         "markers as single tokens, special flags, eos, pad, chat template and assistant masks. "
+        "Also prints the audit of the library internals the fast paths use (beam_sft.compat): a fast path "
+        "an upgrade turned off is a warning. "
         "Exit 0 when fit (warnings are printed), 1 with the list of problems, 2 if it cannot be loaded.",
     )
     check.add_argument("path", help="tokenizer directory or hub id")
@@ -57,6 +59,17 @@ def _snapshot(directory: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in directory.iterdir() if p.is_file()}
 
 
+def _print_library_audit() -> None:
+    """The fast paths' audit of the library internals they use (``beam_sft.compat.problems``)."""
+    from beam_sft.compat import problems
+
+    off = [(what, problem) for what, found in problems().items() for problem in found]
+    for what, problem in off:
+        print(f"warning: {what} off: {problem}")
+    if not off:
+        print("library internals: all as audited (every fast path on)")
+
+
 def run_check_tokenizer(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
@@ -74,6 +87,7 @@ def run_check_tokenizer(args: argparse.Namespace) -> int:
     warnings = tokenizer_warnings(tokenizer)
     for warning in warnings:
         print(f"warning: {warning}")
+    _print_library_audit()
     if problems:
         print(f"{args.path}: {len(problems)} problem(s), unfit for Beam Harmony:")
         for problem in problems:

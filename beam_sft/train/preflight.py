@@ -27,6 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from beam_sft.compat.datasets_table import rows_are_table_rows
 from beam_sft.errors import PreflightError
 from beam_sft.harmony import markers
 
@@ -204,7 +205,7 @@ class RowIndex:
         import numpy as np
         import pyarrow.compute as pc
 
-        if len(rows) <= 8 or getattr(self.tokens, "_indices", None) is not None:
+        if len(rows) <= 8 or not rows_are_table_rows(self.tokens):
             return rows
         column = self.tokens.data.column("input_ids")
         for position in sorted({len(ids) - 1, len(ids) // 2, len(ids) // 3}):
@@ -224,7 +225,7 @@ def _lengths(dataset):
     """Token count of every row, straight from Arrow when the dataset has no index mapping."""
     import numpy as np
 
-    if getattr(dataset, "_indices", None) is None:
+    if rows_are_table_rows(dataset):
         import pyarrow.compute as pc
 
         return np.asarray(pc.list_value_length(dataset.data.column("input_ids")).to_numpy(zero_copy_only=False))

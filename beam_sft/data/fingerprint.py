@@ -153,7 +153,7 @@ def closure_digest(entries: Iterable[str], package: str) -> str:
 @functools.lru_cache(maxsize=1)
 def results_code_digest() -> str:
     """Digest of the code that decides a prepared folder's content (``RESULT_ENTRIES``); a module
-    no entry imports (training, the CLI, the plots) and any module's docstrings are not in it."""
+    no entry imports (training, the CLI) and any module's docstrings are not in it."""
     return closure_digest(RESULT_ENTRIES, "beam_sft")
 
 

@@ -35,6 +35,7 @@ from beam_sft.prepare.resolved import ResolvedPrepare, resolve
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
+from beam_sft.prepared.layout import REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.lock import output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 
@@ -188,12 +189,12 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     from beam_sft.prepare import records
 
     work = staging / ".work"
-    save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
+    save_tokenizer(tokenizer, config.tokenizer, staging / TOKENIZER_DIR)
     jobs, infos, n_records = records.write_records(plan, work / "records.arrow")
     source_records = records.RecordsFile(work / "records.arrow")
     clock.phase("read")
     job = batch_mod.EncodeJob(
-        key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / "tokenizer"),
+        key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / TOKENIZER_DIR),
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
         length_policy=config.length_policy,
         max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
@@ -283,7 +284,6 @@ class _Collector:
 
     def __init__(self, staging: Path, *, fingerprint: str):
         from beam_sft.prepared.arrow_dataset import DatasetWriter
-        from beam_sft.prepared.layout import REJECTS_FILE, features
 
         self.counts, self.tokens = rep.Counts(), rep.TokenStats()
         self._rejects = open(staging / REJECTS_FILE, "w", encoding="utf-8")

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.errors import ConfigError
+from beam_sft.prepared.report import read_report
 
 
 @dataclass
@@ -77,11 +78,7 @@ def _prepare_eval(recipe, state) -> Path:
 
 def _same_encoding(train_dir: Path, eval_dir: Path) -> None:
     def parts(directory: Path) -> dict:
-        try:
-            report = json.loads((Path(directory) / "report.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return report.get("fingerprint_parts") or {}
+        return (read_report(directory) or {}).get("fingerprint_parts") or {}
 
     train, ev = parts(train_dir), parts(eval_dir)
     for key in ("tokenizer", "template"):

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from beam_sft.errors import RowError
-from beam_sft.prepared.rejects import reject_line
+from beam_sft.prepared.rejects import reject_json, reject_line
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
@@ -135,8 +135,7 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
         result = convert_row(raw, format=fmt, options=source.options, source=file or source.label,
                              row=row_index if file_row is None else file_row)
         if isinstance(result, Rejection):
-            out.append(Done(source.label, row_index, result.code,
-                            json.dumps(result.to_json(), ensure_ascii=False, default=repr), fmt))
+            out.append(Done(source.label, row_index, result.code, reject_json(result.to_json()), fmt))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
         out.append(Pending(result, source.label, row_index, n, len(text), fmt) if n

@@ -26,8 +26,6 @@ REPORT_VERSION = 2  # 2: "files" (sizes and digests), encoder.name always a stri
 
 # Per-source counters of one run (summed over batches, processes and shards).
 SOURCE_COUNTERS = ("read", "kept", "selected", "rows_out")
-# Run-wide counters.
-TOTAL_COUNTERS = ("trimmed_rows", "trimmed_messages", "fallback_rows")
 
 
 def read_report(directory: str | Path) -> dict | None:

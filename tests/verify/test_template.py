@@ -18,7 +18,7 @@ import pytest
 
 from beam_sft.compat import chat_template as template
 from beam_sft.verify.template import Renderer
-from tests.verify.bench_verify import bench_rows
+from tests.verify.corpus_rows import bench_rows
 from tests.verify.conftest import beam_rows
 
 

@@ -18,6 +18,15 @@ from __future__ import annotations
 
 import logging
 
+from beam_sft.compat import (
+    accelerate_state,
+    chat_template,
+    datasets_table,
+    jinja_sandbox,
+    model_config,
+    torch_distributed,
+)
+
 logger = logging.getLogger("beam_sft.compat")
 _SAID: set[tuple[str, tuple[str, ...]]] = set()
 
@@ -32,9 +41,6 @@ def switched_off(what: str, reasons: list[str]) -> None:
 
 def problems() -> dict[str, list[str]]:
     """Every audit here: the fast path (or adapter) -> what is missing or changed ([] when all hold)."""
-    from beam_sft.compat import (accelerate_state, chat_template, datasets_table, jinja_sandbox, model_config,
-                                 torch_distributed)
-
     return {
         "fast encoder (beam_sft.encode.fast)": chat_template.encoder_problems(),
         "render shortcuts (encode/fast/render.py)": jinja_sandbox.shortcut_problems(),

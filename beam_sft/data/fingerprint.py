@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import re
 import types
 from collections.abc import Iterable, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +90,6 @@ def module_code_digest(source: str) -> str:
 
 def _package_modules(package: str) -> dict[str, Path]:
     """Every module of ``package`` (a top-level package), by dotted name."""
-    import importlib
-
     root = Path(importlib.import_module(package).__file__).parent
     out = {}
     for path in sorted(root.rglob("*.py")):
@@ -186,8 +186,6 @@ def tokenizer_digest(tokenizer) -> str:
 
 
 def library_versions(names: Iterable[str] = ("transformers", "tokenizers", "jinja2", "datasets")) -> dict[str, str]:
-    from importlib import metadata
-
     versions = {}
     for name in names:
         try:

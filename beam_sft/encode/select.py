@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import logging
 
+from beam_sft.compat import chat_template
+from beam_sft.encode.template_encode import TemplateEncoder
 from beam_sft.errors import ConfigError
 
 logger = logging.getLogger("beam_sft.encode")
@@ -13,13 +15,9 @@ logger = logging.getLogger("beam_sft.encode")
 def choose_encoder(choice: str, tokenizer, sample: list[dict]):
     """(kind, encoder, report section). ``auto`` falls back to the template encoder on any doubt;
     ``fast`` raises ConfigError where ``auto`` would fall back; ``template`` is always the reference."""
-    from beam_sft.encode.template_encode import TemplateEncoder
-
     if choice == "template":
         return "template", TemplateEncoder(tokenizer), {"name": "template", "reason": "requested"}
-    from beam_sft.compat.chat_template import encoder_problems
-
-    reasons = encoder_problems()
+    reasons = chat_template.encoder_problems()
     if not reasons:
         from beam_sft.encode.fast.encoder import unsupported_reasons
 
@@ -52,6 +50,4 @@ def make_encoder(kind: str, tokenizer):
         from beam_sft.encode.fast.encoder import FastEncoder
 
         return FastEncoder(tokenizer)
-    from beam_sft.encode.template_encode import TemplateEncoder
-
     return TemplateEncoder(tokenizer)

@@ -28,16 +28,25 @@ import shutil
 import time
 from pathlib import Path
 
+from beam_sft.data import fingerprint as fp
+from beam_sft.encode import select
+from beam_sft.encode.length import char_bound
 from beam_sft.errors import ConfigError, NothingKept, VerificationError
-from beam_sft.prepare import cache
+from beam_sft.prepare import batch as batch_mod
+from beam_sft.prepare import cache, records
+from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepare.progress import Counter, bar, heartbeat
 from beam_sft.prepare.resolved import ResolvedPrepare, resolve
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
+from beam_sft.prepared.arrow_dataset import DatasetWriter
 from beam_sft.prepared.integrity import check_integrity, file_digests
 from beam_sft.prepared.layout import REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.lock import output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
+from beam_sft.verify import verify_prepared
+from beam_sft.verify.caller_tokenizer import tokenizer_files
 
 logger = logging.getLogger("beam_sft.prepare")
 
@@ -73,8 +82,6 @@ class LoadedTokenizer:
 
 
 def load_run_tokenizer(name) -> LoadedTokenizer:
-    from beam_sft.verify.caller_tokenizer import tokenizer_files
-
     folder = Path(name) if name else None
     files = tokenizer_files(folder) if folder is not None and folder.is_dir() else None
     return LoadedTokenizer(load_tokenizer(name), files)
@@ -82,9 +89,6 @@ def load_run_tokenizer(name) -> LoadedTokenizer:
 
 def verify_folder(directory: Path, num_proc: int, loaded: LoadedTokenizer | None = None) -> None:
     """Run ``beam_sft.verify`` on a prepared folder; VerificationError naming it on any violation."""
-    from beam_sft.prepare.children import children_die_with_me
-    from beam_sft.verify import verify_prepared
-
     with children_die_with_me():
         result = verify_prepared(directory, num_proc=num_proc, **_tokenizer_kwargs(loaded))
     if not result.ok:
@@ -183,10 +187,6 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
 def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, clock: Clock, fingerprint: str,
                   base_fingerprint: str, parts: dict) -> dict:
     config = plan.config
-    from beam_sft.encode.length import char_bound
-    from beam_sft.encode.select import choose_encoder
-    from beam_sft.prepare import batch as batch_mod
-    from beam_sft.prepare import records
 
     work = staging / ".work"
     save_tokenizer(tokenizer, config.tokenizer, staging / TOKENIZER_DIR)
@@ -208,10 +208,9 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     sample = [item.row for item in head_items
               if isinstance(item, batch_mod.Pending) and item.chars <= longest]
     sample = sample[:PROBE_SAMPLE]
-    kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
+    kind, encoder, encoder_section = select.choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
-    from beam_sft.prepare.progress import Counter, bar, heartbeat
 
     counter = Counter() if clock.progress_interval > 0 else None
     batch_mod.install_state(job, tokenizer, encoder, counter)
@@ -272,8 +271,6 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
 
 def _dataset_fingerprint(job) -> str:
     """The fingerprint state.json records (unique per run, as the ``datasets.map`` one was)."""
-    from beam_sft.data import fingerprint as fp
-
     return fp.digest_bytes(job.key.encode())[:16]
 
 
@@ -283,15 +280,11 @@ class _Collector:
     written to the dataset in batches (``prepared.arrow_dataset``). Memory: one table."""
 
     def __init__(self, staging: Path, *, fingerprint: str):
-        from beam_sft.prepared.arrow_dataset import DatasetWriter
-
         self.counts, self.tokens = rep.Counts(), rep.TokenStats()
         self._rejects = open(staging / REJECTS_FILE, "w", encoding="utf-8")
         self._dataset = DatasetWriter(staging, features(), fingerprint=fingerprint)
 
     def add(self, table) -> None:
-        from beam_sft.prepare import batch as batch_mod
-
         schema = _output_schema()
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
@@ -311,8 +304,6 @@ class _Collector:
 
 @functools.lru_cache(maxsize=1)
 def _output_schema():
-    from beam_sft.prepare import batch as batch_mod
-
     return batch_mod.output_features().arrow_schema
 
 

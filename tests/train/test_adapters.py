@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from beam_sft.compat import accelerate_state
-from beam_sft.train import cpu_fsdp
 
 
 def test_accelerate_still_has_what_cpu_fsdp_relies_on():

@@ -18,8 +18,8 @@ import pytest
 
 from beam_sft.compat import chat_template as template
 from beam_sft.verify.template import Renderer
-from tests.verify.corpus_rows import bench_rows
 from tests.verify.conftest import beam_rows
+from tests.verify.corpus_rows import bench_rows
 
 
 def test_internals_are_as_the_adapter_expects():

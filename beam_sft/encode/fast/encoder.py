@@ -30,10 +30,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
 from beam_sft.compat import chat_template
+from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
 from beam_sft.encode.fast.render import FastRenderer
 from beam_sft.encode.fast.words import WordTokenizer
+from beam_sft.encode.length import too_many_chars
 from beam_sft.encode.template_encode import template_args, template_encode_raw, template_error
 from beam_sft.encode.weights import apply_weights, assistant_weights
 from beam_sft.errors import RowError
@@ -251,8 +252,6 @@ class FastEncoder:
         whose rendered text is longer than ``max_chars`` is ``too_long`` without being tokenized
         (``beam_sft.encode.length.char_bound``).
         """
-        from beam_sft.encode.length import too_many_chars
-
         rendered: list[tuple[list[str], list[tuple[int, int]]] | RowError] = []
         pieces: set[str] = set()
         for row in rows:

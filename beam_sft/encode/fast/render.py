@@ -34,8 +34,7 @@ import re
 from types import BuiltinMethodType
 from typing import Any
 
-from beam_sft.compat import chat_template
-from beam_sft.compat import jinja_sandbox, switched_off
+from beam_sft.compat import chat_template, jinja_sandbox, switched_off
 from beam_sft.compat.jinja_sandbox import macro_function
 from beam_sft.encode.template_encode import template_args, template_error
 

@@ -16,6 +16,8 @@ says so once, loudly (``switched_off``), naming what it turned off and why.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import logging
 
 from beam_sft.compat import (
@@ -37,6 +39,24 @@ def switched_off(what: str, reasons: list[str]) -> None:
     if reasons and key not in _SAID:
         _SAID.add(key)
         logger.warning("%s is off, its slow path runs instead: %s", what, "; ".join(reasons))
+
+
+def library_code_digest() -> str:
+    """Digest of the source of every library function the fast paths stand in for or call privately
+    (the chat-template helpers, the sandbox functions the shortcuts mirror): part of the prepare
+    fingerprint, so a patched library misses the cache even at the same version number."""
+    module = chat_template._module()
+    names = sorted({**chat_template.ENCODER_PRIVATE, **chat_template.ENCODER_PUBLIC, **chat_template.VERIFY_PRIVATE})
+    sources = [_source(getattr(module, name, None)) for name in names]
+    sources += [_source(func) for _, func in sorted(jinja_sandbox._audited_functions().items())]
+    return hashlib.sha256("\0".join(sources).encode()).hexdigest()
+
+
+def _source(func) -> str:
+    try:
+        return inspect.getsource(inspect.unwrap(func))
+    except (OSError, TypeError):
+        return repr(func)
 
 
 def problems() -> dict[str, list[str]]:

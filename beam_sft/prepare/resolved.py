@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from beam_sft import compat
 from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, ConvertOptions, options_from_dict
 from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
@@ -38,7 +39,7 @@ class ResolvedPrepare:
     config: PrepareConfig
     sources: tuple[ResolvedSource, ...]
     forbidden_tokens: tuple[str, ...]  # sorted; every source's options carry them
-    code_digest: str  # the code that decides the output (data.fingerprint.results_code_digest)
+    code_digest: str  # the code that decides the output: beam_sft's (results_code_digest) and the libraries'
 
 
 def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidden: tuple[str, ...] = ()):
@@ -62,4 +63,5 @@ def resolve(config: PrepareConfig, tokenizer=None) -> ResolvedPrepare:
     forbidden = tuple(sorted(forbidden_tokens(tokenizer))) if tokenizer is not None else ()
     sources = tuple(ResolvedSource(i, spec, convert_options(spec, config, i, forbidden), source_digest(spec))
                     for i, spec in enumerate(config.sources))
-    return ResolvedPrepare(config, sources, forbidden, fp.results_code_digest())
+    code = fp.digest_json({"beam_sft": fp.results_code_digest(), "libraries": compat.library_code_digest()})
+    return ResolvedPrepare(config, sources, forbidden, code)

@@ -196,3 +196,23 @@ def test_compat_is_a_leaf():
                      else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             for name in names:
                 assert not name.startswith("beam_sft") or name.startswith("beam_sft.compat"), (path.name, name)
+
+
+def test_a_patched_library_function_changes_the_prepare_fingerprint(monkeypatch, tokenizer):
+    """The fingerprint holds the source of the library functions the fast paths rely on, not only
+    the library's version: a locally patched transformers misses the cache."""
+    import transformers.utils.chat_template_utils as module
+
+    from beam_sft.prepare import PrepareConfig, SourceSpec
+    from beam_sft.prepare.resolved import resolve
+
+    config = PrepareConfig(sources=[SourceSpec(path="a.jsonl")])
+    before, plan = beam_sft.compat.library_code_digest(), resolve(config, tokenizer)
+    assert beam_sft.compat.library_code_digest() == before
+
+    def patched(chat):
+        return list(chat)
+
+    monkeypatch.setattr(module, "_alias_reasoning_fields", patched)
+    assert beam_sft.compat.library_code_digest() != before
+    assert resolve(config, tokenizer).code_digest != plan.code_digest

@@ -6,6 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from beam_sft import compat
+from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
+from beam_sft.harmony.fixture import ARCHES, build_fixture
+
 
 def register(subparsers) -> None:
     fixture = subparsers.add_parser(
@@ -15,8 +19,6 @@ def register(subparsers) -> None:
         "templates and a tiny random model (a dense Llama, or a mixture of experts shaped like Beam "
         "with --arch gpt_oss / deepseek_v3); nothing is downloaded, and two builds are byte-identical.",
     )
-    from beam_sft.harmony.fixture import ARCHES
-
     fixture.add_argument("--out", required=True, type=Path, help="directory to write (created if missing)")
     fixture.add_argument(
         "--arch", choices=ARCHES, default="llama",
@@ -40,8 +42,6 @@ def register(subparsers) -> None:
 
 
 def run_fixture(args: argparse.Namespace) -> int:
-    from beam_sft.harmony.fixture import build_fixture
-
     before = _snapshot(args.out)
     out = build_fixture(args.out, with_model=not args.no_model, arch=args.arch)
     after = _snapshot(out)
@@ -61,9 +61,7 @@ def _snapshot(directory: Path) -> dict[str, int]:
 
 def _print_library_audit() -> None:
     """The fast paths' audit of the library internals they use (``beam_sft.compat.problems``)."""
-    from beam_sft.compat import problems
-
-    off = [(what, problem) for what, found in problems().items() for problem in found]
+    off = [(what, problem) for what, found in compat.problems().items() for problem in found]
     for what, problem in off:
         print(f"warning: {what} off: {problem}")
     if not off:
@@ -72,8 +70,6 @@ def _print_library_audit() -> None:
 
 def run_check_tokenizer(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
-
-    from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(args.path)

@@ -25,9 +25,11 @@ from beam_sft.convert.rows import Rejection
 from beam_sft.data.mix import copies
 from beam_sft.data.sources import BadRecord, bad_line
 from beam_sft.encode.length import fit_by_trimming, too_long
+from beam_sft.encode.select import make_encoder
 from beam_sft.errors import RowError
 from beam_sft.prepared.layout import features
 from beam_sft.prepared.rejects import reject_json, reject_line
+from beam_sft.prepared.tokenizer import load_tokenizer
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
@@ -104,9 +106,6 @@ def install_state(job: EncodeJob, tokenizer, encoder, counter=None) -> WorkerSta
 def _state(job: EncodeJob) -> WorkerState:
     state = _STATE.get(job.key)
     if state is None:  # a spawned (not forked) worker: load from disk
-        from beam_sft.encode.select import make_encoder
-        from beam_sft.prepared.tokenizer import load_tokenizer
-
         tokenizer = load_tokenizer(job.tokenizer_dir)
         state = install_state(job, tokenizer, make_encoder(job.encoder, tokenizer))
     return state

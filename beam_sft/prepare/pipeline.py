@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from beam_sft.data import fingerprint as fp
+from beam_sft.data.rejects import sources_table  # convert's table: one renderer
 from beam_sft.encode import select
 from beam_sft.encode.length import char_bound
 from beam_sft.errors import ConfigError, NothingKept, VerificationError
@@ -36,6 +37,7 @@ from beam_sft.prepare import batch as batch_mod
 from beam_sft.prepare import cache, records
 from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
 from beam_sft.prepare.progress import Counter, bar, heartbeat
 from beam_sft.prepare.resolved import ResolvedPrepare, resolve
 from beam_sft.prepared import output
@@ -114,9 +116,6 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
     one of ours) and VerificationError names it; ``final`` is left as it was.
     """
     if verify:
-        from beam_sft.prepare.children import children_die_with_me
-        from beam_sft.verify import verify_prepared
-
         started = time.time()
         with children_die_with_me():  # verify's worker processes too
             result = verify_prepared(staging, num_proc=num_proc, **_tokenizer_kwargs(loaded))
@@ -221,9 +220,6 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
         rest = n_records - head_count
         procs = _effective_procs(config, rest)
         if rest:
-            from beam_sft.prepare.children import children_die_with_me
-            from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
-
             if counter is not None:
                 counter.add(head_count)
             tasks = tasks_after(rest_batch, rest_skip, source_records.num_batches)
@@ -247,8 +243,6 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
         if not counts.sources[info.label]["read"]:
             logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
     if counts.kept() == 0:
-        from beam_sft.data.rejects import sources_table  # convert's table: one renderer
-
         raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
                           f"{sources_table(rep.sources_section(infos, counts))}")
     clock.phase("save")

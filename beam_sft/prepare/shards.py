@@ -19,6 +19,7 @@ from pathlib import Path
 
 from beam_sft.data.fingerprint import combine
 from beam_sft.errors import ConfigError
+from beam_sft.prepare.pipeline import verify_then_publish
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.arrow_dataset import DatasetWriter, iter_batches
@@ -109,7 +110,5 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
             tokens=tokens, timing={"shards": [r.get("timing") for r in reports]}, files=file_digests(staging),
         )
         rep.write_report(staging, report)
-        from beam_sft.prepare.pipeline import verify_then_publish
-
         verify_then_publish(staging, final, num_proc, verify=verify)
     return final

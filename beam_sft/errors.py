@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from beam_sft.reasons import REASONS
@@ -143,7 +144,5 @@ class Interrupted(BaseException):
     """SIGINT or SIGTERM arrived; ``signum`` says which (the command exits 128 + signum)."""
 
     def __init__(self, signum: int):
-        import signal
-
         self.signum = signum
         super().__init__(signal.Signals(signum).name)

@@ -95,7 +95,7 @@ def test_the_graph_sees_function_level_imports():
     graph = import_graph()
     # beam_sft.prepare.shards imports the pipeline only inside merge_shards
     assert "beam_sft.prepare.pipeline" in graph["beam_sft.prepare.shards"]
-    assert "beam_sft.encode.fast.transformers_api" in graph["beam_sft.encode.select"]
+    assert "beam_sft.compat.chat_template" in graph["beam_sft.encode.select"]
 
 
 def test_the_cycle_finder_finds_a_planted_cycle():

@@ -1,7 +1,7 @@
 """Fingerprints: one digest of everything a prepared dataset depends on, and of nothing else.
 
-The parts: the bytes of every input file, the converter's and the encoder's code (with their
-version numbers), the chat template, the tokenizer (vocabulary, merges, added tokens and their
+The parts: the bytes of every input file, the code that decides the output (``results_code_digest``:
+``prepare()`` and every beam_sft module it imports, as code, not prose), the chat template, the tokenizer (vocabulary, merges, added tokens and their
 flags, special tokens), the libraries that render and tokenize, and every option that changes the
 output. Not in it: where the output goes, how many processes run, batch sizes, verification.
 Change any one part and the digest changes, so the cache misses and the data is encoded again.
@@ -9,9 +9,14 @@ Change any one part and the digest changes, so the cache misses and the data is 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import json
+import re
+import types
 from collections.abc import Iterable, Mapping
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -55,21 +60,101 @@ def data_digest(path: str | Path) -> str:
     return digest_bytes(f"name:{path}".encode())
 
 
-def code_digest(files: Iterable[Path]) -> str:
-    """Digest of source files (their names and bytes), so that any code change is a new version."""
+def files_digest(files: Iterable[Path]) -> str:
+    """Digest of files (their names and bytes)."""
     sha = hashlib.sha256()
     for file in sorted(Path(f) for f in files):
         sha.update(file.name.encode() + b"\0" + file.read_bytes())
     return sha.hexdigest()
 
 
-def package_digest(package: str) -> str:
-    """Digest of a package's ``.py`` files (``beam_sft.convert``), found through its import path."""
-    import importlib
+# The modules whose code decides a prepared folder: ``prepare()`` and everything it imports of
+# beam_sft (reading, converting, mixing, encoding, verifying, the report), found by import.
+RESULT_ENTRIES = ("beam_sft.prepare.pipeline",)
 
-    module = importlib.import_module(package)
-    root = Path(module.__file__).parent
-    return code_digest(sorted(root.rglob("*.py")))  # subpackages too (encode/fast)
+
+def _code_parts(code: types.CodeType) -> list:
+    """What a code object computes, without where it sits (file name, line numbers)."""
+    consts = [_code_parts(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return [code.co_name, code.co_code.hex(), consts, code.co_names, code.co_varnames, code.co_freevars,
+            code.co_cellvars, code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags]
+
+
+def module_code_digest(source: str) -> str:
+    """Digest of a module's code, not its prose: its bytecode compiled without docstrings
+    (``optimize=2``; comments never reach it) and without line numbers, so a reworded docstring or
+    comment, or a line moved by one, is the same code. (That level drops ``assert`` statements too:
+    none of beam_sft's decides an output.) Compiling is about twice as fast as ``ast.parse``."""
+    return digest_json(_code_parts(compile(source, "<module>", "exec", dont_inherit=True, optimize=2)))
+
+
+def _package_modules(package: str) -> dict[str, Path]:
+    """Every module of ``package`` (a top-level package), by dotted name."""
+    root = Path(importlib.import_module(package).__file__).parent
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = [package, *path.relative_to(root).with_suffix("").parts]
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+# ``import a.b, c`` and ``from .a import b, c`` (one statement per line, or a parenthesised list),
+# at module level or inside functions.
+_IMPORT = re.compile(r"^[ \t]*(?:import[ \t]+([\w., \t]+)|from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+"
+                     r"(\([^)]*\)|[^\n#]+))", re.MULTILINE)
+
+
+def _imported(name: str, path: Path, source: str, known: dict[str, Path]) -> set[str]:
+    """The modules of ``known`` that module ``name`` (at ``path``) imports."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    targets: list[str] = []
+    for plain, base, names in _IMPORT.findall(source):
+        if plain:
+            targets += [part.split()[0] for part in plain.split(",") if part.strip()]
+            continue
+        level = len(base) - len(base.lstrip("."))
+        base = base.lstrip(".")
+        if level:
+            anchor = package.split(".")[: len(package.split(".")) - level + 1]
+            base = ".".join(anchor + ([base] if base else []))
+        for alias in names.strip("()").replace("\\", " ").split(","):
+            alias = alias.split()[0] if alias.split() else ""
+            if alias:
+                targets.append(f"{base}.{alias}" if f"{base}.{alias}" in known else base)
+    out = set()
+    for target in targets:
+        while target and target not in known:  # ``pkg.mod.name`` -> the module ``pkg.mod``
+            target = target.rpartition(".")[0]
+        if target:
+            parts = target.split(".")  # importing a submodule runs its packages' __init__ too
+            out.update(p for p in (".".join(parts[:i]) for i in range(1, len(parts) + 1)) if p in known)
+    return out
+
+
+def code_closure(entries: Iterable[str], package: str) -> dict[str, str]:
+    """``entries`` and every module of ``package`` they import, directly or not: name -> source."""
+    known = _package_modules(package)
+    found: dict[str, str] = {}
+    todo = list(entries)
+    while todo:
+        name = todo.pop()
+        if name in found or name not in known:
+            continue
+        source = found[name] = known[name].read_text(encoding="utf-8")
+        todo.extend(_imported(name, known[name], source, known) - found.keys())
+    return found
+
+
+def closure_digest(entries: Iterable[str], package: str) -> str:
+    """Digest of the code (``module_code_digest``) of ``code_closure(entries, package)``."""
+    return digest_json({name: module_code_digest(source) for name, source in code_closure(entries, package).items()})
+
+
+@functools.lru_cache(maxsize=1)
+def results_code_digest() -> str:
+    """Digest of the code that decides a prepared folder's content (``RESULT_ENTRIES``); a module
+    no entry imports (training, the CLI) and any module's docstrings are not in it."""
+    return closure_digest(RESULT_ENTRIES, "beam_sft")
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
@@ -87,7 +172,7 @@ def tokenizer_digest(tokenizer) -> str:
     folder = Path(str(getattr(tokenizer, "name_or_path", "") or ""))
     files = [folder / name for name in TOKENIZER_FILES if (folder / name).is_file()] if folder.is_dir() else []
     if files:
-        backend_digest = code_digest(files)
+        backend_digest = files_digest(files)
     else:
         backend_digest = digest_bytes(backend.to_str().encode()) if backend is not None else None
     parts = {
@@ -101,8 +186,6 @@ def tokenizer_digest(tokenizer) -> str:
 
 
 def library_versions(names: Iterable[str] = ("transformers", "tokenizers", "jinja2", "datasets")) -> dict[str, str]:
-    from importlib import metadata
-
     versions = {}
     for name in names:
         try:

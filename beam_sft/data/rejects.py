@@ -8,12 +8,13 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
+
+from beam_sft.prepared.rejects import reject_json
 
 
 class RejectRecord(Protocol):
@@ -183,17 +184,6 @@ def _reasons(counts: Counter[str]) -> str:
     return " ".join(f"{code}={n}" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
-def reject_line(record: Mapping[str, Any]) -> str:
-    """One rejects.jsonl line. Text that is not valid Unicode (lone surrogates from bad bytes)
-    cannot be written as UTF-8: such a record is written with ASCII escapes, still exact JSON."""
-    line = json.dumps(record, ensure_ascii=False, default=repr) + "\n"
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(record, ensure_ascii=True, default=repr) + "\n"
-    return line
-
-
 class RejectsWriter:
     """Appends one JSON line per rejection (source, row, code, message, raw); a no-op without a path."""
 
@@ -211,7 +201,7 @@ class RejectsWriter:
     def write(self, rejection: RejectRecord) -> None:
         self.count += 1
         if self._fh is not None:
-            self._fh.write(reject_line(rejection.to_json()))
+            self._fh.write(reject_json(rejection.to_json()) + "\n")
 
 
     def __exit__(self, *exc: object) -> None:

@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import logging
 
+from beam_sft.compat import chat_template
+from beam_sft.encode.fast import encoder as fast_encoder
+from beam_sft.encode.fast import probe as fast_probe
+from beam_sft.encode.template_encode import TemplateEncoder
 from beam_sft.errors import ConfigError
 
 logger = logging.getLogger("beam_sft.encode")
@@ -13,26 +17,17 @@ logger = logging.getLogger("beam_sft.encode")
 def choose_encoder(choice: str, tokenizer, sample: list[dict]):
     """(kind, encoder, report section). ``auto`` falls back to the template encoder on any doubt;
     ``fast`` raises ConfigError where ``auto`` would fall back; ``template`` is always the reference."""
-    from beam_sft.encode.template_encode import TemplateEncoder
-
     if choice == "template":
         return "template", TemplateEncoder(tokenizer), {"name": "template", "reason": "requested"}
-    from beam_sft.encode.fast import transformers_api
-
-    reasons = transformers_api.problems()
+    reasons = chat_template.encoder_problems()
     if not reasons:
-        from beam_sft.encode.fast.encoder import unsupported_reasons
-
-        reasons = unsupported_reasons(tokenizer)
+        reasons = fast_encoder.unsupported_reasons(tokenizer)
     if reasons:
         problem = "; ".join(reasons)
     else:
-        from beam_sft.encode.fast.encoder import FastEncoder
-        from beam_sft.encode.fast.probe import probe, probe_rows
-
         try:
-            fast = FastEncoder(tokenizer)
-            result = probe(fast, TemplateEncoder(tokenizer), probe_rows() + sample)
+            fast = fast_encoder.FastEncoder(tokenizer)
+            result = fast_probe.probe(fast, TemplateEncoder(tokenizer), fast_probe.probe_rows() + sample)
         except Exception as exc:  # e.g. a transformers version whose internals moved: be slow, not wrong
             result = None
             problem = f"fast encoder failed to start: {type(exc).__name__}: {exc}"
@@ -49,9 +44,5 @@ def choose_encoder(choice: str, tokenizer, sample: list[dict]):
 def make_encoder(kind: str, tokenizer):
     """A fresh encoder of ``kind`` (a spawned worker that did not inherit the parent's)."""
     if kind == "fast":
-        from beam_sft.encode.fast.encoder import FastEncoder
-
-        return FastEncoder(tokenizer)
-    from beam_sft.encode.template_encode import TemplateEncoder
-
+        return fast_encoder.FastEncoder(tokenizer)
     return TemplateEncoder(tokenizer)

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
+from beam_sft.encode.length import too_many_chars
 from beam_sft.encode.weights import apply_weights, assistant_weights
 from beam_sft.errors import RowError
 from beam_sft.harmony.spans import mask_runs
@@ -107,8 +108,6 @@ class TemplateEncoder:
     def encode_batch(self, rows, *, plain: bool = False, max_chars: int | None = None):
         """Like ``FastEncoder.encode_batch``; a row whose text fields alone exceed ``max_chars`` is
         rendered first (no tokenizing) and is ``too_long`` when its rendered text exceeds it."""
-        from beam_sft.encode.length import too_many_chars
-
         out = []
         for row in rows:
             try:

@@ -34,6 +34,7 @@ from typing import Any
 
 from beam_sft.errors import TokenizerError
 from beam_sft.harmony import markers
+from beam_sft.harmony.response import canonical_assistant_message, parse_assistant_turn
 
 _GENERATION_TAG = re.compile(r"\{%-?\s*generation\s*-?%\}")
 
@@ -120,8 +121,6 @@ def _mask_spans(mask: list[int]) -> list[tuple[int, int]]:
 
 
 def _template_problems(tokenizer) -> list[str]:
-    from beam_sft.harmony.response import canonical_assistant_message, parse_assistant_turn
-
     template = tokenizer.chat_template
     if not template:
         return ["[chat-template] the tokenizer has no chat template"]
@@ -189,8 +188,6 @@ def check_tokenizer(tokenizer) -> list[str]:
 
 def tokenizer_warnings(tokenizer) -> list[str]:
     """What is wrong only for using the trained model: the response template (see module doc)."""
-    from beam_sft.harmony.response import canonical_assistant_message
-
     template = getattr(tokenizer, "response_template", None)
     if template is None:
         return [

@@ -6,6 +6,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from beam_sft import compat
+from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
+from beam_sft.harmony.fixture import ARCHES, build_fixture
+
 
 def register(subparsers) -> None:
     fixture = subparsers.add_parser(
@@ -15,8 +19,6 @@ def register(subparsers) -> None:
         "templates and a tiny random model (a dense Llama, or a mixture of experts shaped like Beam "
         "with --arch gpt_oss / deepseek_v3); nothing is downloaded, and two builds are byte-identical.",
     )
-    from beam_sft.harmony.fixture import ARCHES
-
     fixture.add_argument("--out", required=True, type=Path, help="directory to write (created if missing)")
     fixture.add_argument(
         "--arch", choices=ARCHES, default="llama",
@@ -31,6 +33,8 @@ def register(subparsers) -> None:
         help="list every way a tokenizer is unfit for Beam Harmony (exit 1 if any)",
         description="Load a tokenizer (local path or hub id) and check the Beam Harmony rules: "
         "markers as single tokens, special flags, eos, pad, chat template and assistant masks. "
+        "Also prints the audit of the library internals the fast paths use (beam_sft.compat): a fast path "
+        "an upgrade turned off is a warning. "
         "Exit 0 when fit (warnings are printed), 1 with the list of problems, 2 if it cannot be loaded.",
     )
     check.add_argument("path", help="tokenizer directory or hub id")
@@ -38,8 +42,6 @@ def register(subparsers) -> None:
 
 
 def run_fixture(args: argparse.Namespace) -> int:
-    from beam_sft.harmony.fixture import build_fixture
-
     before = _snapshot(args.out)
     out = build_fixture(args.out, with_model=not args.no_model, arch=args.arch)
     after = _snapshot(out)
@@ -57,10 +59,17 @@ def _snapshot(directory: Path) -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in directory.iterdir() if p.is_file()}
 
 
+def _print_library_audit() -> None:
+    """The fast paths' audit of the library internals they use (``beam_sft.compat.problems``)."""
+    off = [(what, problem) for what, found in compat.problems().items() for problem in found]
+    for what, problem in off:
+        print(f"warning: {what} off: {problem}")
+    if not off:
+        print("library internals: all as audited (every fast path on)")
+
+
 def run_check_tokenizer(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
-
-    from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(args.path)
@@ -74,6 +83,7 @@ def run_check_tokenizer(args: argparse.Namespace) -> int:
     warnings = tokenizer_warnings(tokenizer)
     for warning in warnings:
         print(f"warning: {warning}")
+    _print_library_audit()
     if problems:
         print(f"{args.path}: {len(problems)} problem(s), unfit for Beam Harmony:")
         for problem in problems:

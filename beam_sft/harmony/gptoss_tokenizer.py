@@ -9,10 +9,12 @@ nothing here touches the network.
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
 
 from beam_sft.harmony import markers
+from beam_sft.harmony.response import response_template
 
 # Where scripts/get_realistic_tokenizer.sh puts the built tokenizer, relative to the repository root.
 DEFAULT_DIR = Path(".cache") / "gptoss-tokenizer" / "beam"
@@ -65,7 +67,6 @@ def build_beam_tokenizer(source_dir: str | Path, out_dir: str | Path, *, chat_te
 
         chat_template = load_chat_template()
     tokenizer.chat_template = chat_template
-    from beam_sft.harmony.response import response_template
 
     template = response_template()
     if template is not None:
@@ -75,8 +76,6 @@ def build_beam_tokenizer(source_dir: str | Path, out_dir: str | Path, *, chat_te
 
 
 def main(argv: list[str] | None = None) -> int:
-    import argparse
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("source", help="folder with the gpt-oss tokenizer.json and tokenizer_config.json")
     parser.add_argument("out", help="folder to write the Beam tokenizer to")

@@ -22,7 +22,6 @@ CHANNELS: tuple[str, ...] = ("analysis", "final")
 PARAM_CLOSE = "</rfl:parameter>"
 
 DEFAULT_MODEL_IDENTITY = "You are Beam, an AI assistant trained by Reflection."
-DEFAULT_REASONING_EFFORT = 512
 REASONING_EFFORT_LABELS: dict[str, int] = {
     "minimal": 8,
     "low": 32,

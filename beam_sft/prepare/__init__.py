@@ -2,6 +2,7 @@
 and the merge of a sharded run (``beam-sft merge-shards``).
 
 - ``config.py``: ``PrepareConfig`` / ``SourceSpec``, the typed configuration;
+- ``resolved.py``: the config interpreted once (``resolve``), read by the fingerprint, the records and the encode step;
 - ``records.py``: reading every source's raw records into one Arrow file (the serial step);
 - ``batch.py``: the encode step (convert, mix, encode, length policy, status);
 - ``encode_pool.py``: the worker processes that run it over the records file, batch by batch;

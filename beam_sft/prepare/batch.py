@@ -20,8 +20,16 @@ from typing import Any
 
 import numpy as np
 
+from beam_sft.convert import pipeline as conversion
+from beam_sft.convert.rows import Rejection
+from beam_sft.data.mix import copies
+from beam_sft.data.sources import BadRecord, bad_line
+from beam_sft.encode.length import fit_by_trimming, too_long
+from beam_sft.encode.select import make_encoder
 from beam_sft.errors import RowError
-from beam_sft.prepared.rejects import reject_line
+from beam_sft.prepared.layout import features
+from beam_sft.prepared.rejects import reject_json, reject_line
+from beam_sft.prepared.tokenizer import load_tokenizer
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
@@ -98,9 +106,6 @@ def install_state(job: EncodeJob, tokenizer, encoder, counter=None) -> WorkerSta
 def _state(job: EncodeJob) -> WorkerState:
     state = _STATE.get(job.key)
     if state is None:  # a spawned (not forked) worker: load from disk
-        from beam_sft.encode.select import make_encoder
-        from beam_sft.prepared.tokenizer import load_tokenizer
-
         tokenizer = load_tokenizer(job.tokenizer_dir)
         state = install_state(job, tokenizer, make_encoder(job.encoder, tokenizer))
     return state
@@ -109,8 +114,6 @@ def _state(job: EncodeJob) -> WorkerState:
 def decode(text: str, error: str, byte: int | None = None):
     """The record as read: decoded JSON, or a BadRecord the converter rejects with its reason
     (worded as convert's reader words it: ``sources.bad_line``)."""
-    from beam_sft.data.sources import BadRecord, bad_line
-
     if error:
         return BadRecord(text, **json.loads(error))
     try:
@@ -122,21 +125,16 @@ def decode(text: str, error: str, byte: int | None = None):
 def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending | Done]:
     """Decode, convert and mix records given as ``RECORD_COLUMNS`` columns; ``--format auto`` reads
     each row by the format its own shape shows, as ``beam-sft convert`` does."""
-    from beam_sft.convert.pipeline import convert_row, resolve_format
-    from beam_sft.convert.rows import Rejection
-    from beam_sft.data.mix import copies
-
     out: list[Pending | Done] = []
     for text, error, byte, source_id, row_index, file, file_row in zip(*columns, strict=True):
         source = job.sources[source_id]
         raw = decode(text, error, byte)
-        fmt = (resolve_format(raw, source.options, source.default_format) if source.format == "auto"
+        fmt = (conversion.resolve_format(raw, source.options, source.default_format) if source.format == "auto"
                else source.format)
-        result = convert_row(raw, format=fmt, options=source.options, source=file or source.label,
+        result = conversion.convert_row(raw, format=fmt, options=source.options, source=file or source.label,
                              row=row_index if file_row is None else file_row)
         if isinstance(result, Rejection):
-            out.append(Done(source.label, row_index, result.code,
-                            json.dumps(result.to_json(), ensure_ascii=False, default=repr), fmt))
+            out.append(Done(source.label, row_index, result.code, reject_json(result.to_json()), fmt))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
         out.append(Pending(result, source.label, row_index, n, len(text), fmt) if n
@@ -146,8 +144,6 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
 
 def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
     """``(row, encoded, trimmed_messages)`` within max_length, or RowError."""
-    from beam_sft.encode.length import fit_by_trimming, too_long
-
     length = len(encoded.input_ids)
     if job.max_length is None or length <= job.max_length:
         return row, encoded, 0
@@ -276,7 +272,6 @@ def output_features():
     """The encode pass's output: the prepared columns plus ``STATUS_COLUMNS`` (dropped before saving)."""
     from datasets import Features, Value
 
-    from beam_sft.prepared.layout import features
 
     return Features({**features(), "status": Value("string"), "copy": Value("int32"),
                      "trimmed_messages": Value("int32"), "fallback": Value("int8"),

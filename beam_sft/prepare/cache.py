@@ -3,17 +3,13 @@ its files are still what the report recorded (``beam_sft.prepared.check_integrit
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import logging
 from pathlib import Path
 from typing import Any
 
-from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
-from beam_sft.data.hub import source_digest
-from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepare.resolved import ResolvedPrepare
 from beam_sft.prepared.layout import DATASET_INFO_FILE, TOKENIZER_DIR
 from beam_sft.prepared.report import read_report
 
@@ -29,37 +25,27 @@ def default_output(fingerprint: str, root: Path = DEFAULT_ROOT) -> Path:
     return root / fingerprint[:16]
 
 
-def convert_options(spec, config: PrepareConfig, index: int):
-    """``records.convert_options`` without its deprecation message (said once, when the records are read)."""
-    from beam_sft.prepare.records import convert_options as options
-
-    with contextlib.redirect_stderr(io.StringIO()):
-        return options(spec, config, index)
-
-
-def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
-    """Everything the output depends on (see ``beam_sft.data.fingerprint``)."""
+def fingerprint_parts(plan: ResolvedPrepare, tokenizer) -> dict[str, Any]:
+    """Everything the output depends on (see ``beam_sft.data.fingerprint``), read from the run's
+    resolved config (``resolved.resolve``: the options the converter gets are the ones digested)."""
+    config = plan.config
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else repr(tokenizer.chat_template)
     return {
         "encoder_version": ENCODER_VERSION,
-        "encoder_code": fp.package_digest("beam_sft.encode"),
-        "prepare_code": fp.package_digest("beam_sft.prepare"),
-        "prepared_code": fp.package_digest("beam_sft.prepared"),
-        "converter_code": fp.package_digest("beam_sft.convert"),
-        "data_code": fp.package_digest("beam_sft.data"),
+        "code": plan.code_digest,
         "template": fp.digest_bytes((template or "").encode()),
         "tokenizer": fp.tokenizer_digest(tokenizer),
-        # The tokens every source's text may not hold (convert.validate.forbidden_tokens): part of the
-        # conversion options, so a change in them is a change of the output even if the digest above missed it.
-        "forbidden_tokens": fp.digest_json(sorted(forbidden_tokens(tokenizer))),
+        # The tokens every source's text may not hold (convert.validate.forbidden_tokens), digested once
+        # here rather than spelled out in every source's options below.
+        "forbidden_tokens": fp.digest_json(list(plan.forbidden_tokens)),
         "response_template": fp.digest_json(getattr(tokenizer, "response_template", None)),
         "libraries": fp.library_versions(),
         "sources": [
-            {"path": s.path, "label": s.label, "format": s.format, "weight": s.weight, "column_map": s.column_map,
-             "convert": s.convert, "data": source_digest(s),
+            {"path": s.spec.path, "label": s.spec.label, "format": s.spec.format, "weight": s.spec.weight,
+             "column_map": s.spec.column_map, "convert": s.spec.convert, "data": s.data_digest,
              # the options the converter gets, however they were spelled (recipe, flags, deprecated names)
-             "options": dataclasses.asdict(convert_options(s, config, i))}
-            for i, s in enumerate(config.sources)
+             "options": {**dataclasses.asdict(s.options), "forbidden_tokens": "see forbidden_tokens"}}
+            for s in plan.sources
         ],
         "options": {
             "max_length": config.max_length, "length_policy": config.length_policy,
@@ -70,9 +56,9 @@ def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
     }
 
 
-def fingerprints(config: PrepareConfig, tokenizer) -> tuple[str, str, dict]:
+def fingerprints(plan: ResolvedPrepare, tokenizer) -> tuple[str, str, dict]:
     """(fingerprint, the fingerprint shared by all shards of the run, the parts)."""
-    parts = fingerprint_parts(config, tokenizer)
+    parts = fingerprint_parts(plan, tokenizer)
     base = {k: v for k, v in parts.items() if k != "shard_index"}
     return fp.combine(parts), fp.combine(base), parts
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -22,7 +23,16 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.cli_args import count, non_negative_float
-from beam_sft.prepare.config import FORMAT_CHOICES, PrepareConfig
+from beam_sft.config_utils import from_dict, load_yaml
+from beam_sft.convert.cli import add_option_flags, option_overrides
+from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+from beam_sft.errors import ConfigError, Interrupted
+from beam_sft.prepare import pipeline
+from beam_sft.prepare.children import children_die_with_me
+from beam_sft.prepare.config import FORMAT_CHOICES, PrepareConfig, prepare_section
+from beam_sft.prepare.progress import cli_progress
+from beam_sft.prepare.shards import merge_shards
+from beam_sft.prepared.report import require_report
 
 
 def _choices(field: str) -> tuple[str, ...]:
@@ -52,7 +62,6 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--max-length", type=count(1), metavar="N")
     prepare.add_argument("--length-policy", choices=_choices("length_policy"))
     prepare.add_argument("--missing-reasoning", choices=_choices("missing_reasoning"))
-    from beam_sft.convert.cli import add_option_flags
 
     add_option_flags(prepare, missing_reasoning=False)  # every conversion option convert accepts, for every source
     prepare.add_argument("--num-proc", type=count(1), metavar="N", help="worker processes (default: every core)")
@@ -80,8 +89,6 @@ def register(subparsers: Any) -> None:
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
-    from beam_sft.errors import ConfigError
-
     out: dict[str, Any] = {}
     if args.data:
         weights = args.weight or []
@@ -109,8 +116,6 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def _with_convert_flags(sources: Any, args: argparse.Namespace) -> Any:
     """Every source's ``convert`` mapping with the conversion flags on top (columns merged)."""
-    from beam_sft.convert.cli import option_overrides
-
     flags = option_overrides(args)
     if not flags or not isinstance(sources, list):
         return sources
@@ -128,10 +133,6 @@ def _with_convert_flags(sources: Any, args: argparse.Namespace) -> Any:
 
 def build_config(args: argparse.Namespace):
     """The PrepareConfig: the file's section, the flags on top, then the tokenizer fallbacks."""
-    from beam_sft.config_utils import from_dict, load_yaml
-    from beam_sft.errors import ConfigError
-    from beam_sft.prepare.config import prepare_section
-
     raw: dict[str, Any] = {}
     key_path = ""
     model_path = None
@@ -151,9 +152,6 @@ def build_config(args: argparse.Namespace):
 
 
 def _summary(directory: Path) -> str:
-    from beam_sft.data.rejects import sources_table  # convert's table: one renderer
-    from beam_sft.prepared.report import require_report
-
     report = require_report(directory)
     lines = [sources_table(report["sources"])]
     lines.extend(f"{name}: {entry['rows_out']} rows out after the mix (weight {entry['weight']})"
@@ -180,8 +178,6 @@ def _signals_as_exceptions(received: list[int]):
     ignored in ..."); then it is raised again a moment later (SIGALRM), and the swallowed one is not
     printed.
     """
-    from beam_sft.errors import Interrupted
-
     def handler(signum, frame):
         if not received:  # a second signal during clean-up must not cut the clean-up short
             received.append(signum)
@@ -214,8 +210,6 @@ def _interruptible(command: str, work) -> int:
     Whatever exception the interrupt turns into on its way out (a library's clean-up may replace
     ours with its own), the signal decides the outcome.
     """
-    from beam_sft.prepare.children import children_die_with_me
-
     received: list[int] = []
     try:
         with _signals_as_exceptions(received), children_die_with_me():  # every child: dies with us, quietly
@@ -234,11 +228,6 @@ def _interruptible(command: str, work) -> int:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    import logging
-
-    from beam_sft.prepare.pipeline import prepare
-    from beam_sft.prepare.progress import cli_progress
-
     # Our INFO lines only: other libraries' loggers stay at WARNING (a torch import cut short by a signal
     # would otherwise print its INFO statistics at exit, after our one-line message).
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
@@ -247,7 +236,7 @@ def run_prepare(args: argparse.Namespace) -> int:
 
     def work() -> int:
         with cli_progress(args.quiet) as interval:
-            out = prepare(config, progress_interval=interval)
+            out = pipeline.prepare(config, progress_interval=interval)
         print(_summary(out))
         print(f"prepared dataset: {out}")
         return 0
@@ -256,9 +245,6 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 
 def run_merge(args: argparse.Namespace) -> int:
-    from beam_sft.prepare.progress import cli_progress
-    from beam_sft.prepare.shards import merge_shards
-
     def work() -> int:
         with cli_progress(args.quiet):
             out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from beam_sft.config_utils import from_dict, load_yaml
 from beam_sft.convert.options import FORMAT_CHOICES, MissingReasoning
+from beam_sft.data.hub import source_label
 from beam_sft.errors import ConfigError
 
 LengthPolicy = Literal["drop", "trim_turns"]
@@ -58,8 +59,6 @@ class SourceSpec:
 
     @property
     def label(self) -> str:
-        from beam_sft.data.hub import source_label
-
         return source_label(self)
 
 

@@ -16,6 +16,7 @@ iterator, or leave the ``contextlib.closing`` block, before removing the work fo
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -99,7 +100,6 @@ def encoded_tables(records_path: Path, tasks: list[Task], job: batch_mod.EncodeJ
         finally:
             records.close()
         return
-    import multiprocessing
 
     # fork: the workers inherit the warmed encoder; spawn (where there is no fork) loads it again
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"

@@ -29,15 +29,28 @@ import shutil
 import time
 from pathlib import Path
 
+from beam_sft.data import fingerprint as fp
+from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+from beam_sft.encode import select
+from beam_sft.encode.length import char_bound
 from beam_sft.errors import ConfigError, NothingKept, PreparedError, VerificationError
-from beam_sft.prepare import cache
+from beam_sft.prepare import batch as batch_mod
+from beam_sft.prepare import cache, records
+from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
+from beam_sft.prepare.progress import Counter, bar, heartbeat
+from beam_sft.prepare.resolved import ResolvedPrepare, resolve
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
+from beam_sft.prepared.arrow_dataset import DatasetWriter
 from beam_sft.prepared.integrity import check_integrity, file_digests
+from beam_sft.prepared.layout import REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.prepared.lock import output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
+from beam_sft.verify import verify_prepared
+from beam_sft.verify.caller_tokenizer import tokenizer_files
 
 logger = logging.getLogger("beam_sft.prepare")
 
@@ -73,8 +86,6 @@ class LoadedTokenizer:
 
 
 def load_run_tokenizer(name) -> LoadedTokenizer:
-    from beam_sft.verify.caller_tokenizer import tokenizer_files
-
     folder = Path(name) if name else None
     files = tokenizer_files(folder) if folder is not None and folder.is_dir() else None
     return LoadedTokenizer(load_tokenizer(name), files)
@@ -82,9 +93,6 @@ def load_run_tokenizer(name) -> LoadedTokenizer:
 
 def verify_folder(directory: Path, num_proc: int, loaded: LoadedTokenizer | None = None) -> None:
     """Run ``beam_sft.verify`` on a prepared folder; VerificationError naming it on any violation."""
-    from beam_sft.prepare.children import children_die_with_me
-    from beam_sft.verify import verify_prepared
-
     with children_die_with_me():
         result = verify_prepared(directory, num_proc=num_proc, **_tokenizer_kwargs(loaded))
     if not result.ok:
@@ -110,9 +118,6 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
     one of ours) and VerificationError names it; ``final`` is left as it was.
     """
     if verify:
-        from beam_sft.prepare.children import children_die_with_me
-        from beam_sft.verify import verify_prepared
-
         started = time.time()
         with children_die_with_me():  # verify's worker processes too
             result = verify_prepared(staging, num_proc=num_proc, **_tokenizer_kwargs(loaded))
@@ -166,7 +171,8 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     loaded = load_run_tokenizer(config.tokenizer)
     tokenizer = loaded.tokenizer
     clock.phase("load_tokenizer")
-    fingerprint, base_fingerprint, parts = cache.fingerprints(config, tokenizer)
+    plan = resolve(config, tokenizer)  # the config interpreted once: fingerprint, records and encode read it
+    fingerprint, base_fingerprint, parts = cache.fingerprints(plan, tokenizer)
     clock.phase("fingerprint")
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
     # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
@@ -178,27 +184,24 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
             return _cache_hit(final, config, loaded)
         output.check_output_target(final)
         with output.staged(final) as staging:
-            report = _prepare_into(staging, final, config, tokenizer, clock, fingerprint, base_fingerprint, parts)
+            report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts)
             verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock,
                                 loaded=loaded)
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
     return final
 
 
-def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, clock: Clock, fingerprint: str,
+def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, clock: Clock, fingerprint: str,
                   base_fingerprint: str, parts: dict) -> dict:
-    from beam_sft.encode.length import char_bound
-    from beam_sft.encode.select import choose_encoder
-    from beam_sft.prepare import batch as batch_mod
-    from beam_sft.prepare import records
+    config = plan.config
 
     work = staging / ".work"
-    save_tokenizer(tokenizer, config.tokenizer, staging / "tokenizer")
-    jobs, infos, n_records = records.write_records(config, work / "records.arrow", tokenizer)
+    save_tokenizer(tokenizer, config.tokenizer, staging / TOKENIZER_DIR)
+    jobs, infos, n_records = records.write_records(plan, work / "records.arrow")
     source_records = records.RecordsFile(work / "records.arrow")
     clock.phase("read")
     job = batch_mod.EncodeJob(
-        key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / "tokenizer"),
+        key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / TOKENIZER_DIR),
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
         length_policy=config.length_policy,
         max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
@@ -212,10 +215,9 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     sample = [item.row for item in head_items
               if isinstance(item, batch_mod.Pending) and item.chars <= longest]
     sample = sample[:PROBE_SAMPLE]
-    kind, encoder, encoder_section = choose_encoder(config.encoder, tokenizer, sample)
+    kind, encoder, encoder_section = select.choose_encoder(config.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
-    from beam_sft.prepare.progress import Counter, bar, heartbeat
 
     counter = Counter() if clock.progress_interval > 0 else None
     batch_mod.install_state(job, tokenizer, encoder, counter)
@@ -226,9 +228,6 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         rest = n_records - head_count
         procs = _effective_procs(config, rest)
         if rest:
-            from beam_sft.prepare.children import children_die_with_me
-            from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
-
             if counter is not None:
                 counter.add(head_count)
             tasks = tasks_after(rest_batch, rest_skip, source_records.num_batches)
@@ -252,8 +251,6 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         if not counts.sources[info.label]["read"]:
             logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
     if counts.kept() == 0:
-        from beam_sft.data.rejects import sources_table  # convert's table: one renderer
-
         raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
                           f"{sources_table(rep.sources_section(infos, counts))}")
     clock.phase("save")
@@ -276,8 +273,6 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
 
 def _dataset_fingerprint(job) -> str:
     """The fingerprint state.json records (unique per run, as the ``datasets.map`` one was)."""
-    from beam_sft.data import fingerprint as fp
-
     return fp.digest_bytes(job.key.encode())[:16]
 
 
@@ -287,16 +282,11 @@ class _Collector:
     written to the dataset in batches (``prepared.arrow_dataset``). Memory: one table."""
 
     def __init__(self, staging: Path, *, fingerprint: str):
-        from beam_sft.prepared.arrow_dataset import DatasetWriter
-        from beam_sft.prepared.layout import REJECTS_FILE, features
-
         self.counts, self.tokens = rep.Counts(), rep.TokenStats()
         self._rejects = open(staging / REJECTS_FILE, "w", encoding="utf-8")
         self._dataset = DatasetWriter(staging, features(), fingerprint=fingerprint)
 
     def add(self, table) -> None:
-        from beam_sft.prepare import batch as batch_mod
-
         schema = _output_schema()
         if not table.schema.equals(schema, check_metadata=False):
             table = table.cast(schema)
@@ -316,8 +306,6 @@ class _Collector:
 
 @functools.lru_cache(maxsize=1)
 def _output_schema():
-    from beam_sft.prepare import batch as batch_mod
-
     return batch_mod.output_features().arrow_schema
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import multiprocessing
 import sys
 import threading
 import time
@@ -26,8 +27,6 @@ class Counter:
     """Records done, shared with forked workers (a ``multiprocessing.Value``, made before the fork)."""
 
     def __init__(self) -> None:
-        import multiprocessing
-
         self._value = multiprocessing.get_context("fork").Value("q", 0)
 
     def add(self, n: int) -> None:

@@ -19,26 +19,8 @@ from pathlib import Path
 
 from beam_sft.data.hub import dataset_source
 from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
-from beam_sft.prepare.config import PrepareConfig, SourceSpec
+from beam_sft.prepare.resolved import ResolvedPrepare
 from beam_sft.prepared.report import SourceInfo
-
-
-
-def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidden: tuple[str, ...] = ()):
-    """The converter options of one source: its ``convert`` mapping (``options_from_dict``: the
-    column mapping is ``columns``; the source's deprecated ``column_map`` is read with a message),
-    the run's ``missing_reasoning`` unless the source sets its own, and ``forbidden`` (the
-    tokenizer's added and special tokens, ``convert.validate.forbidden_tokens``)."""
-    from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, options_from_dict
-
-    raw = {"missing_reasoning": config.missing_reasoning, **spec.convert}
-    if spec.columns:
-        raw["columns"] = {**(raw.get("columns") or {}), **spec.columns}
-    if spec.column_map:
-        raw[COLUMN_MAP_DEPRECATED] = {**(raw.get(COLUMN_MAP_DEPRECATED) or {}), **spec.column_map}
-    if forbidden:
-        raw["forbidden_tokens"] = tuple(forbidden)
-    return options_from_dict(raw, f"sources[{index}].convert")
 
 
 def bad_json(bad) -> str:
@@ -54,26 +36,25 @@ def _schema():
     return pa.schema([(name, types[name]) for name in RECORD_COLUMNS])
 
 
-def write_records(config: PrepareConfig, out_file: Path, tokenizer=None) -> tuple[list[SourceJob], list[SourceInfo], int]:
+def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob], list[SourceInfo], int]:
     """Write this shard's raw records of every source to ``out_file`` (an Arrow IPC file of batches
     of at most ``config.batch_size`` records; a source's last batch may be shorter).
 
-    ``tokenizer``: text holding any of its added or special tokens is rejected (every source).
+    Each source's ``SourceJob`` carries the converter options ``plan`` resolved for it (``resolved.py``).
     """
     import pyarrow as pa
 
     from beam_sft.convert.pipeline import SourceConversion
-    from beam_sft.convert.validate import forbidden_tokens
     from beam_sft.data.sources import iter_raw_located
 
-    forbidden = tuple(sorted(forbidden_tokens(tokenizer))) if tokenizer is not None else ()
+    config = plan.config
     schema = _schema()
     jobs, infos = [], []
     total = 0
     out_file.parent.mkdir(parents=True, exist_ok=True)
     with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        for source_id, spec in enumerate(config.sources):
-            options = convert_options(spec, config, source_id, forbidden)
+        for source_id, resolved in enumerate(plan.sources):
+            spec, options = resolved.spec, resolved.options
             location = dataset_source(spec)  # a local path, or a datasets dataset (issue 15)
             detected = SourceConversion(location, format=spec.format, options=options, source=spec.label)
             jobs.append(SourceJob(spec.label, spec.format, spec.weight, options, detected.format))

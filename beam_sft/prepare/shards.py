@@ -20,11 +20,14 @@ from pathlib import Path
 
 from beam_sft.data.fingerprint import combine
 from beam_sft.errors import ConfigError
+from beam_sft.prepare.pipeline import verify_then_publish
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
+from beam_sft.prepared.arrow_dataset import DatasetWriter, iter_batches
 from beam_sft.prepared.integrity import check_integrity, file_digests
-from beam_sft.prepared.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR
+from beam_sft.prepared.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
+from beam_sft.prepared.lock import output_lock
 
 
 def _reports(shards: list[Path]) -> list[dict]:
@@ -75,16 +78,12 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
     final = Path(output_dir)
     if any(final.resolve() == s.resolve() for s in shards):
         raise ConfigError("output", f"{final} is one of the shards being merged")
-    from beam_sft.prepared.lock import output_lock
 
     with output_lock(final):
         return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc)
 
 
 def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify: bool, num_proc: int) -> Path:
-    from beam_sft.prepared.arrow_dataset import DatasetWriter, iter_batches
-    from beam_sft.prepared.layout import features
-
     output.check_output_target(final)
     with output.staged(final) as staging:
         tokens = rep.TokenStats()
@@ -122,7 +121,5 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
             tokens=tokens, timing={"shards": [r.get("timing") for r in reports]}, files=file_digests(staging),
         )
         rep.write_report(staging, report)
-        from beam_sft.prepare.pipeline import verify_then_publish
-
         verify_then_publish(staging, final, num_proc, verify=verify)
     return final

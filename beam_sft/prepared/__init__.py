@@ -6,7 +6,7 @@
 - ``load_tokenizer(name)`` / ``prepared_tokenizer(DIR)`` / ``save_tokenizer``: the one tokenizer path;
 - ``read_report`` / ``write_report`` (atomic) / ``update_report`` / ``build_report``: report.json;
 - ``file_digests`` / ``check_integrity``: the files' sizes and SHA-256, recorded and checked;
-- ``reject_line`` / ``write_rejects``: rejects.jsonl;
+- ``reject_line`` / ``reject_json``: a rejects.jsonl line (the one writer, surrogate-safe);
 - ``check_output_target`` / ``staging_dir`` / ``publish``: writing a folder without harm.
 """
 
@@ -14,13 +14,13 @@ from beam_sft.prepared.integrity import check_integrity, file_digests
 from beam_sft.prepared.layout import COLUMNS, REQUIRED_COLUMNS, features
 from beam_sft.prepared.load import check_counts, check_verified, load_prepared
 from beam_sft.prepared.output import check_output_target, publish, staging_dir
-from beam_sft.prepared.rejects import reject_line, write_rejects
+from beam_sft.prepared.rejects import reject_json, reject_line
 from beam_sft.prepared.report import build_report, read_report, require_report, update_report, write_report
 from beam_sft.prepared.tokenizer import load_tokenizer, prepared_tokenizer, save_tokenizer
 
 __all__ = [
     "COLUMNS", "REQUIRED_COLUMNS", "build_report", "check_counts", "check_integrity", "check_output_target", "check_verified",
     "features", "file_digests", "load_prepared", "load_tokenizer", "prepared_tokenizer", "publish",
-    "read_report", "reject_line", "require_report", "save_tokenizer", "staging_dir", "update_report",
-    "write_rejects", "write_report",
+    "read_report", "reject_json", "reject_line", "require_report", "save_tokenizer", "staging_dir",
+    "update_report", "write_report",
 ]

@@ -24,8 +24,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-STATE_FILE = "state.json"
-INFO_FILE = "dataset_info.json"
+from beam_sft.prepared.layout import DATASET_INFO_FILE as INFO_FILE
+from beam_sft.prepared.layout import STATE_FILE
+
 # save_to_disk's defaults: shards of at most this many bytes, record batches of at most this many
 # rows, and (for long rows) of about this many bytes
 MAX_SHARD_BYTES = 500 << 20

@@ -17,6 +17,7 @@ TOKENIZER_DIR = "tokenizer"
 VIOLATIONS_FILE = "verify_violations.jsonl"
 HISTOGRAM_FILE = "report_lengths.png"
 DATASET_INFO_FILE = "dataset_info.json"
+STATE_FILE = "state.json"  # datasets' list of the data files (prepared.arrow_dataset writes it)
 
 # column -> datasets feature (as ``datasets.Value`` dtype; ``list:`` a list of that dtype)
 COLUMNS = {
@@ -32,7 +33,7 @@ REQUIRED_COLUMNS = tuple(COLUMNS)
 
 # What a prepared folder of ours may hold; anything else in a target means the folder is the user's.
 OWN_ENTRIES = (TOKENIZER_DIR, REPORT_FILE, REJECTS_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE, DATASET_INFO_FILE,
-               "state.json")
+               STATE_FILE)
 OWN_PATTERNS = ("data-*.arrow", "cache-*.arrow")
 # Written after the digests are taken (verify's outputs, the report itself): not digested.
 UNDIGESTED = (REPORT_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE)

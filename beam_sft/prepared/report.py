@@ -28,8 +28,6 @@ SEAL_KEY = "integrity"  # the report's own digest, over every other key (``seal`
 
 # Per-source counters of one run (summed over batches, processes and shards).
 SOURCE_COUNTERS = ("read", "kept", "selected", "rows_out")
-# Run-wide counters.
-TOTAL_COUNTERS = ("trimmed_rows", "trimmed_messages", "fallback_rows")
 
 
 def read_report(directory: str | Path) -> dict | None:

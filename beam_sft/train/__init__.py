@@ -3,7 +3,8 @@
 Modules: ``recipe`` (typed recipe, value rules, typed overrides), ``data`` (prepared dataset),
 ``trainer`` (construction and ``train``), ``preflight`` and ``packing`` (checks before step 1),
 ``moe`` (experts, routers, ZeRO-3 leaves), ``ranks`` (bounded waits naming a silent rank),
-``resume`` (checkpoint checks), ``cpu_fsdp`` (the one adapter over accelerate's private state),
+``resume`` (checkpoint checks), ``cpu_fsdp`` (CPU FSDP launches; accelerate's private state is
+in ``beam_sft.compat``),
 ``callbacks``, ``save``, ``merge`` (LoRA), ``cli`` (``beam-sft train``, ``beam-sft merge``).
 """
 

@@ -8,6 +8,10 @@ from pathlib import Path
 
 from transformers import TrainerCallback
 
+from beam_sft.errors import PreflightError
+from beam_sft.train.packing import check_isolation
+from beam_sft.train.preflight import agree, raise_if
+
 LOSS_LOG = "losses.jsonl"
 
 
@@ -30,10 +34,6 @@ class PackingIsolationCallback(TrainerCallback):
         self.watch = watch
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        from beam_sft.errors import PreflightError
-        from beam_sft.train.packing import check_isolation
-        from beam_sft.train.preflight import agree, raise_if
-
         if self.batch is None:
             return
         batch = {k: v.to(self.accelerator.device) if hasattr(v, "to") else v for k, v in self.batch.items()}

@@ -9,9 +9,17 @@ Launch training through accelerate, one line per recipe (the recipe's header giv
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 from beam_sft.cli_args import count, non_negative_float, positive_float
+from beam_sft.errors import BeamError
+from beam_sft.train import plan as planner
+from beam_sft.train import trainer
+from beam_sft.train.export import export_checkpoint, parse_size
+from beam_sft.train.merge import merge_adapter
+from beam_sft.train.plan import PlanSetup, format_plan
+from beam_sft.train.recipe import load_recipe
 
 
 def _keep_overrides(parser: argparse.ArgumentParser):
@@ -59,14 +67,11 @@ def _add_train(subparsers):
 
 
 def _train(args) -> int:
-    from beam_sft.train.recipe import load_recipe
-    from beam_sft.train.trainer import train
-
     overrides = list(args.overrides or [])
     recipe = load_recipe(args.config, overrides)
     if not recipe.model.path and os.environ.get("BEAM_MODEL_ID"):
         recipe = load_recipe(args.config, overrides + ["--model.path", os.environ["BEAM_MODEL_ID"]])
-    out = train(recipe)
+    out = trainer.train(recipe)
     from accelerate import PartialState
 
     state = PartialState()
@@ -88,8 +93,6 @@ def _end_process_group(state) -> None:
 
 
 def _merge(args) -> int:
-    from beam_sft.train.merge import merge_adapter
-
     out = merge_adapter(args.adapter, args.out, base=args.base, dtype=args.dtype)
     print(f"beam-sft merge: merged model saved to {out}")
     return 0
@@ -119,18 +122,13 @@ def _add_plan(subparsers) -> None:
 
 
 def _plan(args) -> int:
-    import json
-
-    from beam_sft.errors import BeamError
-    from beam_sft.train.plan import PlanSetup, format_plan, plan
-
     if not args.model:
         raise BeamError("--model is required (a config.json, a model directory; or set BEAM_MODEL_ID)")
     setup = PlanSetup(gpus=args.gpus, gpu_memory_gib=args.gpu_memory, gpus_per_node=args.gpus_per_node,
                       strategy=args.strategy, dtype=args.dtype, lora_r=args.lora, lora_experts=args.lora_experts,
                       max_length=args.max_length, micro_batch=args.micro_batch,
                       activation_checkpointing=args.activation_checkpointing, reserve_gib=args.reserve)
-    result = plan(args.model, setup, trust_remote_code=args.trust_remote_code)
+    result = planner.plan(args.model, setup, trust_remote_code=args.trust_remote_code)
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_plan(result))
     return 0
 
@@ -151,8 +149,6 @@ def _add_export(subparsers) -> None:
 
 
 def _export(args) -> int:
-    from beam_sft.train.export import export_checkpoint, parse_size
-
     out = export_checkpoint(args.checkpoint, args.out, config=args.config, dtype=args.dtype,
                             max_shard_bytes=parse_size(args.max_shard_size))
     print(f"beam-sft export: wrote {out}")

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from beam_sft.config_utils import from_dict
+from beam_sft.data.split import row_fingerprint, split_by_fingerprint
 from beam_sft.errors import ConfigError
+from beam_sft.prepare import prepare
+from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepared.report import read_report
+from beam_sft.train import data
+from beam_sft.train.preflight import RowIndex, agree, check_batches, check_rows, raise_if
 
 
 @dataclass
@@ -32,8 +39,6 @@ class EvalData:
 
 def row_fingerprints(dataset) -> list[str]:
     """The fingerprint of every row's canonical BeamRow, read from the ``row`` column in batches."""
-    from beam_sft.data.split import row_fingerprint
-
     if "row" not in dataset.column_names:
         raise ConfigError("data.eval.eval_fraction", "the prepared dataset has no `row` column to split by")
     out: list[str] = []
@@ -44,8 +49,6 @@ def row_fingerprints(dataset) -> list[str]:
 
 
 def split_dataset(dataset, fraction: float, seed: int) -> EvalData:
-    from beam_sft.data.split import split_by_fingerprint
-
     fingerprints = row_fingerprints(dataset)
     split = split_by_fingerprint(fingerprints, fraction, seed)
     if not split.eval:
@@ -62,9 +65,6 @@ def split_dataset(dataset, fraction: float, seed: int) -> EvalData:
 def _prepare_eval(recipe, state) -> Path:
     from accelerate import PartialState
 
-    from beam_sft.config_utils import from_dict
-    from beam_sft.prepare import prepare
-    from beam_sft.prepare.config import PrepareConfig
 
     spec = dict(recipe.data.eval.prepare)
     if not spec.get("tokenizer"):
@@ -77,11 +77,7 @@ def _prepare_eval(recipe, state) -> Path:
 
 def _same_encoding(train_dir: Path, eval_dir: Path) -> None:
     def parts(directory: Path) -> dict:
-        try:
-            report = json.loads((Path(directory) / "report.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
-        return report.get("fingerprint_parts") or {}
+        return (read_report(directory) or {}).get("fingerprint_parts") or {}
 
     train, ev = parts(train_dir), parts(eval_dir)
     for key in ("tokenizer", "template"):
@@ -92,8 +88,6 @@ def _same_encoding(train_dir: Path, eval_dir: Path) -> None:
 
 def resolve_eval(recipe, dataset, prepared_dir: Path, run_dir: Path, state=None) -> EvalData | None:
     """The run's eval set per ``recipe.data.eval`` (None without one)."""
-    from beam_sft.train import data
-
     ev = recipe.data.eval
     if ev is None:
         return None
@@ -121,8 +115,6 @@ def resolve_eval(recipe, dataset, prepared_dir: Path, run_dir: Path, state=None)
 def check_eval_batches(trainer, eval_data: EvalData, tokenizer, recipe) -> dict[str, int]:
     """The pre-flight's batch and row checks on the trainer's own first eval batches (every process;
     all stop together if any finds a problem). Returns the counts for the run record."""
-    from beam_sft.train.preflight import RowIndex, agree, check_batches, check_rows, raise_if
-
     args = trainer.args
     batches = []
     for batch in trainer.get_eval_dataloader():

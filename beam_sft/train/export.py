@@ -28,6 +28,7 @@ import shutil
 from pathlib import Path
 
 from beam_sft.errors import BeamError, OutputRefused
+from beam_sft.train.plan import load_model_config, meta_model
 
 FSDP_DIR = "pytorch_model_fsdp_0"
 # Files copied beside the weights when the checkpoint (or its parent) has them; beam_run.json carries
@@ -82,8 +83,6 @@ def _check_output(out: Path) -> None:
 
 def expected_tensors(config) -> dict[str, tuple[tuple[int, ...], object]]:
     """Name -> (shape, dtype) of every tensor ``from_pretrained`` reads for ``config``; tied weights once."""
-    from beam_sft.train.plan import meta_model
-
     model = meta_model(config)
     seen, out = set(), {}
     for name, param in model.named_parameters(remove_duplicate=False):
@@ -166,7 +165,6 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | 
     import torch
     from safetensors.torch import save_file
 
-    from beam_sft.train.plan import load_model_config
 
     checkpoint, out = Path(checkpoint), Path(out)
     kind = checkpoint_format(checkpoint)

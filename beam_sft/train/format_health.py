@@ -30,6 +30,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from beam_sft.harmony import markers
+from beam_sft.harmony.response import parse_assistant_turn
 
 logger = logging.getLogger("beam_sft.train")
 
@@ -113,8 +114,6 @@ def score_turn(text: str, tools: Sequence[dict] | None = None) -> Verdict:
     >>> score_turn("<|channel|>final<|message|>Hello.<|return|>").problem
     'parse: [harmony_malformed_turn] the turn must open with an analysis message ending <|end|>'
     """
-    from beam_sft.harmony.response import parse_assistant_turn
-
     stops = sorted((i, m) for m in markers.STOP_MARKERS if (i := text.find(m)) >= 0)
     if not stops:
         return Verdict(False, f"the turn does not end ({' or '.join(markers.STOP_MARKERS)} never written)")

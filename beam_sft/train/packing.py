@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from beam_sft.compat import model_config
 from beam_sft.errors import ConfigError, PreflightError
 
 # Attention implementations under which packing is allowed. All keep packed sequences apart given
@@ -112,7 +113,7 @@ def _packed_mask_hook(module, args, kwargs):
     position_ids = kwargs.get("position_ids")
     config = module.config
     if (position_ids is None or kwargs.get("attention_mask") is not None or kwargs.get("cache") is not None
-            or kwargs.get("past_key_values") is not None or config._attn_implementation not in _MASKED_ATTENTION):
+            or kwargs.get("past_key_values") is not None or model_config.attn_implementation(config) not in _MASKED_ATTENTION):
         return None
     if masking_utils.find_packed_sequence_indices(position_ids) is None:
         return None  # one sequence per row: the decoder's own causal masks are right

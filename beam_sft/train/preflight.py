@@ -27,8 +27,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from beam_sft.compat.datasets_table import rows_are_table_rows
+from beam_sft.encode.template_encode import encode_row
 from beam_sft.errors import PreflightError
 from beam_sft.harmony import markers
+from beam_sft.harmony.check import require_fit_tokenizer
+from beam_sft.harmony.spans import mask_runs
+from beam_sft.train.packing import is_packed_batch, segments
 
 MAX_LISTED = 8  # problems listed in the error message
 
@@ -52,8 +57,6 @@ class PreflightReport:
 def check_tokenizer(tokenizer) -> list[str]:
     """The Beam Harmony rules for a tokenizer (``beam_sft.harmony.check``); TokenizerError lists all.
     Returns the warnings (response template) when it is fit."""
-    from beam_sft.harmony.check import require_fit_tokenizer
-
     return require_fit_tokenizer(tokenizer)
 
 
@@ -156,8 +159,6 @@ def batch_sequences(batch: dict, pad_token_id: int) -> list[tuple[list[int], lis
     >>> batch_sequences(batch, pad_token_id=0)
     [([5, 6], [-100, 6]), ([7, 8, 9], [-100, 8, 9])]
     """
-    from beam_sft.train.packing import is_packed_batch, segments
-
     ids = batch["input_ids"].tolist()
     labels = batch["labels"].tolist()
     out = []
@@ -204,7 +205,7 @@ class RowIndex:
         import numpy as np
         import pyarrow.compute as pc
 
-        if len(rows) <= 8 or getattr(self.tokens, "_indices", None) is not None:
+        if len(rows) <= 8 or not rows_are_table_rows(self.tokens):
             return rows
         column = self.tokens.data.column("input_ids")
         for position in sorted({len(ids) - 1, len(ids) // 2, len(ids) // 3}):
@@ -224,7 +225,7 @@ def _lengths(dataset):
     """Token count of every row, straight from Arrow when the dataset has no index mapping."""
     import numpy as np
 
-    if getattr(dataset, "_indices", None) is None:
+    if rows_are_table_rows(dataset):
         import pyarrow.compute as pc
 
         return np.asarray(pc.list_value_length(dataset.data.column("input_ids")).to_numpy(zero_copy_only=False))
@@ -305,8 +306,6 @@ def _row_name(dataset, idx: int) -> str:
 def span_problems(ids: list[int], mask: list[int], tokenizer) -> list[str]:
     """Structural rule: every trained span starts at ``<|channel|>`` and ends at ``<|return|>`` or
     ``<|call|>`` (or at the end of a truncated row)."""
-    from beam_sft.harmony.spans import mask_runs
-
     if len(ids) != len(mask):
         return [f"{len(ids)} input_ids but {len(mask)} mask values"]
     if any(m not in (0, 1) for m in mask):
@@ -330,8 +329,6 @@ def check_rows(dataset, indices: list[int], tokenizer, *, max_rows: int) -> tupl
     A stored row may be a truncation of its encoding (the prepare length policy), so the stored
     values must be a prefix of the re-encoded ones.
     """
-    from beam_sft.encode.template_encode import encode_row
-
     problems: list[str] = []
     seen = list(dict.fromkeys(indices))[:max_rows]
     for idx in seen:
@@ -407,7 +404,6 @@ def run_data_checks(trainer, dataset, tokenizer, recipe, watch=None) -> tuple[Pr
     row_problems, rows_checked = check_rows(dataset, matched, tokenizer, max_rows=recipe.preflight.max_rows)
     problems = agree(problems + row_problems, trainer.accelerator, watch, "the pre-flight data checks")
     report.batches, report.sequences, report.rows_checked = len(batches), count, rows_checked
-    from beam_sft.train.packing import is_packed_batch
 
     report.packed = bool(batches) and is_packed_batch(batches[0])
     raise_if(problems, "the trainer's first batches do not match the prepared masks")

@@ -12,8 +12,8 @@ group's timeout (transformers' default ``ddp_timeout``: 30 minutes) and then fai
   named in a ``PreflightError``. A collective that times out elsewhere (a barrier inside accelerate,
   TRL or the trainer) is answered the same way: a short monitored barrier finds who is missing.
 
-Raising the timeout after the pre-flight uses torch's ``_set_pg_timeout`` (``PRIVATE_NAMES``; a test
-fails naming it if torch drops it).
+Raising the timeout after the pre-flight uses torch's private ``_set_pg_timeout``, fenced in
+``beam_sft.compat.torch_distributed`` (a test fails naming it if torch drops it).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ import contextlib
 import re
 from datetime import timedelta
 
+from beam_sft.compat.torch_distributed import set_default_timeout
 from beam_sft.errors import PreflightError
 
-PRIVATE_NAMES = (("torch.distributed.distributed_c10d", "_set_pg_timeout"),)
 DEFAULT_DDP_TIMEOUT = 1800.0  # transformers' TrainingArguments.ddp_timeout
 DIAGNOSE_TIMEOUT = 30.0  # seconds the post-timeout barrier waits to find the missing ranks
 
@@ -41,7 +41,7 @@ class RankWatch:
         if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
             # transformers passes ddp_timeout to the process group only on GPUs (with use_cpu it is
             # created with torch's 30 minutes): set the pre-flight bound on the group itself.
-            _set_default_timeout(self.timeout)
+            set_default_timeout(self.timeout)
             # Collective: every process creates it at the same point of build().
             self.group = dist.new_group(backend="gloo", timeout=timedelta(seconds=self.timeout))
 
@@ -71,14 +71,7 @@ class RankWatch:
     def end_of_preflight(self) -> None:
         """The pre-flight is over: collectives may now wait ``training_timeout`` (sft.ddp_timeout)."""
         if self.group is not None and self.training_timeout != self.timeout:
-            _set_default_timeout(self.training_timeout)
-
-
-def _set_default_timeout(seconds: float) -> None:
-    """The default process group's timeout for the collectives that follow (torch's private setter)."""
-    from torch.distributed.distributed_c10d import _set_pg_timeout
-
-    _set_pg_timeout(timedelta(seconds=seconds))
+            set_default_timeout(self.training_timeout)
 
 
 def silent_ranks_message(error: str, what: str, timeout: float, me: int) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from beam_sft.prepared.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F401 (re-exported names)
 from beam_sft.prepared.report import update_report
+from beam_sft.verify.png import write_lengths_png
 
 
 def merge_verify_section(directory: Path, section: dict, *, key: str = "verify") -> Path:
@@ -83,6 +84,4 @@ def format_table(section: dict) -> str:
 def write_histogram(directory: Path, lengths: Mapping[int, int], fractions: Sequence[int]) -> Path:
     """DIR/report_lengths.png: row lengths (``{length: rows}``) and the per-row trained fraction
     (rows per bin of equal width over [0, 1]), drawn by ``png`` (numpy and zlib, no matplotlib)."""
-    from beam_sft.verify.png import write_lengths_png
-
     return write_lengths_png(Path(directory) / HISTOGRAM_FILE, dict(lengths), list(fractions))

@@ -42,14 +42,59 @@ def test_tokenizer_digest_sees_flags_and_special_tokens(tokenizer):
     assert fingerprint.tokenizer_digest(changed) != base
 
 
-def test_package_digest_changes_with_code(tmp_path, monkeypatch):
-    package = tmp_path / "fakepkg_h4"
-    package.mkdir()
-    (package / "__init__.py").write_text("X = 1\n")
+def _package(root, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_the_code_digest_is_the_code_the_entries_import_not_prose(tmp_path, monkeypatch):
+    """Keyed by what changes results: a docstring, a comment, a moved line or a module the entry
+    does not import leave it as it was; a change of code the entry imports (even inside a
+    function, or through a package's __init__) does not."""
+    root = tmp_path / "fakepkg_c7"
+    files = {
+        "__init__.py": "",
+        "entry.py": '"""Entry."""\nfrom fakepkg_c7.enc import encode\n\ndef run():\n    from .sub import deep\n    return deep\n',
+        "enc.py": '"""Encode."""\n\ndef encode(x):\n    """Docstring."""\n    return x + 1  # comment\n',
+        "sub/__init__.py": "from . import deep\n",
+        "sub/deep.py": "K = 3\n",
+        "elsewhere.py": "def unused():\n    return 1\n",
+    }
+    _package(root, files)
     monkeypatch.syspath_prepend(str(tmp_path))
-    before = fingerprint.package_digest("fakepkg_h4")
-    (package / "more.py").write_text("Y = 2\n")
-    assert fingerprint.package_digest("fakepkg_h4") != before
+    closure = fingerprint.code_closure(["fakepkg_c7.entry"], "fakepkg_c7")
+    assert set(closure) == {"fakepkg_c7", "fakepkg_c7.entry", "fakepkg_c7.enc", "fakepkg_c7.sub",
+                            "fakepkg_c7.sub.deep"}
+    base = fingerprint.closure_digest(["fakepkg_c7.entry"], "fakepkg_c7")
+
+    def digest_with(name: str, text: str) -> str:
+        _package(root, {**files, name: text})
+        try:
+            return fingerprint.closure_digest(["fakepkg_c7.entry"], "fakepkg_c7")
+        finally:
+            _package(root, files)
+
+    same = [("elsewhere.py", "def unused():\n    return 2\n"),  # not imported by the entry
+            ("enc.py", files["enc.py"].replace("Docstring.", "Reworded at length.")),
+            ("enc.py", files["enc.py"].replace("# comment", "# another comment")),
+            ("enc.py", "\n\n" + files["enc.py"].replace('"""Encode."""', '"""Encode,\nat two lines."""'))]
+    for name, text in same:
+        assert digest_with(name, text) == base, (name, text)
+    changed = [("enc.py", files["enc.py"].replace("x + 1", "x + 2")),
+               ("sub/deep.py", "K = 4\n"),  # imported inside a function, through the package
+               ("sub/__init__.py", "from . import deep\nJ = 1\n")]
+    for name, text in changed:
+        assert digest_with(name, text) != base, (name, text)
+
+
+def test_the_real_code_digest_holds_encode_verify_and_convert_not_train():
+    closure = fingerprint.code_closure(fingerprint.RESULT_ENTRIES, "beam_sft")
+    for name in ("beam_sft.encode.fast.render", "beam_sft.encode.template_encode", "beam_sft.convert.pipeline",
+                 "beam_sft.verify.invariants", "beam_sft.verify.template", "beam_sft.prepare.batch",
+                 "beam_sft.data.mix", "beam_sft.harmony.spans"):
+        assert name in closure, name
+    assert not [name for name in closure if name.startswith("beam_sft.train") or name == "beam_sft.cli"]
 
 
 def test_cache_needs_matching_fingerprint_and_complete_dir(tmp_path):

@@ -59,11 +59,16 @@ def test_writer_without_a_path_only_counts():
 
 
 def test_a_record_with_invalid_unicode_is_written_as_exact_escaped_json(tmp_path):
-    from beam_sft.data.rejects import reject_line
+    """One writer of a rejects line (prepared.rejects) for convert and prepare: both surrogate-safe."""
+    from beam_sft.prepared.rejects import reject_json, reject_line
 
-    line = reject_line({"code": "invalid_json", "raw": "x\udcffy"})
-    assert json.loads(line)["raw"] == "x\udcffy"
-    line.encode("utf-8")  # writable
+    for line in (reject_json({"code": "invalid_json", "raw": "x\udcffy"}),
+                 reject_line("a.jsonl", 1, "invalid_json", "m", "x\udcffy")):
+        assert json.loads(line)["raw"] == "x\udcffy"
+        line.encode("utf-8")  # writable
+    with RejectsWriter(tmp_path / "r.jsonl") as out:
+        out.write(Rejection("invalid_json", "x", raw="x\udcffy"))
+    assert json.loads((tmp_path / "r.jsonl").read_text(encoding="utf-8"))["raw"] == "x\udcffy"
 
 
 def test_summary_remarks_empty_and_unreadable_sources():

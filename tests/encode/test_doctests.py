@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [f"beam_sft.encode.{name}" for name in (
     "encoded", "template_encode", "weights", "length", "select", "fast.encoder", "fast.render", "fast.words",
-    "fast.probe", "fast.transformers_api")] + [
+    "fast.probe")] + ["beam_sft.compat.chat_template", "beam_sft.compat.jinja_sandbox"] + [
     f"beam_sft.prepare.{name}" for name in ("config", "batch", "records", "pipeline", "cache", "shards", "cli", "progress", "children")] + [
     f"beam_sft.prepared.{name}" for name in ("layout", "tokenizer", "report", "integrity", "output", "rejects", "lock", "oserrors",
                                              "load")] + [

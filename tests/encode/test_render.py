@@ -164,7 +164,7 @@ def test_sandbox_shortcuts(tokenizer, name):
 
 
 def test_shortcuts_on_and_off_agree_on_beam_rows(reference_tokenizer, monkeypatch):
-    from beam_sft.encode.fast import transformers_api
+    from beam_sft.compat import jinja_sandbox
 
     rows = [{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "r",
                                                               "content": "a"}]}]
@@ -183,7 +183,7 @@ def test_shortcuts_on_and_off_agree_on_beam_rows(reference_tokenizer, monkeypatc
             {"role": "assistant", "reasoning_content": "r2", "content": "done"}]})
     on = FastRenderer(reference_tokenizer)
     got_on = [outcome(on.render, r) for r in rows]
-    monkeypatch.setattr(transformers_api, "sandbox_shortcuts_hold", lambda *a: False)
+    monkeypatch.setattr(jinja_sandbox, "shortcut_problems", lambda *a: ["turned off by the test"])
     off = FastRenderer(reference_tokenizer)
     got_off = [outcome(off.render, r) for r in rows]
     assert not off._template(reference_tokenizer.get_chat_template(None, tools)).environment._shortcuts

@@ -10,6 +10,7 @@ import pytest
 
 from beam_sft.prepare import PrepareConfig, SourceSpec, cache, prepare
 from beam_sft.prepare import records as read_module
+from beam_sft.prepare.resolved import resolve
 from beam_sft.prepared import load_tokenizer
 from tests.encode.conftest import simple_row, write_jsonl
 
@@ -28,7 +29,8 @@ def setup(tmp_path, tokenizer_dir):
 
 
 def fingerprint(config) -> str:
-    return cache.fingerprints(config, load_tokenizer(config.tokenizer))[0]
+    tokenizer = load_tokenizer(config.tokenizer)
+    return cache.fingerprints(resolve(config, tokenizer), tokenizer)[0]
 
 
 def test_rerun_is_a_hit_and_a_change_is_a_miss(setup, monkeypatch):

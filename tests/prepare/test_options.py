@@ -12,7 +12,7 @@ import yaml
 from beam_sft.cli import build_parser
 from beam_sft.convert.options import MissingReasoning, TextAfterToolCall, ToolCallContent, choices
 from beam_sft.prepare import PrepareConfig, SourceSpec, cli
-from beam_sft.prepare.records import convert_options
+from beam_sft.prepare.resolved import convert_options
 
 
 def _actions(command: str) -> dict[str, argparse.Action]:
@@ -71,11 +71,12 @@ def test_columns_is_the_one_name_and_column_map_is_deprecated(capsys):
 
 def test_the_fingerprint_holds_the_resolved_options(tokenizer):
     from beam_sft.prepare import cache
+    from beam_sft.prepare.resolved import resolve
 
     a = PrepareConfig(sources=[SourceSpec(path="a.jsonl", columns={"messages": "dialog"})])
     b = PrepareConfig(sources=[SourceSpec(path="a.jsonl", convert={"columns": {"messages": "dialog"}})])
     c = PrepareConfig(sources=[SourceSpec(path="a.jsonl", convert={"require_declared_tools": False})])
-    options = [cache.fingerprint_parts(x, tokenizer)["sources"][0]["options"] for x in (a, b, c)]
+    options = [cache.fingerprint_parts(resolve(x, tokenizer), tokenizer)["sources"][0]["options"] for x in (a, b, c)]
     assert options[0] == options[1] != options[2]
 
 

@@ -53,7 +53,7 @@ def test_peak_memory_is_flat_in_rows(tmp_path, tokenizer_dir):
 @pytest.mark.slow
 def test_benchmark_smoke(tmp_path):
     results = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "scripts/bench_prepare.py", "--rows", "40", "--json", str(results)],
+    done = subprocess.run([sys.executable, "benchmarks/bench_prepare.py", "--rows", "40", "--json", str(results)],
                           cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]

@@ -123,7 +123,7 @@ def test_prepare_and_convert_share_one_rule(tokenizer):
     duplicate implementation is gone."""
     import importlib.util
 
-    from beam_sft.prepare.records import convert_options
+    from beam_sft.prepare.resolved import convert_options
 
     assert importlib.util.find_spec("beam_sft.prepare.special") is None
     config = PrepareConfig(sources=[SourceSpec(path="a.jsonl"), SourceSpec(path="b.json", format="sharegpt")])
@@ -133,12 +133,14 @@ def test_prepare_and_convert_share_one_rule(tokenizer):
 
 
 def test_the_fingerprint_holds_the_forbidden_tokens(tokenizer, monkeypatch):
-    from beam_sft.prepare import cache
+    from beam_sft.prepare import cache, resolved
 
     config = PrepareConfig(sources=[SourceSpec(path="a.jsonl")])
-    before = cache.fingerprint_parts(config, tokenizer)
-    monkeypatch.setattr(cache, "forbidden_tokens", lambda tok: frozenset({"<|endoftext|>", "<|x|>"}))
-    after = cache.fingerprint_parts(config, tokenizer)
+    before = cache.fingerprint_parts(resolved.resolve(config, tokenizer), tokenizer)
+    monkeypatch.setattr(resolved, "forbidden_tokens", lambda tok: frozenset({"<|endoftext|>", "<|x|>"}))
+    plan = resolved.resolve(config, tokenizer)
+    after = cache.fingerprint_parts(plan, tokenizer)
+    assert plan.sources[0].options.forbidden_tokens == ("<|endoftext|>", "<|x|>")  # the options the converter gets
     assert before["forbidden_tokens"] != after["forbidden_tokens"]
 
 

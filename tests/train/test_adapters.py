@@ -1,23 +1,23 @@
-"""The one place that touches accelerate's private state (cpu_fsdp), applied only where a CPU FSDP
+"""accelerate's private state (``compat.accelerate_state``, used by cpu_fsdp), applied only where a CPU FSDP
 launch asks for it; the rank watch's message names the silent rank."""
 
 from __future__ import annotations
 
 import pytest
 
-from beam_sft.train import cpu_fsdp
+from beam_sft.compat import accelerate_state
 
 
 def test_accelerate_still_has_what_cpu_fsdp_relies_on():
-    missing = cpu_fsdp.check_internals()
-    assert missing == [], f"accelerate changed: {missing} (update beam_sft/train/cpu_fsdp.py)"
+    missing = accelerate_state.problems()
+    assert missing == [], f"accelerate changed: {missing} (update beam_sft/compat/accelerate_state.py)"
 
 
 def test_check_internals_names_a_missing_private(monkeypatch):
     from accelerate.state import PartialState
 
     monkeypatch.delattr(PartialState, "_shared_state")
-    assert cpu_fsdp.check_internals() == ["accelerate.state.PartialState._shared_state"]
+    assert accelerate_state.problems() == ["accelerate.state.PartialState._shared_state"]
 
 
 @pytest.mark.parametrize(("fsdp", "use_cpu", "gpu", "promoted"),
@@ -49,12 +49,10 @@ def test_silent_rank_is_named():
 
 
 def test_torch_still_has_what_the_rank_watch_relies_on():
-    import importlib
+    from beam_sft.compat import torch_distributed
 
-    from beam_sft.train.ranks import PRIVATE_NAMES
-
-    missing = [f"{m}.{n}" for m, n in PRIVATE_NAMES if not hasattr(importlib.import_module(m), n)]
-    assert missing == [], f"torch changed: {missing} (update beam_sft/train/ranks.py)"
+    missing = torch_distributed.problems()
+    assert missing == [], f"torch changed: {missing} (update beam_sft/compat/torch_distributed.py)"
 
 
 def test_the_process_group_waits_the_preflight_timeout_until_the_preflight_is_over():

@@ -16,20 +16,20 @@ import json
 
 import pytest
 
-from beam_sft.verify import template
+from beam_sft.compat import chat_template as template
 from beam_sft.verify.template import Renderer
-from tests.verify.bench_verify import bench_rows
 from tests.verify.conftest import beam_rows
+from tests.verify.corpus_rows import bench_rows
 
 
 def test_internals_are_as_the_adapter_expects():
-    assert template.problems() == []
+    assert template.verify_problems() == []
 
 
 def test_a_moved_internal_is_named(monkeypatch):
     module = template._module()
     monkeypatch.delattr(module, "_alias_reasoning_fields")
-    assert template.problems() == [f"{template._MODULE}._alias_reasoning_fields: missing"]
+    assert template.verify_problems() == [f"{template._MODULE}._alias_reasoning_fields: missing"]
     renderer = Renderer(object())
     assert not renderer.direct and renderer.problems  # every row then goes through apply_chat_template
 
@@ -59,7 +59,7 @@ def test_the_sandbox_still_refuses_what_it_refuses(tokenizer):
 
 
 def test_dict_attributes_are_exactly_what_getattr_finds():
-    from beam_sft.verify.template import DICT_ATTRIBUTES
+    from beam_sft.compat.jinja_sandbox import DICT_ATTRIBUTES
 
     assert all(hasattr({}, name) for name in DICT_ATTRIBUTES)
     for name in ("content", "role", "tool_calls", "thinking", "function", "arguments", "name", "mro", "x"):
@@ -213,3 +213,84 @@ def test_an_unread_generation_extension_is_compiled_as_it_is(tokenizer, monkeypa
     assert renderer.generation_problems and "_generation_support" in renderer.generation_problems[0]
     assert "_generation_support" in compiled.environment.compile(source, raw=True)
     assert _check_same(tokenizer, beam_rows()) > 10
+
+
+# Every Jinja feature a chat template uses, in one template: macros (recursive, with defaults, with
+# a caller), set and namespace, loops with loop variables and filters, tests, string methods, dict
+# method names as keys, tools, reasoning effort and other kwargs, generation blocks calling macros,
+# whitespace control, raise_exception (not reached), the generation prompt.
+FEATURES = (
+    "{%- macro render_schema(s, depth=0) -%}"
+    "{%- if s is mapping -%}{ {%- for k, v in s.items() | sort -%}{{ k }}:{{ render_schema(v, depth + 1) }}"
+    "{%- if not loop.last %},{% endif -%}{%- endfor -%} }"
+    "{%- elif s is string -%}'{{ s | replace(\"'\", \"\\\\'\") }}'"
+    "{%- elif s is iterable -%}[{{ s | map('string') | join('|') }}]{%- else -%}{{ s | tojson }}{%- endif -%}"
+    "{%- endmacro -%}"
+    "{%- macro boxed(tag) -%}<{{ tag }}>{{ caller() }}</{{ tag }}>{%- endmacro -%}"
+    "{%- set ns = namespace(turns=0, last_user='') -%}"
+    "{%- if reasoning_effort is defined and reasoning_effort is not none -%}effort={{ reasoning_effort }};"
+    "{%- else -%}effort=default;{%- endif -%}"
+    "{%- if model_identity is defined %}id={{ model_identity | trim }};{% endif -%}"
+    "{%- if tools -%}{%- for t in tools -%}"
+    "{%- set f = t.function if t.function is defined else t -%}"
+    "tool {{ loop.index }}/{{ loop.length }} {{ f.name }}({{ render_schema(f.parameters or {}) }})"
+    "{{ (' - ' ~ f.description.split('\\n')[0]) if f.description }};"
+    "{%- endfor -%}{%- endif -%}"
+    "{%- for m in messages -%}"
+    "{%- set ns.turns = ns.turns + 1 -%}"
+    "{%- if m.role == 'user' -%}{%- set ns.last_user = m.content -%}"
+    "{%- call boxed('u') -%}{{ m.content | default('', true) }}{%- endcall -%}"
+    "{%- elif m.role == 'assistant' -%}<a>"
+    "{%- generation -%}"
+    "{%- if m.reasoning_content %}[think:{{ m.reasoning_content | length }}]{{ m.reasoning_content }}{% endif -%}"
+    "{%- for c in m.tool_calls or [] -%}call {{ c.function.name }} {{ render_schema(c.function.arguments) }};"
+    "{%- endfor -%}{%- if m.content is defined -%}{{ m.content if m.content is string else (m.content | tojson) }}"
+    "{%- endif -%}"
+    "{%- endgeneration -%}</a>"
+    "{%- elif m.role == 'tool' -%}<t {{ m.name | default('?') }}>{{ m.content }}</t>"
+    "{%- elif m.role == 'system' -%}<s>{{ m.content | upper }}{{ m['items'] | default('') }}</s>"
+    "{%- else -%}{{ raise_exception('unknown role ' ~ m.role) }}"
+    "{%- endif -%}{%- endfor -%}"
+    "{{- '|turns=' ~ ns.turns ~ ';last=' ~ ns.last_user[:5] -}}"
+    "{%- if add_generation_prompt -%}<a>{%- endif -%}"
+)
+
+
+def _feature_rows() -> list[dict]:
+    tool = {"type": "function", "function": {"name": "lookup", "description": "Find it.\nSecond line",
+            "parameters": {"type": "object", "required": ["q"], "properties": {
+                "q": {"type": "string", "description": "it's the query"},
+                "n": {"type": "integer", "enum": [1, 2, 3], "default": 2}}}}}
+    call = {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": {"q": "x", "n": [1, 2.5]}}}
+    return [
+        {"messages": [{"role": "system", "content": "sys", "items": "as a key"},
+                      {"role": "user", "content": "What is 'x'?"},
+                      {"role": "assistant", "reasoning_content": "look it up", "tool_calls": [call]},
+                      {"role": "tool", "name": "lookup", "content": "{\"ok\": true}"},
+                      {"role": "assistant", "reasoning_content": "done", "content": "It is x."}],
+         "tools": [tool, {"name": "bare", "parameters": {"type": "object", "properties": {}}}],
+         "chat_template_kwargs": {"reasoning_effort": 16, "model_identity": "  Beam  "}},
+        {"messages": [{"role": "user", "content": ""}, {"role": "assistant", "thinking": "t", "content": "a"},
+                      {"role": "user", "content": "again"}, {"role": "assistant", "content": {"k": [1, None]}}],
+         "chat_template_kwargs": {"reasoning_effort": "high"}},
+        {"messages": [{"role": "user", "content": "no kwargs"}, {"role": "assistant", "reasoning": "r",
+                                                                 "content": "ok"}]},
+    ]
+
+
+def test_same_text_as_apply_chat_template_on_every_template_feature(fixture_dir):
+    """The two paths verify could take, its own compile and the public ``apply_chat_template``, give
+    the same text on a template using every feature above, with and without tools and prompts."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(fixture_dir)
+    tok.chat_template = FEATURES
+    renderer = Renderer(tok)
+    renderer.compiled(FEATURES)
+    assert renderer.memo_problems == [] and renderer.generation_problems == []  # the audited compile ran
+    assert _check_same(tok, _feature_rows()) >= 10
+    text = renderer.render(_feature_rows()[0]["messages"], _feature_rows()[0]["tools"], False,
+                           _feature_rows()[0]["chat_template_kwargs"], plain=True)
+    for shown in ("effort=16;", "id=Beam;", "tool 2/2 bare", "call lookup {n:[1|2.5],q:'x'}", "[think:10]",
+                  "<u>What is 'x'?</u>", "as a key", "|turns=5;last=What "):
+        assert shown in text, shown

@@ -11,8 +11,10 @@ the reference encoder (``beam_sft.encode.template_encode``) that defines correct
 - ``words.py`` (``WordTokenizer``): byte-level BPE words tokenized once per distinct word.
 - ``probe.py``: the start-up probe comparing the fast encoder with the template on awkward rows and
   the run's first rows; any difference and the run uses the template encoder.
-- ``transformers_api.py``: the only module that touches transformers' (and jinja2's) internals; its
-  ``problems()`` names any that an upgrade changed, and the run then falls back, slow but right.
+
+The transformers and jinja2 internals it uses are fenced in ``beam_sft.compat`` (``chat_template``,
+``jinja_sandbox``): their audit names any that an upgrade changed, and the run then falls back, slow
+but right, with a warning saying why.
 
 Nothing outside this package depends on it except ``beam_sft.encode.select``, which decides.
 """

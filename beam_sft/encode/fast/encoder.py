@@ -30,10 +30,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from beam_sft.compat import chat_template
 from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
-from beam_sft.encode.fast import transformers_api
 from beam_sft.encode.fast.render import FastRenderer
 from beam_sft.encode.fast.words import WordTokenizer
+from beam_sft.encode.length import too_many_chars
 from beam_sft.encode.template_encode import template_args, template_encode_raw, template_error
 from beam_sft.encode.weights import apply_weights, assistant_weights
 from beam_sft.errors import RowError
@@ -251,8 +252,6 @@ class FastEncoder:
         whose rendered text is longer than ``max_chars`` is ``too_long`` without being tokenized
         (``beam_sft.encode.length.char_bound``).
         """
-        from beam_sft.encode.length import too_many_chars
-
         rendered: list[tuple[list[str], list[tuple[int, int]]] | RowError] = []
         pieces: set[str] = set()
         for row in rows:
@@ -301,6 +300,6 @@ def render_with_transformers(tokenizer, row: dict) -> tuple[str, list[tuple[int,
     """Text and generation spans through transformers' own ``render_jinja_template``, as is."""
     messages, tools, kwargs = template_args(row)
     try:
-        return transformers_api.render_jinja_template(tokenizer, messages, tools, kwargs)
+        return chat_template.render_jinja_template(tokenizer, messages, tools, kwargs)
     except Exception as exc:  # a template error is a property of the row: route it to rejects
         raise template_error(exc) from exc

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from beam_sft.data.synthetic import synthetic_rows
 from beam_sft.errors import RowError
 
 _TOOL_SCHEMAS = [
@@ -71,7 +72,6 @@ def probe_rows() -> list[dict]:
                              "tool_calls": [_call("z", "tool_0", {"city": "a</rfl:parameter>b"})]}],
          "tools": tools[:1]},  # the template raises
     ]
-    from beam_sft.data.synthetic import synthetic_rows
 
     rows.extend(synthetic_rows(6, seed=7, scale=0.05, vocab=500))
     return rows

@@ -23,7 +23,8 @@ sandbox first tries the attribute and pays for an AttributeError), and a call of
 bound method of plain data (``schema.get``, ``text.split``) goes straight to the callable (the
 sandbox checks ``unsafe_callable``/``alters_data`` flags and context-passing markers, which neither
 can carry). They mirror jinja2's ``SandboxedEnvironment.getattr``/``call`` and ``Context.call`` as
-audited (``transformers_api.sandbox_shortcuts_hold``); any other jinja2 turns them off.
+audited (``beam_sft.compat.jinja_sandbox.shortcut_problems``); any other jinja2 turns them off, with
+a warning naming why.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import re
 from types import BuiltinMethodType
 from typing import Any
 
-from beam_sft.encode.fast import transformers_api
+from beam_sft.compat import chat_template, jinja_sandbox, switched_off
+from beam_sft.compat.jinja_sandbox import macro_function
 from beam_sft.encode.template_encode import template_args, template_error
 
 _FRAME_CELLS = frozenset({"concat", "context", "environment", "missing", "resolve", "undefined",
@@ -109,7 +111,9 @@ def _memo_environment_class(base: type):
             self.memo_stats = {"hits": 0, "misses": 0}
             self._per_code: dict[Any, list[int]] = {}  # code -> [hits, misses]; rarely-hit macros stop memoising
             self._unmemoised: set = set()  # codes of macros that stopped memoising
-            self._shortcuts = transformers_api.sandbox_shortcuts_hold(base)
+            problems = jinja_sandbox.shortcut_problems(base)
+            switched_off("the render shortcuts (beam_sft.encode.fast.render: getattr, _direct)", problems)
+            self._shortcuts = not problems
 
         def getattr(self, obj, attribute):
             # A plain dict's class has no attribute of this name: the sandbox would fail on getattr,
@@ -152,7 +156,7 @@ def _memo_environment_class(base: type):
             return verdict
 
         def _memoizable(self, macro) -> bool:
-            func = macro._func
+            func = macro_function(macro)
             for name, cell in zip(func.__code__.co_freevars, func.__closure__ or (), strict=True):
                 if name in _FRAME_CELLS:
                     continue
@@ -180,7 +184,7 @@ def _memo_environment_class(base: type):
                 if "caller" in kwargs or id(__obj) in __self._impure or not __self._is_tracked_pure(__obj):
                     __self._poison()
                 return super().call(__context, __obj, *args, **kwargs)
-            if not __self._memo_frames and __obj._func.__code__ in __self._unmemoised and "caller" not in kwargs:
+            if not __self._memo_frames and macro_function(__obj).__code__ in __self._unmemoised and "caller" not in kwargs:
                 # No enclosing memoised call to keep honest and a macro whose calls never repeat.
                 return (__self._direct(__context, __obj, args, kwargs) if __self._shortcuts
                         else super().call(__context, __obj, *args, **kwargs))
@@ -189,7 +193,7 @@ def _memo_environment_class(base: type):
             if "caller" in plain_kwargs or arguments is None or not __self._memoizable(__obj):
                 __self._poison()
                 return super().call(__context, __obj, *args, **kwargs)
-            code = __obj._func.__code__
+            code = macro_function(__obj).__code__
             counts = __self._per_code.setdefault(code, [0, 0])
             if counts[1] > 256 and counts[0] * 16 < counts[1]:  # unique arguments every time: not worth it
                 __self._unmemoised.add(code)
@@ -237,8 +241,8 @@ class FastRenderer:
         compiled = self._compiled.get(source)
         if compiled is None:
             # A fresh compile, so the shared (lru-cached) template apply_chat_template uses is untouched.
-            compiled = transformers_api.compile_private_template(source)
-            environment = transformers_api.swap_environment_class(compiled, _memo_environment_class)
+            compiled = chat_template.compile_private_template(source)
+            environment = chat_template.swap_environment_class(compiled, _memo_environment_class)
             environment._memo_setup()
             self._compiled[source] = compiled
         return compiled
@@ -260,19 +264,19 @@ class FastRenderer:
             if plain:  # what _normalize_chat_messages does to JSON data: copy, dropping None values
                 chat = [{k: v for k, v in m.items() if v is not None} if type(m) is dict else m for m in messages]
                 if any(type(m) is not dict for m in chat):
-                    chat = transformers_api.normalize_chat_messages(messages)
+                    chat = chat_template.normalize_chat_messages(messages)
             else:
-                chat = transformers_api.normalize_chat_messages(messages)
+                chat = chat_template.normalize_chat_messages(messages)
             template_kwargs = {**self.special_tokens_map, **kwargs}
             for tool in tools or ():
                 if not isinstance(tool, dict):
                     raise ValueError("Tools should either be a JSON schema, or a callable function with type hints")
             if not plain:
-                tools = transformers_api.plain_template_data(tools)
-                template_kwargs = transformers_api.plain_template_data(template_kwargs)
-                chat = transformers_api.plain_template_data(chat)
-            chat = transformers_api.alias_reasoning_fields(chat)
-            text, spans = transformers_api.render_with_assistant_indices(compiled, chat, tools, template_kwargs)
+                tools = chat_template.plain_template_data(tools)
+                template_kwargs = chat_template.plain_template_data(template_kwargs)
+                chat = chat_template.plain_template_data(chat)
+            chat = chat_template.alias_reasoning_fields(chat)
+            text, spans = chat_template.render_with_assistant_indices(compiled, chat, tools, template_kwargs)
         except Exception as exc:  # a template error is a property of the row: route it to rejects
             raise template_error(exc) from exc
         return text, list(spans)

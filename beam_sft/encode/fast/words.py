@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from functools import cache
 from itertools import chain
 
@@ -95,8 +96,6 @@ class WordTokenizer:
     """Chunk -> ids with a dictionary in front of the tokenizer's BPE model. See the module doc."""
 
     def __init__(self, backend, pattern: str):
-        import re
-
         import regex
 
         self.backend = backend

@@ -1,0 +1,67 @@
+"""The prepare config, interpreted once: ``resolve(config, tokenizer) -> ResolvedPrepare``.
+
+Everything ``prepare`` derives from its config and tokenizer before it reads a record is worked
+out here, once per run, and read by the three that need it: the cache fingerprint
+(``cache.fingerprint_parts``), the records writer (``records.write_records``: each source's options
+go into its ``SourceJob``) and through those jobs the encode batches (``batch.py``). So the options
+the fingerprint holds are the options the converter runs with, by construction, and a deprecated
+spelling is reported once (here), not once per reader.
+
+Not the training plan (``beam_sft.train.plan``): this one is about a prepare run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from beam_sft import compat
+from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, ConvertOptions, options_from_dict
+from beam_sft.convert.validate import forbidden_tokens
+from beam_sft.data import fingerprint as fp
+from beam_sft.data.hub import source_digest
+from beam_sft.prepare.config import PrepareConfig, SourceSpec
+
+
+@dataclass(frozen=True)
+class ResolvedSource:
+    """One source as the run reads it: its spec, the converter options it gets and its data's digest."""
+
+    index: int
+    spec: SourceSpec
+    options: ConvertOptions
+    data_digest: str  # file bytes, or the dataset and its resolved revision (data.hub.source_digest)
+
+
+@dataclass(frozen=True)
+class ResolvedPrepare:
+    """A prepare run's config with everything derived from it (see the module docstring)."""
+
+    config: PrepareConfig
+    sources: tuple[ResolvedSource, ...]
+    forbidden_tokens: tuple[str, ...]  # sorted; every source's options carry them
+    code_digest: str  # the code that decides the output: beam_sft's (results_code_digest) and the libraries'
+
+
+def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidden: tuple[str, ...] = ()):
+    """The converter options of one source: its ``convert`` mapping (``options_from_dict``: the
+    column mapping is ``columns``; the source's deprecated ``column_map`` is read with a message),
+    the run's ``missing_reasoning`` unless the source sets its own, and ``forbidden`` (the
+    tokenizer's added and special tokens, ``convert.validate.forbidden_tokens``)."""
+    raw = {"missing_reasoning": config.missing_reasoning, **spec.convert}
+    if spec.columns:
+        raw["columns"] = {**(raw.get("columns") or {}), **spec.columns}
+    if spec.column_map:
+        raw[COLUMN_MAP_DEPRECATED] = {**(raw.get(COLUMN_MAP_DEPRECATED) or {}), **spec.column_map}
+    if forbidden:
+        raw["forbidden_tokens"] = tuple(forbidden)
+    return options_from_dict(raw, f"sources[{index}].convert")
+
+
+def resolve(config: PrepareConfig, tokenizer=None) -> ResolvedPrepare:
+    """Interpret ``config`` once. ``tokenizer``: text holding any of its added or special tokens is
+    rejected in every source (None: no such rule, for callers that only read records)."""
+    forbidden = tuple(sorted(forbidden_tokens(tokenizer))) if tokenizer is not None else ()
+    sources = tuple(ResolvedSource(i, spec, convert_options(spec, config, i, forbidden), source_digest(spec))
+                    for i, spec in enumerate(config.sources))
+    code = fp.digest_json({"beam_sft": fp.results_code_digest(), "libraries": compat.library_code_digest()})
+    return ResolvedPrepare(config, sources, forbidden, code)

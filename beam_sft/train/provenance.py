@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from beam_sft.prepared.layout import REPORT_FILE
+
 _TAKEN: dict[str, dict[str, Any]] = {}  # folder -> its provenance when this run first looked
 
 
@@ -22,7 +24,7 @@ def folder_provenance(directory: str | Path) -> dict[str, Any]:
 
     path = Path(directory)
     try:
-        raw = (path / "report.json").read_bytes()
+        raw = (path / REPORT_FILE).read_bytes()
         report = json.loads(raw)
     except (OSError, ValueError):
         return {"path": str(path.resolve()), "report_sha256": None}

@@ -173,10 +173,30 @@ def convert_row(
     meta: dict[str, Any] = {"source": source, "row": row}
     if notes:
         meta["notes"] = notes
-    provenance = (result.get("meta") or {}).get("reasoning") if fill is not None else None
+    provenance = (result.get("meta") or {}).get("reasoning") if fill is not None else _carried_provenance(raw, result)
     if provenance is not None:  # turns a truncate policy cut are gone from the row, and from here
         meta["reasoning"] = [p for p in provenance if p.get("turn", 0) < len(result["messages"])]
     return {**result, "meta": meta}
+
+
+def _carried_provenance(raw: Any, row: BeamRow) -> list[dict] | None:
+    """The ``meta.reasoning`` of a source row that is already a BeamRow (``beam-sft reason``'s
+    output, read again by ``prepare``): kept when its messages map one to one onto the row's.
+
+    >>> raw = {"messages": [{"role": "user", "content": "q"}], "meta": {"reasoning": [{"turn": 0, "source": "data"}]}}
+    >>> _carried_provenance(raw, {"messages": [{"role": "user", "content": "q"}]})
+    [{'turn': 0, 'source': 'data'}]
+    >>> _carried_provenance({**raw, "messages": []}, {"messages": [{"role": "user", "content": "q"}]})
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("meta"), dict):
+        return None
+    entries = raw["meta"].get("reasoning")
+    messages = raw.get("messages")
+    if (not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("source"), str)
+                                                 for e in entries)
+            or not isinstance(messages, list) or len(messages) != len(row.get("messages") or [])):
+        return None
+    return entries
 
 
 @functools.lru_cache(maxsize=8)

@@ -25,7 +25,7 @@ from beam_sft.prepared.rejects import reject_line
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
-STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject", "format")
+STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject", "format", "reasoning")
 # The records file (records.py): JSON text, "" or a BadRecord as JSON, the line's byte (JSON Lines),
 # the source, the running index in the source (shards, mix), the row's own file (None: the source
 # itself) and its row there (meta, rejects).
@@ -178,8 +178,18 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
         except RowError as exc:
             out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
             continue
-        out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback)
+        out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback,
+                 _reasoning_status(row))
     return out.table()
+
+
+def _reasoning_status(row: dict) -> str:
+    """The kept row's trained turns by reasoning source and its teacher refusals (the report's
+    ``reasoning`` section), as the ``reasoning`` status column holds them."""
+    from beam_sft.convert.rows import reasoning_counts
+
+    sources, refused = reasoning_counts(row)
+    return json.dumps([sources, refused], separators=(",", ":"))
 
 
 def _reject(item: Pending, exc: RowError) -> str:
@@ -219,9 +229,11 @@ class _Columns:
         self.fallback: list[int] = []
         self.reject: list[str | None] = []
         self.format: list[str] = []
+        self.reasoning: list[str] = []
 
     def _append(self, ids, masks, row: str, source: str, row_index: int, trained: int, status: str, copy: int,
-                trimmed: int, fallback: bool, reject: str | None, format: str) -> None:
+                trimmed: int, fallback: bool, reject: str | None, format: str, reasoning: str = "") -> None:
+        self.reasoning.append(reasoning)
         self.ids.append(ids)
         self.masks.append(masks)
         self.rows.append(row)
@@ -235,10 +247,11 @@ class _Columns:
         self.reject.append(reject)
         self.format.append(format)
 
-    def kept(self, encoded, row_json: str, item: Pending, trained: int, trimmed: int, fallback: bool) -> None:
+    def kept(self, encoded, row_json: str, item: Pending, trained: int, trimmed: int, fallback: bool,
+             reasoning: str = "") -> None:
         for copy in range(item.copies):
             self._append(encoded.input_ids, encoded.assistant_masks, row_json, item.source, item.row_index, trained,
-                         KEPT, copy, trimmed, fallback and copy == 0, None, item.format)
+                         KEPT, copy, trimmed, fallback and copy == 0, None, item.format, reasoning)
 
     def done(self, item: Done, fallback: bool = False) -> None:
         self._append(_NO_IDS, _NO_MASK, "", item.source, item.row_index, 0, item.status, 0, 0, fallback, item.reject,
@@ -265,6 +278,7 @@ class _Columns:
             "fallback": pa.array(self.fallback, pa.int8()),
             "reject": pa.array(self.reject, pa.large_string()),
             "format": pa.array(self.format, pa.string()),
+            "reasoning": pa.array(self.reasoning, pa.string()),
         })
 
 
@@ -280,7 +294,7 @@ def output_features():
 
     return Features({**features(), "status": Value("string"), "copy": Value("int32"),
                      "trimmed_messages": Value("int32"), "fallback": Value("int8"),
-                     "reject": Value("large_string"), "format": Value("string")})
+                     "reject": Value("large_string"), "format": Value("string"), "reasoning": Value("string")})
 
 
 def count_table(table, counts, tokens) -> None:
@@ -288,13 +302,15 @@ def count_table(table, counts, tokens) -> None:
     rows' lengths to ``tokens`` (``TokenStats``): one table of the encode pass at a time."""
     import pyarrow.compute as pc
 
+    reasoning = table.column("reasoning").to_pylist()
     table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "format", "num_tokens",
                           "num_trained"])
     kept = table.filter(pc.equal(table.column(1), KEPT))
     tokens.add(np.asarray(kept.column(0).to_numpy()), kept.column(6).to_numpy().astype(np.int64),
                kept.column(7).to_numpy().astype(np.int64))
     sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in table.columns[:6])
-    for source, state, n, cut, fell, fmt in zip(sources, status, copy, trimmed, fallback, formats, strict=True):
+    for source, state, n, cut, fell, fmt, why in zip(sources, status, copy, trimmed, fallback, formats, reasoning,
+                                                    strict=True):
         entry = counts.sources[source]
         if state == KEPT:
             entry["rows_out"] += 1
@@ -307,6 +323,10 @@ def count_table(table, counts, tokens) -> None:
         if state == KEPT:
             entry["kept"] += 1
             entry["selected"] += 1
+            if why:
+                turns, refused = json.loads(why)
+                counts.reasoning.update(turns)
+                counts.teacher_refused.update(refused)
             if cut:
                 counts.totals["trimmed_rows"] += 1
                 counts.totals["trimmed_messages"] += cut
@@ -314,6 +334,8 @@ def count_table(table, counts, tokens) -> None:
             entry["kept"] += 1
         else:
             counts.rejected[source][state] += 1
+            if state.startswith("teacher_"):  # a row the policy dropped: its first refused turn's code
+                counts.teacher_refused[state] += 1
 
 
 def reject_lines(table) -> list[str]:

@@ -42,6 +42,8 @@ class SourceJob:
     weight: float
     options: Any  # beam_sft.convert.options.ConvertOptions
     default_format: str = "openai"  # the source's main format (from its first rows), for rows that show none
+    reasoning: Any = None  # beam_sft.reason.config.TeacherConfig: the cache-reading teacher fills (prepare/teacher.py)
+    reasoning_refusals: str | None = None  # the teacher pass's failed requests and their codes (JSON)
 
 
 @dataclass(frozen=True)
@@ -132,8 +134,13 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
         raw = decode(text, error, byte)
         fmt = (resolve_format(raw, source.options, source.default_format) if source.format == "auto"
                else source.format)
+        fill = None
+        if source.reasoning is not None:
+            from beam_sft.prepare.teacher import cache_reader
+
+            fill = cache_reader(job.key, source_id, source)
         result = convert_row(raw, format=fmt, options=source.options, source=file or source.label,
-                             row=row_index if file_row is None else file_row)
+                             row=row_index if file_row is None else file_row, fill=fill)
         if isinstance(result, Rejection):
             out.append(Done(source.label, row_index, result.code,
                             json.dumps(result.to_json(), ensure_ascii=False, default=repr), fmt))

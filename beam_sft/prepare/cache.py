@@ -67,7 +67,36 @@ def fingerprint_parts(config: PrepareConfig, tokenizer) -> dict[str, Any]:
             "num_shards": config.num_shards,
         },
         "shard_index": config.shard_index,
+        "reasoning": _teacher_part(config),
     }
+
+
+def _teacher_part(config: PrepareConfig) -> dict | None:
+    """What the teacher's answers depend on: the model, the prompt's text, the generation parameters
+    and the checks (not where it is served, the key, the cache folder, the concurrency or the budget);
+    and the code of the step. A folder whose teacher pass left turns unasked is never a hit
+    (``teacher_incomplete``): the next run asks for those turns only."""
+    t = config.reasoning
+    if t is None:
+        return None
+    from beam_sft.reason.prompt import Prompt
+
+    return {"model": t.model, "prompt": Prompt.load(t.prompt).digest, "params": t.params,
+            "max_reasoning_chars": t.max_reasoning_chars, "code": fp.package_digest("beam_sft.reason")}
+
+
+# Teacher refusals that another run may not repeat: a failed request, a spent budget.
+RETRYABLE_TEACHER_CODES = ("teacher_failed", "teacher_budget_exhausted")
+
+
+def teacher_incomplete(report: dict) -> bool:
+    """Whether a prepared folder's teacher pass left turns that a rerun could still fill.
+
+    >>> teacher_incomplete({"reasoning": {"teacher_refused": {"teacher_failed": 2}}}), teacher_incomplete({})
+    (True, False)
+    """
+    refused = (report.get("reasoning") or {}).get("teacher_refused") or {}
+    return any(refused.get(code) for code in RETRYABLE_TEACHER_CODES)
 
 
 def fingerprints(config: PrepareConfig, tokenizer) -> tuple[str, str, dict]:
@@ -85,6 +114,7 @@ def is_cached(directory: str | Path, fingerprint: str) -> bool:
     return (
         report is not None
         and report.get("fingerprint") == fingerprint
+        and not teacher_incomplete(report)
         and (directory / DATASET_INFO_FILE).is_file()
         and (directory / TOKENIZER_DIR).is_dir()
     )

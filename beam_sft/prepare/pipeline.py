@@ -189,6 +189,13 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
     jobs, infos, n_records = records.write_records(config, work / "records.arrow", tokenizer)
     source_records = records.RecordsFile(work / "records.arrow")
     clock.phase("read")
+    if config.reasoning is not None:
+        from beam_sft.prepare.teacher import ask_teacher
+
+        refusals = work / "teacher_refusals.json"
+        ask_teacher(config.reasoning, source_records, jobs, refusals, quiet=clock.progress_interval <= 0)
+        jobs = [dataclasses.replace(j, reasoning=config.reasoning, reasoning_refusals=str(refusals)) for j in jobs]
+        clock.phase("teacher")
     job = batch_mod.EncodeJob(
         key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / "tokenizer"),
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,

@@ -73,6 +73,9 @@ class Teacher:
     params: dict[str, Any] = field(default_factory=dict)  # generation parameters (max_tokens, temperature)
     max_chars: int = DEFAULT_MAX_CHARS
     stats: FillStats = field(default_factory=FillStats)
+    # cache key -> (code, message) of requests that failed in this run (an asking teacher records
+    # them; a cache-reading one given them reports the same code instead of "no cached answer")
+    refusals: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def __call__(self, row: BeamRow) -> BeamRow:
         messages = row.get("messages")
@@ -111,11 +114,15 @@ class Teacher:
             if completion is not None:
                 self.stats.add(cached=1)
             elif self.client is None:
-                raise TeacherError("teacher_failed", "no cached answer for this turn (prepare asks before encoding)")
+                code, message = self.refusals.get(key) or (
+                    "teacher_failed", "no cached answer for this turn (prepare asks before encoding)")
+                raise TeacherError(code, message)
             else:
                 completion = self.client.complete(request, self.params)
                 self.cache.put(key, completion)
         except TeacherError as exc:
+            if self.client is not None:
+                self.refusals[key] = (exc.code, exc.message)
             return None, self._refused(turn, exc.code, exc.message)
         problem = check_text(completion.text, completion.finish_reason, max_chars=self.max_chars,
                              forbidden_tokens=self.options.forbidden_tokens)

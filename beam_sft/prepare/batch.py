@@ -121,6 +121,17 @@ def decode(text: str, error: str, byte: int | None = None):
         return bad_line(text, byte, exc) if byte is not None else BadRecord(text, f"not valid JSON: {exc}")
 
 
+def iter_records(records_file, jobs):
+    """``(source job, decoded record, label, row)`` for every record of the records file, in order
+    (the teacher pass before encoding reads them so: ``prepare/teacher.py``)."""
+    for index in range(records_file.num_batches):
+        batch = records_file.batch(index)
+        columns = tuple(batch.column(name).to_pylist() for name in RECORD_COLUMNS)
+        for text, error, byte, source_id, row_index, file, file_row in zip(*columns, strict=True):
+            source = jobs[source_id]
+            yield source, decode(text, error, byte), file or source.label, row_index if file_row is None else file_row
+
+
 def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending | Done]:
     """Decode, convert and mix records given as ``RECORD_COLUMNS`` columns; ``--format auto`` reads
     each row by the format its own shape shows, as ``beam-sft convert`` does."""

@@ -193,7 +193,8 @@ def _prepare_into(staging: Path, final: Path, config: PrepareConfig, tokenizer, 
         from beam_sft.prepare.teacher import ask_teacher
 
         refusals = work / "teacher_refusals.json"
-        ask_teacher(config.reasoning, source_records, jobs, refusals, quiet=clock.progress_interval <= 0)
+        ask_teacher(config.reasoning, batch_mod.iter_records(source_records, jobs), jobs, refusals,
+                    quiet=clock.progress_interval <= 0)
         jobs = [dataclasses.replace(j, reasoning=config.reasoning, reasoning_refusals=str(refusals)) for j in jobs]
         clock.phase("teacher")
     job = batch_mod.EncodeJob(

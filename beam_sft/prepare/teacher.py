@@ -12,7 +12,7 @@ code, as in ``beam-sft reason``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable
 from typing import Any
 
 logger = logging.getLogger("beam_sft.prepare")
@@ -21,20 +21,10 @@ logger = logging.getLogger("beam_sft.prepare")
 _READERS: dict[tuple[str, int], Any] = {}
 
 
-def _records(records_file, jobs) -> Iterator[tuple[Any, Any, str, int]]:
-    from beam_sft.prepare.batch import RECORD_COLUMNS, decode
-
-    for index in range(records_file.num_batches):
-        batch = records_file.batch(index)
-        columns = tuple(batch.column(name).to_pylist() for name in RECORD_COLUMNS)
-        for text, error, byte, source_id, row_index, file, file_row in zip(*columns, strict=True):
-            source = jobs[source_id]
-            yield source, decode(text, error, byte), file or source.label, row_index if file_row is None else file_row
-
-
-def ask_teacher(config, records_file, jobs, refusals_path, *, quiet: bool = True):
-    """Convert every record with an asking teacher (the answers land in the cache; the requests that
-    failed, with their codes, in ``refusals_path`` for the workers); the counts."""
+def ask_teacher(config, records: Iterable[tuple[Any, Any, str, int]], jobs, refusals_path, *, quiet: bool = True):
+    """Convert every record (``batch.iter_records``: source job, decoded record, label, row) with an
+    asking teacher (the answers land in the cache; the requests that failed, with their codes, in
+    ``refusals_path`` for the workers); the counts."""
     from beam_sft.convert.pipeline import convert_row, ordered_map, resolve_format
     from beam_sft.reason.progress import progress
     from beam_sft.reason.run import build_teacher
@@ -59,7 +49,7 @@ def ask_teacher(config, records_file, jobs, refusals_path, *, quiet: bool = True
         return None
     try:
         with progress(first.stats, first.client.budget, quiet=quiet):
-            for _ in ordered_map(one, _records(records_file, jobs), config.concurrency):
+            for _ in ordered_map(one, records, config.concurrency):
                 first.stats.add(rows=1)
     finally:
         first.client.close()

@@ -81,7 +81,7 @@ def register(subparsers: Any) -> None:
 
 def teacher_config(args: argparse.Namespace):
     from beam_sft.config_utils import from_dict
-    from beam_sft.errors import ConfigError, BeamError
+    from beam_sft.errors import BeamError, ConfigError
 
     data = {k: getattr(args, k) for k in ("base_url", "model", "api_key_env", "concurrency", "max_requests",
                                           "max_tokens_total", "timeout", "retries", "prompt", "cache_dir",

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 import time
 from collections.abc import Iterator
 
+from beam_sft.prepare.progress import periodic
 from beam_sft.reason.client import Budget
 from beam_sft.reason.fill import FillStats
 
@@ -34,7 +34,6 @@ def progress(stats: FillStats, budget: Budget, *, quiet: bool, interval: float |
         return
     interactive = sys.stderr.isatty()
     every = interval if interval is not None else (0.5 if interactive else 10.0)
-    stop = threading.Event()
     started = time.time()
 
     def draw() -> None:
@@ -42,17 +41,10 @@ def progress(stats: FillStats, budget: Budget, *, quiet: bool, interval: float |
         sys.stderr.write(f"\r{text}\x1b[K" if interactive else text + "\n")
         sys.stderr.flush()
 
-    def run() -> None:
-        while not stop.wait(every):
-            draw()
-
-    thread = threading.Thread(target=run, name="beam-sft-reason-progress", daemon=True)
-    thread.start()
     try:
-        yield
+        with periodic(every, draw, "beam-sft-reason-progress"):
+            yield
     finally:
-        stop.set()
-        thread.join()
         draw()
         if interactive:
             sys.stderr.write("\n")

@@ -221,3 +221,14 @@ def test_editing_the_prompt_asks_again(tmp_path):
         run_reason(tmp_path, stub.base_url, "--prompt", str(prompt), src=src)
     assert len(stub.requests) == 2
     assert stub.requests[1]["messages"][0]["content"].startswith("Explain [assistant answer]\n4")
+
+
+def test_progress_on_stderr_unless_quiet(tmp_path, capsys):
+    src = write_rows(tmp_path / "one.jsonl", ROWS[:1])
+    with StubServer() as stub:
+        main(["reason", str(src), "-o", str(tmp_path / "o.jsonl"), "--base-url", stub.base_url, "--model", "m",
+              "--cache-dir", str(tmp_path / "c")])
+        err = capsys.readouterr().err
+        assert "reason: 1 rows" in err and "rows/s" in err and "1 requests" in err and "tokens" in err
+        run_reason(tmp_path, stub.base_url, src=src)
+        assert capsys.readouterr().err == ""

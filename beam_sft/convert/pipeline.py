@@ -310,7 +310,8 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) ->
     if workers <= 1:
         yield from map(fn, items)
         return
-    with ThreadPoolExecutor(workers, thread_name_prefix="beam-sft-convert") as pool:
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="beam-sft-convert")
+    try:
         window: deque = deque()
         for item in items:
             window.append(pool.submit(fn, item))
@@ -318,6 +319,8 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) ->
                 yield window.popleft().result()
         while window:
             yield window.popleft().result()
+    finally:  # an interrupted run (Ctrl-C, a closed generator) does not wait for the queued items
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def iter_source(

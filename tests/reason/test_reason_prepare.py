@@ -38,6 +38,8 @@ def test_filled_rows_prepare_verify_and_are_counted(tmp_path, fixture_dir, capsy
     assert main(["inspect", str(out), "--row", "0", "--no-color"]) == 0
     shown = capsys.readouterr().out
     assert "reasoning: turn 1 teacher (t @ 127.0.0.1:" in shown
+    assert "dataset reasoning of trained turns: data 1, inline_tags 1, teacher 2; teacher refused: teacher_empty 1" \
+        in shown
 
 
 def test_prepare_of_rows_without_provenance_counts_them_unrecorded(tmp_path, fixture_dir):

@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """Does concurrency pay? ``beam-sft reason``'s requests/s against a local ``transformers serve``
 (the fixture model unless ``--model``) at concurrency 1, 4 and 16, every request a fresh one (a new
-cache folder per run: nothing comes from the cache).
+cache folder per run: nothing comes from the cache). The server runs with ``--continuous-batching``
+(concurrent requests share forward passes, as vLLM and SGLang do); ``--no-continuous-batching``
+measures plain ``transformers serve``, which on a CPU generates for one request at a time.
 
-    python benchmarks/bench_reason.py --rows 48 --max-tokens 16
+    python benchmarks/bench_reason.py --rows 32 --max-tokens 16
     python benchmarks/bench_reason.py --base-url http://HOST:8000/v1 --model NAME   # any endpoint
 """
 
@@ -48,6 +50,7 @@ def main(argv=None) -> int:
     parser.add_argument("--base-url", help="an endpoint already serving (default: start transformers serve)")
     parser.add_argument("--model", help="the model to serve / ask (default: the fixture model)")
     parser.add_argument("--serve-arg", action="append", default=[], help="extra transformers serve flag")
+    parser.add_argument("--no-continuous-batching", action="store_true", help="serve without continuous batching")
     args = parser.parse_args(argv)
     from beam_sft.reason.local_server import local_server
 
@@ -72,12 +75,14 @@ def main(argv=None) -> int:
                 from beam_sft.harmony.fixture import build_fixture
 
                 model = str(build_fixture(work / "fixture"))
-            with local_server(model, log=work / "serve.log", extra_args=tuple(args.serve_arg)) as server:
+            with local_server(model, log=work / "serve.log", extra_args=(*(() if args.no_continuous_batching else ("--continuous-batching",)), *args.serve_arg)) as server:
                 results = run_all(server.base_url, server.model)
     base = results[0]["requests_per_s"]
     for r in results:
         r["speedup_vs_first"] = round(r["requests_per_s"] / base, 2) if base else None
-    print(json.dumps({"rows": args.rows, "max_tokens": args.max_tokens, "results": results}, indent=2))
+    print(json.dumps({"rows": args.rows, "max_tokens": args.max_tokens,
+                      "continuous_batching": not args.no_continuous_batching and not args.base_url,
+                      "results": results}, indent=2))
     return 0
 
 

@@ -13,6 +13,9 @@ Modules, one job each:
 - ``cache``   answers on disk keyed by content, one atomic file per answer
 - ``checks``  a teacher's text -> kept, or a reason code (``beam_sft/reasons.py``, stage ``reason``)
 - ``fill``    a row -> the row with reasoning filled and its provenance in ``meta.reasoning``
-- ``progress`` the stderr bar (rows/s, tokens, errors)
+- ``config``  ``TeacherConfig``: the CLI's teacher flags and the prepare config's ``reasoning:`` block
+- ``run``     a teacher from its config, and a whole run (sources -> rows + rejects)
+- ``progress`` the stderr line (rows/s, requests, tokens, errors)
+- ``local_server`` ``transformers serve`` on 127.0.0.1 (the tests' and the benchmark's teacher)
 - ``cli``     the subcommand
 """

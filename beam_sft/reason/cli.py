@@ -1,9 +1,9 @@
 """``beam-sft reason SOURCE... -o OUT --base-url URL --model NAME``: a teacher writes missing reasoning.
 
-Reads what ``convert`` reads (the same ``--format``, ``--columns`` and conversion flags), asks an
+Reads what `convert` reads (the same `--format`, `--columns` and conversion flags), asks an
 OpenAI-compatible endpoint for the reasoning of every trained assistant turn that has none, and
-writes BeamRows (``-o``) and rejects (``--rejects``): every input row is in one of the two. The
-API key comes from an environment variable (``--api-key-env``; default BEAM_TEACHER_API_KEY, then
+writes BeamRows (-o) and rejects (--rejects): every input row is in one of the two. The
+API key comes from an environment variable (--api-key-env; default BEAM_TEACHER_API_KEY, then
 OPENAI_API_KEY), never from a flag. Exit status: 0 when rows were kept, 1 when none was.
 """
 
@@ -44,7 +44,8 @@ def register(subparsers: Any) -> None:
 
     parser = subparsers.add_parser(
         "reason", help="a teacher model writes the reasoning that trained turns lack (OpenAI-compatible server)",
-        description=__doc__.splitlines()[0].split(": ", 1)[1],
+        description=" ".join(__doc__.split("\n\n")[1].split()) + " A turn whose reply is refused (a reason code of "
+        "stage reason) falls back to --missing-reasoning.",
         allow_abbrev=False)  # no `--api-key` as a prefix of --api-key-env: a key never goes on a command line
     parser.add_argument("inputs", nargs="+", metavar="SOURCE", help="files or directories, as convert reads them")
     parser.add_argument("-o", "--output", required=True, help="where to write the BeamRows (JSON Lines)")

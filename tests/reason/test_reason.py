@@ -232,3 +232,38 @@ def test_progress_on_stderr_unless_quiet(tmp_path, capsys):
         assert "reason: 1 rows" in err and "rows/s" in err and "1 requests" in err and "tokens" in err
         run_reason(tmp_path, stub.base_url, src=src)
         assert capsys.readouterr().err == ""
+
+
+@pytest.mark.slow  # a second process, killed: the fault-injection tier
+def test_a_killed_run_resumes_from_the_cache(tmp_path):
+    """kill -9 of `beam-sft reason` mid-run: every answer it had received is on disk, whole (one
+    atomic file each), and the rerun asks for exactly the turns without one."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rows = [{"messages": [{"role": "user", "content": f"Q{i}?"}, {"role": "assistant", "content": f"A{i}"}]}
+            for i in range(10)]
+    src = write_rows(tmp_path / "rows.jsonl", rows)
+    cache = tmp_path / "cache"
+    with StubServer(always(Reply(delay=0.2))) as stub:
+        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        proc = subprocess.Popen([sys.executable, "-m", "beam_sft", "reason", str(src), "-o", str(tmp_path / "o.jsonl"),
+                                 "--base-url", stub.base_url, "--model", "m", "--cache-dir", str(cache),
+                                 "--concurrency", "1", "-q"], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while len(stub.requests) < 4 and time.time() < deadline:
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        asked_first = len(stub.requests)
+        cached = [p for p in cache.rglob("*.json") if not p.name.startswith(".tmp-")]
+        assert 3 <= len(cached) <= asked_first < 10
+        for path in cached:
+            json.loads(path.read_text())  # whole
+        status, kept, rejected = run_reason(tmp_path, stub.base_url, "--concurrency", "1", src=src, model="m")
+    assert len(kept) == 10 and not rejected
+    assert len(stub.requests) - asked_first == 10 - len(cached)

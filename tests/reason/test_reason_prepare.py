@@ -87,6 +87,7 @@ def test_prepare_reasoning_block_runs_the_same_step(tmp_path, fixture_dir, capsy
                      "--model", "t", "--cache-dir", str(tmp_path / "cache"), "--missing-reasoning", "unmask",
                      "-q"]) == 0
         assert len(stub.requests) == 3  # the same questions: all from the cache
+        assert main(args) == 0 and len(stub.requests) == 3  # a second prepare: a cache hit
     from datasets import load_from_disk
 
     prepared = [json.loads(r)["messages"] for r in load_from_disk(str(out))["row"]]

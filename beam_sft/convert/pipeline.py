@@ -52,7 +52,7 @@ from beam_sft.convert.sharegpt import convert_sharegpt
 from beam_sft.convert.validate import row_notes, validate
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
 from beam_sft.data.sources import BadRecord, SkippedFile, expand_source, iter_located
-from beam_sft.errors import BeamError
+from beam_sft.errors import BeamError, OutputUnwritable
 from beam_sft.harmony.spans import is_trained
 
 Converter = Callable[..., "BeamRow | Rejection"]
@@ -165,6 +165,8 @@ def convert_row(
                 result = _fill_cause(result, converted)
     except Rejection as exc:
         result = exc
+    except OutputUnwritable:  # a fill's store is full or read-only: the run ends, said in one line
+        raise
     except Exception as exc:  # a converter bug must not abort a long run; the row goes to rejects
         result = Rejection("converter_error", f"{type(exc).__name__}: {exc}")
     if isinstance(result, Rejection):

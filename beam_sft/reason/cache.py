@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from beam_sft.errors import BeamError
+from beam_sft.errors import BeamError, OutputUnwritable
 from beam_sft.reason.client import Completion
 
 
@@ -59,17 +59,24 @@ class AnswerCache:
         return completion
 
     def put(self, key: str, completion: Completion) -> None:
+        """Store one answer; a cache that cannot be written ends the run (``OutputUnwritable``): going
+        on would spend requests whose answers a rerun would have to buy again."""
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        except OSError as exc:
+            raise OutputUnwritable(self.dir, exc.strerror or str(exc)) from None
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 json.dump(completion.to_json(), fh, ensure_ascii=False)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as exc:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+            if isinstance(exc, OSError):
+                raise OutputUnwritable(self.dir, exc.strerror or str(exc)) from None
             raise
 

@@ -267,3 +267,19 @@ def test_a_killed_run_resumes_from_the_cache(tmp_path):
         status, kept, rejected = run_reason(tmp_path, stub.base_url, "--concurrency", "1", src=src, model="m")
     assert len(kept) == 10 and not rejected
     assert len(stub.requests) - asked_first == 10 - len(cached)
+
+
+def test_an_unwritable_cache_ends_the_run_in_one_line(tmp_path, capsys, monkeypatch):
+    import os
+
+    from beam_sft.reason import cache as cache_mod
+
+    def full(*args, **kwargs):
+        raise OSError(28, os.strerror(28))
+    monkeypatch.setattr(cache_mod.tempfile, "mkstemp", full)
+    with StubServer() as stub:
+        status = main(["reason", str(write_rows(tmp_path / "r.jsonl")), "-o", str(tmp_path / "o.jsonl"),
+                       "--base-url", stub.base_url, "--model", "m", "--cache-dir", str(tmp_path / "c"), "-q",
+                       "--concurrency", "1"])
+    assert status == 2 and len(stub.requests) == 1
+    assert "cannot write to" in capsys.readouterr().err

@@ -17,6 +17,7 @@ from beam_sft.errors import BeamError
 # Explicit registry: subcommand modules, in the order --help lists them.
 COMMAND_MODULES = (
     "beam_sft.convert.cli",  # convert
+    "beam_sft.reason.cli",  # reason
     "beam_sft.prepare.cli",  # prepare, merge-shards
     "beam_sft.verify.cli",  # verify, inspect
     "beam_sft.train.cli",  # train, merge

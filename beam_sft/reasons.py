@@ -6,7 +6,9 @@ test checks that every code the package emits is here and that the README's list
 
 Stages: ``read`` (a record cannot be read), ``convert`` (a source format cannot be placed in a
 BeamRow), ``validate`` (a BeamRow breaks a Beam rule), ``pipeline`` (conversion itself failed),
-``encode`` (rendering, weights, length), ``verify`` (a mask invariant of a prepared row).
+``reason`` (a teacher's reasoning for a turn without it, refused: ``beam-sft reason``; the turn then
+falls back to the missing-reasoning policy), ``encode`` (rendering, weights, length), ``verify`` (a
+mask invariant of a prepared row).
 
     python -m beam_sft.reasons --markdown     # the README section
 
@@ -34,7 +36,7 @@ class Reason:
         return ", ".join(self.stages)
 
 
-STAGES: tuple[str, ...] = ("read", "convert", "validate", "pipeline", "encode", "verify")
+STAGES: tuple[str, ...] = ("read", "convert", "validate", "pipeline", "reason", "encode", "verify")
 
 _TABLE: tuple[tuple[str, str, str], ...] = (
     # --- reading the source -------------------------------------------------------------------
@@ -93,6 +95,18 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("no_trained_turn", "validate", "no assistant turn is left in the loss"),
     # --- pipeline --------------------------------------------------------------------------------
     ("converter_error", "pipeline", "a converter raised (a bug): the row is kept in rejects, the run goes on"),
+    # --- reason (a teacher's text for a turn, checked before it is kept: beam_sft/reason/checks.py) --
+    ("teacher_empty", "reason", "the teacher's reasoning is empty or only whitespace"),
+    ("teacher_control_token", "reason", "the teacher's reasoning holds a Harmony marker or a special token "
+     "of the tokenizer"),
+    ("teacher_markup", "reason", "the teacher's reasoning holds reasoning tags (<think>, ...) or tool-call "
+     "tags (<tool_call>, <function=...)"),
+    ("teacher_cut_off", "reason", "the teacher's answer was cut off (finish_reason length)"),
+    ("teacher_too_long", "reason", "the teacher's reasoning exceeds the length bound (--max-reasoning-chars)"),
+    ("teacher_failed", "reason", "the request failed after its retries (HTTP error, timeout, connection, "
+     "a reply that is not a chat completion), or no cached answer where none may be asked"),
+    ("teacher_budget_exhausted", "reason", "the request budget (--max-requests, --max-tokens-total) was "
+     "spent before the turn was asked"),
     # --- encode -----------------------------------------------------------------------------------
     ("no_messages", "encode", "the row has no messages"),
     ("template_error", "encode", "the chat template raised while rendering the row"),

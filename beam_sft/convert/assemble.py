@@ -99,6 +99,7 @@ def finish_row(
     prompt_tools: list[dict] = []
     messages: list[dict] = []
     notes: dict[str, int] = {}
+    origins: dict[int, str] = {}  # message index -> where its reasoning came from, when not a field
     leading = True
     for i, draft in enumerate(drafts):
         role = draft["role"]
@@ -111,7 +112,10 @@ def finish_row(
             prompt_tools.extend(found)
             draft = {**draft, "content": text}
         if role == "assistant":
-            messages.append(_finish_assistant(draft, f"messages[{i}]", options, notes))
+            message, origin = _finish_assistant(draft, f"messages[{i}]", options, notes)
+            if origin != "data":
+                origins[len(messages)] = origin
+            messages.append(message)
         elif role == "tool":
             messages.extend(_split_results(draft))
         else:
@@ -126,11 +130,17 @@ def finish_row(
         row["chat_template_kwargs"] = kwargs
     if notes:
         row["meta"] = {"notes": notes}
+    if origins and options.reasoning_origins:  # for a fill's provenance (convert_row asks when it has one)
+        row.setdefault("meta", {})["reasoning_origins"] = origins
     return row
 
 
-def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: dict[str, int]) -> dict:
+def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: dict[str, int]) -> tuple[dict, str]:
+    """The assistant message, and where its reasoning came from: ``data`` (a field or a reasoning
+    part), ``inline_tags`` (<think> blocks in the text) or ``text_before_calls`` (what a tool-call
+    turn said before its calls)."""
     carriers = list(draft.get("reasoning") or [])
+    origin = "data" if merge_reasoning(carriers) is not None else None
     content = draft.get("content")
     calls = draft.get("tool_calls") or []
     late = draft.get("text_after_calls")
@@ -145,6 +155,8 @@ def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: d
         inline = read_inline(content)
         carriers.append(("inline tag", inline.blocks()))
         said_before_calls = inline.text()
+        if origin is None:
+            origin = "inline_tags" if inline.blocks() is not None else "text_before_calls"
         if said_before_calls is not None and options.tool_call_content == "reject":
             raise Rejection("content_with_tool_calls", f"{where} has text beside its tool calls")
         explicit = merge_reasoning(carriers[:-1])
@@ -159,6 +171,7 @@ def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: d
             inline_reasoning, content = split_inline_reasoning(content)
             if inline_reasoning is not None:
                 carriers.append(("inline tag", inline_reasoning))
+                origin = origin or "inline_tags"
             if options.strip_answer_tags:
                 content = strip_answer_tags(content)
         reasoning = merge_reasoning(carriers)
@@ -171,7 +184,7 @@ def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: d
         out["tool_calls"] = calls
     if draft.get("weight") is not None:
         out["weight"] = draft["weight"]
-    return out
+    return out, (origin or "data")
 
 
 def _is_envelope(item: Any) -> bool:

@@ -69,6 +69,9 @@ class ConvertOptions:
       tool names, descriptions, schemas, arguments at any depth, template kwargs): the tokenizer's
       added and special tokens other than the Harmony markers (``forbidden_tokens(tokenizer)``
       in validate.py), rejected as ``special_token_in_text``.
+    - ``reasoning_origins``: converters note in ``meta.reasoning_origins`` which turns took their
+      reasoning from inline tags or from text before tool calls (not a field). ``convert_row`` sets
+      it when a fill runs (``beam_sft.reason``'s provenance); off, the converters' output is unchanged.
     """
 
     missing_reasoning: MissingReasoning = "drop"
@@ -80,6 +83,7 @@ class ConvertOptions:
     detect_rows: int = 32
     columns: ColumnMap = field(default_factory=ColumnMap)
     forbidden_tokens: tuple[str, ...] = ()
+    reasoning_origins: bool = False
 
     def __post_init__(self) -> None:
         from beam_sft.errors import ConfigError

@@ -11,6 +11,12 @@ Public streaming API (used by ``beam-sft convert`` and by the prepare stage):
 - ``iter_source(path, *, format="auto", options)``: the same iterator, without the object.
 - ``convert_files(paths, *, format, options, output, rejects) -> ConvertReport``: writes
   ``rows.jsonl`` and ``rejects.jsonl``, one line per row, memory flat in the number of rows.
+- ``fill`` (every entry point): a step between conversion and the missing-reasoning policy that may
+  write reasoning into turns without it (``beam_sft.reason``: a teacher model). It records each
+  trained turn's provenance in ``meta.reasoning``; a turn it was asked to fill and could not
+  carries ``{"source": "none", "rejected": CODE}`` there, and when the policy then rejects the row,
+  the rejection bears that code (the cause), not ``missing_reasoning``. ``workers`` > 1 converts
+  that many rows at once in threads (the fill waits on a network), results still in input order.
 
 Every record read ends as one kept row or one rejection: ``summary.read == kept + rejected``.
 
@@ -23,10 +29,14 @@ Every record read ends as one kept row or one rejection: ``summary.read == kept 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import itertools
 import json
 import math
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,10 +52,14 @@ from beam_sft.convert.sharegpt import convert_sharegpt
 from beam_sft.convert.validate import row_notes, validate
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
 from beam_sft.data.sources import BadRecord, SkippedFile, expand_source, iter_located
-from beam_sft.errors import BeamError
+from beam_sft.errors import BeamError, OutputUnwritable
 from beam_sft.harmony.spans import is_trained
 
 Converter = Callable[..., "BeamRow | Rejection"]
+# A step between conversion and the missing-reasoning policy (see the module docstring).
+Fill = Callable[[BeamRow], BeamRow]
+# The rejections the policy gives a row whose turns lack reasoning (their cause may be a fill's code).
+_POLICY_CODES = frozenset({"missing_reasoning", "no_trained_turn"})
 
 # Explicit registry, keyed by the function's name; FORMAT_CONVERTERS maps --format to it.
 CONVERTERS: dict[str, Converter] = {
@@ -120,11 +134,13 @@ def convert_row(
     source: str | None = None,
     row: int | None = None,
     default_format: str = "openai",
+    fill: Fill | None = None,
 ) -> BeamRow | Rejection:
-    """Convert, apply the missing-reasoning policy, validate; attach ``meta`` or the rejection context.
+    """Convert, ``fill``, apply the missing-reasoning policy, validate; attach ``meta`` or the rejection context.
 
     ``format="auto"`` reads the row by the format its shape shows, ``default_format`` when it shows
-    none. A kept row's ``meta`` is ``{"source", "row"}``, plus ``notes`` when it carries some.
+    none. A kept row's ``meta`` is ``{"source", "row"}``, plus ``notes`` when it carries some, plus
+    ``reasoning`` (per-turn provenance) when a ``fill`` ran.
     """
     if format == "auto":
         format = resolve_format(raw, options, default_format)
@@ -138,15 +154,19 @@ def convert_row(
         return Rejection(*problem).at(source=source, row=row, raw=_escaped(raw))
     converter = CONVERTERS[FORMAT_CONVERTERS[format]]
     try:
-        result = converter(raw, options=options)
+        result = converter(raw, options=options if fill is None else _with_origins(options))
         if not isinstance(result, Rejection):
-            converted = result
+            converted = result if fill is None else fill(result)
             result = apply_missing_reasoning(converted, options.missing_reasoning)
             result = validate(result, options=options) or result
             if isinstance(result, Rejection) and result.code == "no_trained_turn":
                 result = _explain_no_trained_turn(result, converted, options)
+            if isinstance(result, Rejection) and result.code in _POLICY_CODES:
+                result = _fill_cause(result, converted)
     except Rejection as exc:
         result = exc
+    except OutputUnwritable:  # a fill's store is full or read-only: the run ends, said in one line
+        raise
     except Exception as exc:  # a converter bug must not abort a long run; the row goes to rejects
         result = Rejection("converter_error", f"{type(exc).__name__}: {exc}")
     if isinstance(result, Rejection):
@@ -155,7 +175,54 @@ def convert_row(
     meta: dict[str, Any] = {"source": source, "row": row}
     if notes:
         meta["notes"] = notes
+    provenance = (result.get("meta") or {}).get("reasoning") if fill is not None else _carried_provenance(raw, result)
+    if provenance is not None:  # turns a truncate policy cut are gone from the row, and from here
+        meta["reasoning"] = [p for p in provenance if p.get("turn", 0) < len(result["messages"])]
     return {**result, "meta": meta}
+
+
+def _carried_provenance(raw: Any, row: BeamRow) -> list[dict] | None:
+    """The ``meta.reasoning`` of a source row that is already a BeamRow (``beam-sft reason``'s
+    output, read again by ``prepare``): kept when its messages map one to one onto the row's.
+
+    >>> raw = {"messages": [{"role": "user", "content": "q"}], "meta": {"reasoning": [{"turn": 0, "source": "data"}]}}
+    >>> _carried_provenance(raw, {"messages": [{"role": "user", "content": "q"}]})
+    [{'turn': 0, 'source': 'data'}]
+    >>> _carried_provenance({**raw, "messages": []}, {"messages": [{"role": "user", "content": "q"}]})
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("meta"), dict):
+        return None
+    entries = raw["meta"].get("reasoning")
+    messages = raw.get("messages")
+    if (not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("source"), str)
+                                                 for e in entries)
+            or not isinstance(messages, list) or len(messages) != len(row.get("messages") or [])):
+        return None
+    return entries
+
+
+@functools.lru_cache(maxsize=8)
+def _with_origins(options: ConvertOptions) -> ConvertOptions:
+    """``options`` asking the converters where each turn's reasoning came from (for a fill's provenance)."""
+    return dataclasses.replace(options, reasoning_origins=True)
+
+
+def _fill_cause(rejection: Rejection, filled: BeamRow) -> Rejection:
+    """The policy rejected a row whose turns a fill was asked for and refused: that refusal's code
+    (the first turn's), with the policy's message after it.
+
+    >>> row = {"meta": {"reasoning": [{"turn": 1, "source": "none", "rejected": "teacher_empty",
+    ...        "message": "the teacher wrote nothing"}]}}
+    >>> r = _fill_cause(Rejection("missing_reasoning", "messages[1] has no reasoning"), row)
+    >>> r.code, r.message
+    ('teacher_empty', 'messages[1]: the teacher wrote nothing (then missing_reasoning: messages[1] has no reasoning)')
+    """
+    entries = (filled.get("meta") or {}).get("reasoning") or []
+    refused = next((e for e in entries if isinstance(e, dict) and e.get("rejected")), None)
+    if refused is None:
+        return rejection
+    return Rejection(refused["rejected"], f"messages[{refused.get('turn')}]: {refused.get('message', '')} "
+                     f"(then {rejection.code}: {rejection.message})")
 
 
 def _explain_no_trained_turn(rejection: Rejection, converted: BeamRow, options: ConvertOptions) -> Rejection:
@@ -183,12 +250,16 @@ class SourceConversion:
         format: str = "auto",
         options: ConvertOptions | None = None,
         source: str | None = None,
+        fill: Fill | None = None,
+        workers: int = 1,
     ):
         if format != "auto" and format not in FORMATS:
             raise BeamError(f"unknown format {format!r} (known: auto, {', '.join(FORMATS)})")
         self.options = options or ConvertOptions()
         self.source = str(path) if source is None else source
         self.auto = format == "auto"
+        self.fill = fill
+        self.workers = max(1, workers)
         self._path = str(path)
         # The files a directory source reads, and those it does not (named, never passed over).
         self.files, self.skipped = expand_source(path)
@@ -212,10 +283,15 @@ class SourceConversion:
         # A file read on its own keeps the caller's label; a directory's rows name their file.
         return self.source if file == self._path else file
 
+    def _convert(self, record: tuple[str, int, Any]) -> tuple[Any, str, BeamRow | Rejection]:
+        file, index, raw = record
+        fmt = resolve_format(raw, self.options, self.format) if self.auto else self.format
+        return raw, fmt, convert_row(raw, format=fmt, options=self.options, source=self._label(file), row=index,
+                                fill=self.fill)
+
     def __iter__(self) -> Iterator[BeamRow | Rejection]:
-        for file, index, raw in itertools.chain(self._head, self._records):
-            fmt = resolve_format(raw, self.options, self.format) if self.auto else self.format
-            result = convert_row(raw, format=fmt, options=self.options, source=self._label(file), row=index)
+        records = itertools.chain(self._head, self._records)
+        for raw, fmt, result in ordered_map(self._convert, records, self.workers):
             if isinstance(result, Rejection):
                 cause = MISSING_REASONING_CAUSE.format(policy=self.options.missing_reasoning)
                 self.summary.count_rejected(result.code, fmt, cause if cause in result.message else None)
@@ -224,6 +300,29 @@ class SourceConversion:
             else:
                 self.summary.count_kept(fmt, result["meta"].get("notes"))
             yield result
+
+
+def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> Iterator[Any]:
+    """``map(fn, items)`` with up to ``workers`` calls at once in threads, in input order, holding at
+    most ``2 * workers`` items (memory flat in the number of rows).
+
+    >>> list(ordered_map(lambda x: x * x, range(5), 3))
+    [0, 1, 4, 9, 16]
+    """
+    if workers <= 1:
+        yield from map(fn, items)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="beam-sft-convert")
+    try:
+        window: deque = deque()
+        for item in items:
+            window.append(pool.submit(fn, item))
+            if len(window) >= 2 * workers:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+    finally:  # an interrupted run (Ctrl-C, a closed generator) does not wait for the queued items
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def iter_source(
@@ -268,6 +367,9 @@ def convert_files(
     output: str | Path | None = None,
     rejects: str | Path | None = None,
     on_source: Callable[[SourceConversion], None] | None = None,
+    fill: Fill | None = None,
+    workers: int = 1,
+    on_row: Callable[[BeamRow | Rejection], None] | None = None,
 ) -> ConvertReport:
     """Convert every source into ``output`` (JSON Lines of BeamRows) and ``rejects`` (JSON Lines).
 
@@ -287,10 +389,12 @@ def convert_files(
     try:
         with RejectsWriter(rejects) as rejects_out:
             for path in files:
-                conversion = SourceConversion(path, format=format, options=options)
+                conversion = SourceConversion(path, format=format, options=options, fill=fill, workers=workers)
                 if on_source is not None:
                     on_source(conversion)
                 for result in conversion:
+                    if on_row is not None:
+                        on_row(result)
                     if isinstance(result, Rejection):
                         rejects_out.write(result)
                     elif out_fh is not None:

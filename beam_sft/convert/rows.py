@@ -46,4 +46,44 @@ def has_reasoning(message: dict) -> bool:
     return bool(reasoning_of(message).strip())
 
 
-__all__ = ["TEMPLATE_REASONING_ORDER", "REASONS", "REASON_CODES", "BeamRow", "Rejection", "has_reasoning", "reasoning_of"]
+# The provenance sources a fill records in ``meta.reasoning`` (beam_sft.reason.fill), and the one
+# counted for trained turns whose row records none (a row converted without a fill).
+REASONING_SOURCES: tuple[str, ...] = ("data", "inline_tags", "text_before_calls", "teacher")
+UNRECORDED = "unrecorded"
+
+
+def reasoning_counts(row: BeamRow) -> tuple[dict[str, int], dict[str, int]]:
+    """``(trained turns by reasoning source, turns a teacher was refused for by code)`` of a row as
+    it will be trained (after policy and length cuts: only turns still present count, weight-0 turns
+    count only as refused).
+
+    >>> row = {"messages": [{"role": "user", "content": "q"},
+    ...     {"role": "assistant", "reasoning_content": "r", "content": "a"},
+    ...     {"role": "user", "content": "q"}, {"role": "assistant", "content": "b", "weight": 0}],
+    ...     "meta": {"reasoning": [{"turn": 1, "source": "teacher"},
+    ...                            {"turn": 3, "source": "none", "rejected": "teacher_empty"}]}}
+    >>> reasoning_counts(row)
+    ({'teacher': 1}, {'teacher_empty': 1})
+    >>> reasoning_counts({"messages": row["messages"]})
+    ({'unrecorded': 1}, {})
+    """
+    messages = row.get("messages") or []
+    entries = (row.get("meta") or {}).get("reasoning")
+    sources: dict[str, int] = {}
+    refused: dict[str, int] = {}
+    if not isinstance(entries, list):
+        n = sum(1 for m in messages if m.get("role") == "assistant" and m.get("weight", 1) != 0 and has_reasoning(m))
+        return ({UNRECORDED: n} if n else {}), refused
+    for entry in entries:
+        turn = entry.get("turn")
+        if not isinstance(turn, int) or not 0 <= turn < len(messages):
+            continue
+        if entry.get("rejected"):
+            refused[entry["rejected"]] = refused.get(entry["rejected"], 0) + 1
+        elif messages[turn].get("weight", 1) != 0:
+            sources[entry["source"]] = sources.get(entry["source"], 0) + 1
+    return sources, refused
+
+
+__all__ = ["REASONING_SOURCES", "TEMPLATE_REASONING_ORDER", "REASONS", "REASON_CODES", "UNRECORDED", "BeamRow",
+           "Rejection", "has_reasoning", "reasoning_counts", "reasoning_of"]

@@ -33,7 +33,7 @@ from beam_sft.prepared.tokenizer import load_tokenizer
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
-STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject", "format")
+STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject", "format", "reasoning")
 # The records file (records.py): JSON text, "" or a BadRecord as JSON, the line's byte (JSON Lines),
 # the source, the running index in the source (shards, mix), the row's own file (None: the source
 # itself) and its row there (meta, rejects).
@@ -50,6 +50,8 @@ class SourceJob:
     weight: float
     options: Any  # beam_sft.convert.options.ConvertOptions
     default_format: str = "openai"  # the source's main format (from its first rows), for rows that show none
+    reasoning: Any = None  # beam_sft.reason.config.TeacherConfig: the cache-reading teacher fills (prepare/teacher.py)
+    reasoning_refusals: str | None = None  # the teacher pass's failed requests and their codes (JSON)
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,17 @@ def decode(text: str, error: str, byte: int | None = None):
         return bad_line(text, byte, exc) if byte is not None else BadRecord(text, f"not valid JSON: {exc}")
 
 
+def iter_records(records_file, jobs):
+    """``(source job, decoded record, label, row)`` for every record of the records file, in order
+    (the teacher pass before encoding reads them so: ``prepare/teacher.py``)."""
+    for index in range(records_file.num_batches):
+        batch = records_file.batch(index)
+        columns = tuple(batch.column(name).to_pylist() for name in RECORD_COLUMNS)
+        for text, error, byte, source_id, row_index, file, file_row in zip(*columns, strict=True):
+            source = jobs[source_id]
+            yield source, decode(text, error, byte), file or source.label, row_index if file_row is None else file_row
+
+
 def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending | Done]:
     """Decode, convert and mix records given as ``RECORD_COLUMNS`` columns; ``--format auto`` reads
     each row by the format its own shape shows, as ``beam-sft convert`` does."""
@@ -131,8 +144,13 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
         raw = decode(text, error, byte)
         fmt = (conversion.resolve_format(raw, source.options, source.default_format) if source.format == "auto"
                else source.format)
+        fill = None
+        if source.reasoning is not None:
+            from beam_sft.prepare.teacher import cache_reader
+
+            fill = cache_reader(job.key, source_id, source)
         result = conversion.convert_row(raw, format=fmt, options=source.options, source=file or source.label,
-                             row=row_index if file_row is None else file_row)
+                                        row=row_index if file_row is None else file_row, fill=fill)
         if isinstance(result, Rejection):
             out.append(Done(source.label, row_index, result.code, reject_json(result.to_json()), fmt))
             continue
@@ -174,8 +192,18 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
         except RowError as exc:
             out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
             continue
-        out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback)
+        out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback,
+                 _reasoning_status(row))
     return out.table()
+
+
+def _reasoning_status(row: dict) -> str:
+    """The kept row's trained turns by reasoning source and its teacher refusals (the report's
+    ``reasoning`` section), as the ``reasoning`` status column holds them."""
+    from beam_sft.convert.rows import reasoning_counts
+
+    sources, refused = reasoning_counts(row)
+    return json.dumps([sources, refused], separators=(",", ":"))
 
 
 def _reject(item: Pending, exc: RowError) -> str:
@@ -215,9 +243,11 @@ class _Columns:
         self.fallback: list[int] = []
         self.reject: list[str | None] = []
         self.format: list[str] = []
+        self.reasoning: list[str] = []
 
     def _append(self, ids, masks, row: str, source: str, row_index: int, trained: int, status: str, copy: int,
-                trimmed: int, fallback: bool, reject: str | None, format: str) -> None:
+                trimmed: int, fallback: bool, reject: str | None, format: str, reasoning: str = "") -> None:
+        self.reasoning.append(reasoning)
         self.ids.append(ids)
         self.masks.append(masks)
         self.rows.append(row)
@@ -231,10 +261,11 @@ class _Columns:
         self.reject.append(reject)
         self.format.append(format)
 
-    def kept(self, encoded, row_json: str, item: Pending, trained: int, trimmed: int, fallback: bool) -> None:
+    def kept(self, encoded, row_json: str, item: Pending, trained: int, trimmed: int, fallback: bool,
+             reasoning: str = "") -> None:
         for copy in range(item.copies):
             self._append(encoded.input_ids, encoded.assistant_masks, row_json, item.source, item.row_index, trained,
-                         KEPT, copy, trimmed, fallback and copy == 0, None, item.format)
+                         KEPT, copy, trimmed, fallback and copy == 0, None, item.format, reasoning)
 
     def done(self, item: Done, fallback: bool = False) -> None:
         self._append(_NO_IDS, _NO_MASK, "", item.source, item.row_index, 0, item.status, 0, 0, fallback, item.reject,
@@ -261,6 +292,7 @@ class _Columns:
             "fallback": pa.array(self.fallback, pa.int8()),
             "reject": pa.array(self.reject, pa.large_string()),
             "format": pa.array(self.format, pa.string()),
+            "reasoning": pa.array(self.reasoning, pa.string()),
         })
 
 
@@ -275,7 +307,7 @@ def output_features():
 
     return Features({**features(), "status": Value("string"), "copy": Value("int32"),
                      "trimmed_messages": Value("int32"), "fallback": Value("int8"),
-                     "reject": Value("large_string"), "format": Value("string")})
+                     "reject": Value("large_string"), "format": Value("string"), "reasoning": Value("string")})
 
 
 def count_table(table, counts, tokens) -> None:
@@ -283,13 +315,15 @@ def count_table(table, counts, tokens) -> None:
     rows' lengths to ``tokens`` (``TokenStats``): one table of the encode pass at a time."""
     import pyarrow.compute as pc
 
+    reasoning = table.column("reasoning").to_pylist()
     table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "format", "num_tokens",
                           "num_trained"])
     kept = table.filter(pc.equal(table.column(1), KEPT))
     tokens.add(np.asarray(kept.column(0).to_numpy()), kept.column(6).to_numpy().astype(np.int64),
                kept.column(7).to_numpy().astype(np.int64))
     sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in table.columns[:6])
-    for source, state, n, cut, fell, fmt in zip(sources, status, copy, trimmed, fallback, formats, strict=True):
+    for source, state, n, cut, fell, fmt, why in zip(sources, status, copy, trimmed, fallback, formats, reasoning,
+                                                    strict=True):
         entry = counts.sources[source]
         if state == KEPT:
             entry["rows_out"] += 1
@@ -302,6 +336,10 @@ def count_table(table, counts, tokens) -> None:
         if state == KEPT:
             entry["kept"] += 1
             entry["selected"] += 1
+            if why:
+                turns, refused = json.loads(why)
+                counts.reasoning.update(turns)
+                counts.teacher_refused.update(refused)
             if cut:
                 counts.totals["trimmed_rows"] += 1
                 counts.totals["trimmed_messages"] += cut
@@ -309,6 +347,8 @@ def count_table(table, counts, tokens) -> None:
             entry["kept"] += 1
         else:
             counts.rejected[source][state] += 1
+            if state.startswith("teacher_"):  # a row the policy dropped: its first refused turn's code
+                counts.teacher_refused[state] += 1
 
 
 def reject_lines(table) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.data import fingerprint as fp
+from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepare.resolved import ResolvedPrepare
 from beam_sft.prepared.layout import DATASET_INFO_FILE, TOKENIZER_DIR
 from beam_sft.prepared.report import read_report
@@ -53,7 +54,36 @@ def fingerprint_parts(plan: ResolvedPrepare, tokenizer) -> dict[str, Any]:
             "num_shards": config.num_shards,
         },
         "shard_index": config.shard_index,
+        "reasoning": _teacher_part(config),
     }
+
+
+def _teacher_part(config: PrepareConfig) -> dict | None:
+    """What the teacher's answers depend on: the model, the prompt's text, the generation parameters
+    and the checks (not where it is served, the key, the cache folder, the concurrency or the budget);
+    and the code of the step. A folder whose teacher pass left turns unasked is never a hit
+    (``teacher_incomplete``): the next run asks for those turns only."""
+    t = config.reasoning
+    if t is None:
+        return None
+    from beam_sft.reason.prompt import Prompt
+
+    return {"model": t.model, "prompt": Prompt.load(t.prompt).digest, "params": t.params,
+            "max_reasoning_chars": t.max_reasoning_chars}
+
+
+# Teacher refusals that another run may not repeat: a failed request, a spent budget.
+RETRYABLE_TEACHER_CODES = ("teacher_failed", "teacher_budget_exhausted")
+
+
+def teacher_incomplete(report: dict) -> bool:
+    """Whether a prepared folder's teacher pass left turns that a rerun could still fill.
+
+    >>> teacher_incomplete({"reasoning": {"teacher_refused": {"teacher_failed": 2}}}), teacher_incomplete({})
+    (True, False)
+    """
+    refused = (report.get("reasoning") or {}).get("teacher_refused") or {}
+    return any(refused.get(code) for code in RETRYABLE_TEACHER_CODES)
 
 
 def fingerprints(plan: ResolvedPrepare, tokenizer) -> tuple[str, str, dict]:
@@ -71,6 +101,7 @@ def is_cached(directory: str | Path, fingerprint: str) -> bool:
     return (
         report is not None
         and report.get("fingerprint") == fingerprint
+        and not teacher_incomplete(report)
         and (directory / DATASET_INFO_FILE).is_file()
         and (directory / TOKENIZER_DIR).is_dir()
     )

@@ -162,6 +162,11 @@ def _summary(directory: Path) -> str:
     lines.append(f"rows {tokens['rows']}  tokens {tokens['total']}  trained {tokens['trained']} "
                  f"({100 * tokens['trained_fraction']:.1f}%)  length p50 {tokens['length']['p50']} "
                  f"max {tokens['length']['max']}  encoder {report['encoder']['name']}")
+    reasoning = report.get("reasoning") or {}
+    if set(reasoning.get("turns") or {}) - {"unrecorded"} or reasoning.get("teacher_refused"):
+        turns = ", ".join(f"{k} {v}" for k, v in reasoning["turns"].items())
+        refused = ", ".join(f"{k} {v}" for k, v in reasoning.get("teacher_refused", {}).items()) or "none"
+        lines.append(f"reasoning of trained turns: {turns}; teacher refused: {refused}")
     policy = report["length_policy"]
     if policy["max_length"]:
         lines.append(f"max_length {policy['max_length']} ({policy['policy']}): dropped {policy['dropped_too_long']}, "

@@ -24,6 +24,7 @@ from beam_sft.config_utils import from_dict, load_yaml
 from beam_sft.convert.options import FORMAT_CHOICES, MissingReasoning
 from beam_sft.data.hub import source_label
 from beam_sft.errors import ConfigError
+from beam_sft.reason.config import TeacherConfig
 
 LengthPolicy = Literal["drop", "trim_turns"]
 EncoderChoice = Literal["auto", "fast", "template"]
@@ -80,6 +81,9 @@ class PrepareConfig:
     verify: bool = True
     cache: bool = True
     encoder: EncoderChoice = "auto"  # auto: the fast encoder when its start-up probe passes
+    # A teacher writes the reasoning trained turns lack, before encoding (beam_sft/prepare/teacher.py;
+    # the same step as `beam-sft reason`): base_url, model, concurrency, max_requests, ...
+    reasoning: TeacherConfig | None = None
 
     def __post_init__(self) -> None:
         # A ConfigError's path is relative to this config; from_dict prefixes where it sits (data.prepare).

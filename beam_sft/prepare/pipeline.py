@@ -200,6 +200,14 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     jobs, infos, n_records = records.write_records(plan, work / "records.arrow")
     source_records = records.RecordsFile(work / "records.arrow")
     clock.phase("read")
+    if config.reasoning is not None:
+        from beam_sft.prepare.teacher import ask_teacher
+
+        refusals = work / "teacher_refusals.json"
+        ask_teacher(config.reasoning, batch_mod.iter_records(source_records, jobs), jobs, refusals,
+                    quiet=clock.progress_interval <= 0)
+        jobs = [dataclasses.replace(j, reasoning=config.reasoning, reasoning_refusals=str(refusals)) for j in jobs]
+        clock.phase("teacher")
     job = batch_mod.EncodeJob(
         key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / TOKENIZER_DIR),
         encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,

@@ -56,14 +56,23 @@ def heartbeat(phase: str, total: int, counter: Counter | None, interval: float) 
     if counter is None or interval <= 0:
         yield
         return
-    stop = threading.Event()
     started = time.time()
+    with periodic(interval, lambda: logger.info(line(phase, counter.value, total, time.time() - started)),
+                  f"beam-sft-progress-{phase}"):
+        yield
+
+
+@contextlib.contextmanager
+def periodic(interval: float, action, name: str) -> Iterator[None]:
+    """Call ``action()`` every ``interval`` seconds from a daemon thread while the block runs (so
+    the work never waits on a terminal or a log); the thread is joined when the block ends."""
+    stop = threading.Event()
 
     def run() -> None:
         while not stop.wait(interval):
-            logger.info(line(phase, counter.value, total, time.time() - started))
+            action()
 
-    thread = threading.Thread(target=run, name=f"beam-sft-progress-{phase}", daemon=True)
+    thread = threading.Thread(target=run, name=name, daemon=True)
     thread.start()
     try:
         yield

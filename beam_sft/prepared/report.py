@@ -255,6 +255,8 @@ class Counts:
         self.formats: dict[str, Counter] = defaultdict(Counter)  # rows by the format that read them
         self.unreadable: dict[str, list[dict]] = defaultdict(list)  # from other shards' reports (merge)
         self.totals: Counter = Counter()
+        self.reasoning: Counter = Counter()  # trained turns of kept rows by reasoning source
+        self.teacher_refused: Counter = Counter()  # teacher codes: turns of kept rows + rows dropped with one
 
     def merge(self, other: Counts) -> Counts:
         for name, counter in other.sources.items():
@@ -266,6 +268,8 @@ class Counts:
         for name, rests in other.unreadable.items():
             self.unreadable[name].extend(rests)
         self.totals.update(other.totals)
+        self.reasoning.update(other.reasoning)
+        self.teacher_refused.update(other.teacher_refused)
         return self
 
     @classmethod
@@ -280,7 +284,17 @@ class Counts:
         counts.totals["trimmed_rows"] += report["length_policy"]["trimmed_rows"]
         counts.totals["trimmed_messages"] += report["length_policy"]["trimmed_messages"]
         counts.totals["fallback_rows"] += report["encoder"].get("fallback_rows", 0)
+        section = report.get("reasoning") or {}
+        counts.reasoning.update(section.get("turns") or {})
+        counts.teacher_refused.update(section.get("teacher_refused") or {})
         return counts
+
+    def reasoning_section(self) -> dict:
+        """Trained turns by where their reasoning came from (``data``, ``inline_tags``,
+        ``text_before_calls``, ``teacher``; ``unrecorded``: rows converted without provenance) and
+        teacher refusals by code (turns left in kept rows, plus rows the policy dropped for one)."""
+        return {"turns": dict(sorted(self.reasoning.items())),
+                "teacher_refused": dict(sorted(self.teacher_refused.items()))}
 
     def kept(self) -> int:
         return sum(c["rows_out"] for c in self.sources.values())
@@ -422,6 +436,7 @@ def build_report(*, fingerprint: str, fingerprint_base: str, fingerprint_parts: 
             "trimmed_rows": counts.totals["trimmed_rows"], "trimmed_messages": counts.totals["trimmed_messages"],
         },
         "rejects": rejects_section(counts),
+        "reasoning": counts.reasoning_section(),
         "tokens": tokens.to_json(),
         "timing": dict(timing),
         "files": dict(files),

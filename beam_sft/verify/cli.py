@@ -112,4 +112,20 @@ def run_inspect(args: argparse.Namespace) -> int:
         print(f"wrote {args.html}")
     else:
         sys.stdout.write(text)
+        line = _dataset_reasoning(args.directory)
+        if line:
+            print(line)
     return 0
+
+
+def _dataset_reasoning(directory) -> str | None:
+    """The folder's trained turns by reasoning source and its teacher refusals (report.json), when
+    any turn's source was recorded (``beam-sft reason`` or a ``reasoning:`` block)."""
+    from beam_sft.prepared.report import read_report
+
+    section = (read_report(directory) or {}).get("reasoning") or {}
+    turns, refused = section.get("turns") or {}, section.get("teacher_refused") or {}
+    if not (set(turns) - {"unrecorded"} or refused):
+        return None
+    return (f"dataset reasoning of trained turns: {', '.join(f'{k} {v}' for k, v in turns.items())}; "
+            f"teacher refused: {', '.join(f'{k} {v}' for k, v in refused.items()) or 'none'}")

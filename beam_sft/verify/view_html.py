@@ -10,7 +10,7 @@ from html import escape
 
 from beam_sft.harmony import markers
 from beam_sft.verify.context import RowContext, Violation
-from beam_sft.verify.view_terminal import segments
+from beam_sft.verify.view_terminal import provenance_lines, segments
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -67,6 +67,7 @@ def render_html(ctx: RowContext, texts: list[str], raw_tokens: list[str],
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f'<p class="meta">{escape(meta)}</p>',
+        *(f'<p class="meta">{escape(line)}</p>' for line in provenance_lines(ctx.row)),
         '<p class="legend"><span class="tok trained">trained</span><span class="tok ctx">context</span>'
         " hover a token for its index and id</p>",
         verdict,

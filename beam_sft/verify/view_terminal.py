@@ -58,6 +58,29 @@ def runs(mask: list[int], start: int, end: int) -> Iterator[tuple[int, int, bool
         i = j
 
 
+def provenance_lines(row) -> list[str]:
+    """Where each trained turn's reasoning came from, as the row's ``meta.reasoning`` records it
+    (``beam-sft reason``); nothing for a row that records none.
+
+    >>> provenance_lines({"meta": {"reasoning": [{"turn": 1, "source": "teacher", "model": "m",
+    ...     "endpoint_host": "h:8000", "prompt_digest": "sha256:ab"}, {"turn": 3, "source": "data"},
+    ...     {"turn": 5, "source": "none", "rejected": "teacher_empty"}]}})
+    ['reasoning: turn 1 teacher (m @ h:8000, prompt sha256:ab)', 'reasoning: turn 3 data', 'reasoning: turn 5 none (teacher refused: teacher_empty)']
+    """
+    entries = ((row or {}).get("meta") or {}).get("reasoning") if isinstance(row, dict) else None
+    lines = []
+    for e in entries if isinstance(entries, list) else []:
+        if not isinstance(e, dict):
+            continue
+        text = f"reasoning: turn {e.get('turn')} {e.get('source')}"
+        if e.get("rejected"):
+            text += f" (teacher refused: {e['rejected']})"
+        elif e.get("source") == "teacher":
+            text += f" ({e.get('model')} @ {e.get('endpoint_host')}, prompt {e.get('prompt_digest')})"
+        lines.append(text)
+    return lines
+
+
 def _paint(text: str, code: str) -> str:
     # Codes are re-opened on every line so a terminal that resets at newlines keeps them.
     return "\n".join(f"{code}{line}{RESET}" if line else line for line in text.split("\n"))
@@ -71,6 +94,7 @@ def render_terminal(ctx: RowContext, texts: list[str], *, color: bool = True,
     share = 100 * trained / len(ctx.ids) if len(ctx.ids) else 0.0
     lines = [f"row {ctx.position}  source {ctx.source}  row_index {ctx.row_index}  "
              f"tokens {len(ctx.ids)}  trained {trained} ({share:.1f}%)"]
+    lines.extend(provenance_lines(ctx.row))
     if color:
         lines.append(f"legend: {TRAINED}trained{RESET} {CONTEXT}context{RESET}")
     else:

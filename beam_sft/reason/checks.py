@@ -1,0 +1,47 @@
+"""A teacher's text, checked before it is kept: ``None`` (keep it) or ``(code, message)``.
+
+Each rule is a reason code of stage ``reason`` (``beam_sft/reasons.py``). The text is judged as the
+analysis message it would become: a Harmony marker or a special token of the tokenizer would turn
+into a control token, reasoning or tool-call tags would teach Beam markup it never writes, a
+cut-off answer is half a thought, and an overlong one is a runaway generation.
+
+>>> check_text("I add 2 and 2.", "stop", max_chars=100)
+>>> check_text("  ", "stop", max_chars=100)[0]
+'teacher_empty'
+>>> check_text("<think>hm</think>", "stop", max_chars=100)[0]
+'teacher_markup'
+>>> check_text("so <|end|>", "stop", max_chars=100)[0]
+'teacher_control_token'
+>>> check_text("I add", "length", max_chars=100)[0]
+'teacher_cut_off'
+"""
+
+from __future__ import annotations
+
+from beam_sft.convert.reasoning import REASONING_MARKUP
+from beam_sft.convert.validate import TOOL_CALL_MARKUP
+from beam_sft.harmony.markers import ALL_MARKERS
+
+DEFAULT_MAX_CHARS = 20000
+
+
+def _first(needles, text: str) -> str | None:
+    return next((n for n in needles if n in text), None)
+
+
+def check_text(text: str, finish_reason: str | None, *, max_chars: int = DEFAULT_MAX_CHARS,
+               forbidden_tokens: tuple[str, ...] = ()) -> tuple[str, str] | None:
+    if finish_reason == "length":
+        return "teacher_cut_off", f"the answer was cut off (finish_reason length, {len(text)} characters)"
+    if not text.strip():
+        return "teacher_empty", "the teacher wrote no reasoning" + (" (only whitespace)" if text else "")
+    found = _first(ALL_MARKERS, text) or _first(forbidden_tokens, text)
+    if found:
+        return "teacher_control_token", f"the reasoning holds {found!r}"
+    lowered = text.lower()
+    found = _first(REASONING_MARKUP, lowered) or _first(TOOL_CALL_MARKUP, lowered)
+    if found:
+        return "teacher_markup", f"the reasoning holds {found!r}"
+    if len(text) > max_chars:
+        return "teacher_too_long", f"{len(text)} characters, more than the bound of {max_chars}"
+    return None

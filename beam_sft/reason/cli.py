@@ -1,0 +1,128 @@
+"""``beam-sft reason SOURCE... -o OUT --base-url URL --model NAME``: a teacher writes missing reasoning.
+
+Reads what `convert` reads (the same `--format`, `--columns` and conversion flags), asks an
+OpenAI-compatible endpoint for the reasoning of every trained assistant turn that has none, and
+writes BeamRows (-o) and rejects (--rejects): every input row is in one of the two. The
+API key comes from an environment variable (--api-key-env; default BEAM_TEACHER_API_KEY, then
+OPENAI_API_KEY), never from a flag. Exit status: 0 when rows were kept, 1 when none was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from beam_sft.convert.options import FORMAT_CHOICES
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
+        return value
+    return parse
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    from beam_sft.convert.cli import add_option_flags
+
+    parser = subparsers.add_parser(
+        "reason", help="a teacher model writes the reasoning that trained turns lack (OpenAI-compatible server)",
+        description=" ".join(__doc__.split("\n\n")[1].split()) + " A turn whose reply is refused (a reason code of "
+        "stage reason) falls back to --missing-reasoning.",
+        allow_abbrev=False)  # no `--api-key` as a prefix of --api-key-env: a key never goes on a command line
+    parser.add_argument("inputs", nargs="+", metavar="SOURCE", help="files or directories, as convert reads them")
+    parser.add_argument("-o", "--output", required=True, help="where to write the BeamRows (JSON Lines)")
+    parser.add_argument("--rejects", help="where to write rejected rows (JSON Lines: source, row, code, message, raw)")
+    parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto", help="source format (default: auto)")
+    add_option_flags(parser)
+    parser.add_argument("--config", help="YAML file of convert options (missing_reasoning, columns, ...)")
+    parser.add_argument("--tokenizer", help="also refuse teacher text (and rows) holding this tokenizer's "
+                        "added or special tokens")
+    teacher = parser.add_argument_group("teacher")
+    teacher.add_argument("--base-url", required=True, help="the endpoint, e.g. http://127.0.0.1:8000/v1")
+    teacher.add_argument("--model", required=True, help="the model name the server knows")
+    teacher.add_argument("--api-key-env", metavar="VAR",
+                         help="environment variable holding the API key (default: BEAM_TEACHER_API_KEY, then "
+                         "OPENAI_API_KEY; none: no key sent)")
+    teacher.add_argument("--concurrency", type=_positive(int), default=8, help="requests in flight (default 8)")
+    teacher.add_argument("--max-requests", type=_count, help="hard bound on requests sent, retries included; "
+                         "then remaining turns fall back to the policy (teacher_budget_exhausted)")
+    teacher.add_argument("--max-tokens-total", type=_count, help="hard bound on the tokens the replies report using")
+    teacher.add_argument("--max-tokens", type=_positive(int), default=2048,
+                         help="max_tokens of each request (default 2048); a reply that reaches it is cut off")
+    teacher.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default 0.6)")
+    teacher.add_argument("--timeout", type=_positive(float), default=120.0, help="seconds per request (default 120)")
+    teacher.add_argument("--retries", type=_count, default=4,
+                         help="retries on 429/5xx/timeouts/connection errors, backoff with jitter (default 4)")
+    teacher.add_argument("--prompt", metavar="FILE", help="prompt file (default: beam_sft/reason/prompts/v1.txt)")
+    teacher.add_argument("--cache-dir", metavar="DIR", help="answers cache (default: ~/.cache/beam-sft/teacher)")
+    teacher.add_argument("--max-reasoning-chars", type=_positive(int), default=None,
+                         help="longer teacher text is refused (teacher_too_long; default 20000)")
+    parser.add_argument("--summary-json", help="also write the per-source summary and the teacher's counts as JSON")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress line")
+    parser.set_defaults(func=run)
+
+
+def teacher_config(args: argparse.Namespace):
+    from beam_sft.config_utils import from_dict
+    from beam_sft.errors import BeamError, ConfigError
+
+    data = {k: getattr(args, k) for k in ("base_url", "model", "api_key_env", "concurrency", "max_requests",
+                                          "max_tokens_total", "timeout", "retries", "prompt", "cache_dir",
+                                          "max_tokens", "temperature", "max_reasoning_chars")
+            if getattr(args, k) is not None}
+    from beam_sft.reason.config import TeacherConfig
+
+    try:
+        return from_dict(TeacherConfig, data)
+    except ConfigError as exc:
+        raise BeamError(f"--{exc.path.replace('_', '-')}: {str(exc)[len(exc.path) + 2:]}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from beam_sft.convert.cli import build_options
+    from beam_sft.reason.run import reason_files
+
+    config = teacher_config(args)
+    options = build_options(args)
+
+    def announce(conversion) -> None:
+        if not args.quiet:
+            print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
+
+    result = reason_files(args.inputs, config, options=options, format=args.format, output=args.output,
+                          rejects=args.rejects, quiet=args.quiet, on_source=announce)
+    print(result.report.table())
+    stats, budget = result.stats, result.budget
+    rejected = ", ".join(f"{code} {n}" for code, n in sorted(stats.rejected.items())) or "none"
+    print(f"teacher: {stats.asked} turn(s) without reasoning, {stats.filled} filled, refused: {rejected}; "
+          f"{budget.requests} request(s), {budget.tokens} token(s), {stats.cached} from cache, {budget.errors} error(s)")
+    if stats.rejected.get("teacher_budget_exhausted"):
+        print("beam-sft reason: the budget was spent; the remaining turns fell back to the policy "
+              "(run again with a larger budget: answers already given come from the cache)", file=sys.stderr)
+    if args.summary_json:
+        with open(args.summary_json, "w", encoding="utf-8") as fh:
+            json.dump({**result.report.to_json(), "teacher": {**stats.to_json(), "requests": budget.requests,
+                                                              "tokens": budget.tokens, "errors": budget.errors}},
+                      fh, indent=2)
+    if result.report.kept == 0:
+        print(f"beam-sft reason: no row was kept ({result.report.read} read)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,59 @@
+"""A teacher from a ``TeacherConfig``, and a whole run: sources -> filled rows + rejects.
+
+>>> from beam_sft.convert.options import ConvertOptions
+>>> cfg = TeacherConfig(base_url="http://127.0.0.1:9/v1", model="m", cache_dir="/tmp/beam-sft-doctest-cache")
+>>> t = build_teacher(cfg, ConvertOptions(), ask=False)
+>>> t.client is None, t.endpoint_host
+(True, '127.0.0.1:9')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from beam_sft.convert.options import ConvertOptions
+from beam_sft.reason.cache import AnswerCache
+from beam_sft.reason.client import Budget, TeacherClient, endpoint_host
+from beam_sft.reason.config import TeacherConfig
+from beam_sft.reason.fill import FillStats, Teacher
+from beam_sft.reason.prompt import Prompt
+
+
+def build_teacher(config: TeacherConfig, options: ConvertOptions, *, ask: bool = True) -> Teacher:
+    """``ask=False``: a teacher that only reads the cache (no client, no key read)."""
+    client = None
+    if ask:
+        client = TeacherClient(config.base_url, config.model, api_key=config.api_key(), timeout=config.timeout,
+                               retries=config.retries, backoff=config.backoff, concurrency=config.concurrency,
+                               budget=Budget(config.max_requests, config.max_tokens_total))
+    return Teacher(prompt=Prompt.load(config.prompt), model=config.model, endpoint_host=endpoint_host(config.base_url),
+                   cache=AnswerCache(config.resolved_cache_dir()), options=options, client=client,
+                   params=config.params, max_chars=config.max_reasoning_chars)
+
+
+@dataclass
+class ReasonRun:
+    report: object  # beam_sft.convert.pipeline.ConvertReport
+    stats: FillStats
+    budget: Budget
+
+
+def reason_files(paths: Iterable[str | Path], config: TeacherConfig, *, options: ConvertOptions,
+                 format: str = "auto", output: str | Path | None = None, rejects: str | Path | None = None,
+                 quiet: bool = True, on_source=None, progress_interval: float | None = None) -> ReasonRun:
+    """Convert ``paths`` as ``convert`` does, the teacher filling missing reasoning on the way."""
+    from beam_sft.convert.pipeline import convert_files
+    from beam_sft.reason.progress import progress
+
+    teacher = build_teacher(config, options)
+    stats = teacher.stats
+    try:
+        with progress(stats, teacher.client.budget, quiet=quiet, interval=progress_interval):
+            report = convert_files(paths, format=format, options=options, output=output, rejects=rejects,
+                                   on_source=on_source, fill=teacher, workers=config.concurrency,
+                                   on_row=lambda _: stats.add(rows=1))
+    finally:
+        teacher.client.close()
+    return ReasonRun(report, stats, teacher.client.budget)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.convert.detect import classify, detect_format
+from beam_sft.convert.flat import convert_alpaca
 from beam_sft.convert.harmony_text import convert_harmony
 from beam_sft.convert.hermes import convert_hermes
 from beam_sft.convert.openai import convert_openai
@@ -49,13 +50,14 @@ Converter = Callable[..., "BeamRow | Rejection"]
 
 # Explicit registry, keyed by the function's name; FORMAT_CONVERTERS maps --format to it.
 CONVERTERS: dict[str, Converter] = {
-    f.__name__: f for f in (convert_openai, convert_sharegpt, convert_hermes, convert_harmony)
+    f.__name__: f for f in (convert_openai, convert_sharegpt, convert_hermes, convert_harmony, convert_alpaca)
 }
 FORMAT_CONVERTERS: dict[str, str] = {
     "openai": "convert_openai",
     "sharegpt": "convert_sharegpt",
     "hermes": "convert_hermes",
     "harmony": "convert_harmony",
+    "alpaca": "convert_alpaca",
 }
 
 
@@ -70,14 +72,19 @@ def resolve_format(raw: Any, options: ConvertOptions, default: str = "openai") -
         return default
 
 
-def check_record(raw: Any) -> tuple[str, str] | None:
+def check_record(raw: Any, max_chars: int | None = None) -> tuple[str, str] | None:
     """``(code, message)`` for a record no text field can hold: text that is not valid Unicode
     (lone surrogates: a ``"\\ud800"`` escape, or bytes that were not UTF-8) or a NaN/Infinity
-    (not JSON: the row column would stop being standard JSON). Every key and value is looked at:
-    first in one C-speed pass (strict JSON, then UTF-8), then, only when that fails, by a walk that
-    names the place."""
+    (not JSON: the row column would stop being standard JSON), or, with ``max_chars``, a record
+    longer than that as compact JSON (``row_too_large``: one measure for convert and prepare,
+    whatever the source's own spacing). Every key and value is looked at: first in one C-speed
+    pass (strict JSON, then UTF-8), then, only when that fails, by a walk that names the place."""
     try:
-        json.dumps(raw, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        text = json.dumps(raw, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+        if max_chars is not None and len(text) > max_chars:
+            return "row_too_large", (f"the record is {len(text)} characters as JSON, over max_row_chars "
+                                     f"{max_chars}: not converted")
         return None
     except (ValueError, UnicodeEncodeError, TypeError, RecursionError):
         pass  # TypeError: a value JSON does not know (Parquet bytes, dates): the walk judges the rest
@@ -99,6 +106,21 @@ def check_record(raw: Any) -> tuple[str, str] | None:
                 stack.append((f"{path}.{key}", item))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+    return None
+
+
+def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] | None:
+    """A row that holds its conversation twice: ``messages`` and ``conversations`` (as mapped by
+    ``columns``), or either beside the flat prompt/answer columns. Which one is meant cannot be
+    told, so neither is picked."""
+    if not isinstance(raw, dict):
+        return None
+    cols = options.columns
+    present = [k for k in (cols.messages, cols.conversations) if raw.get(k) is not None]
+    if present and raw.get(cols.prompt) is not None and raw.get(cols.answer) is not None:
+        present.append(f"{cols.prompt}/{cols.answer}")
+    if len(present) > 1:
+        return "conflicting_carriers", f"the row holds {' and '.join(present)}: which conversation is meant is unclear"
     return None
 
 
@@ -131,11 +153,16 @@ def convert_row(
     if format not in FORMAT_CONVERTERS:
         raise BeamError(f"unknown format {format!r} (known: auto, {', '.join(FORMAT_CONVERTERS)})")
     if isinstance(raw, BadRecord):
-        code = "unreadable_rest" if raw.rest else "invalid_json"
+        code = "unreadable_rest" if raw.rest else raw.code
         return Rejection(code, raw.describe()).at(source=source, row=row, raw=_escaped(raw.text))
-    problem = check_record(raw)
+    problem = check_record(raw, options.max_row_chars)
+    if problem is None:
+        problem = conflicting_carriers(raw, options)
     if problem is not None:
-        return Rejection(*problem).at(source=source, row=row, raw=_escaped(raw))
+        raw_out = raw if problem[0] == "conflicting_carriers" else _escaped(raw)
+        if problem[0] == "row_too_large":  # the rejects line names the row, not 50 MB of it again
+            raw_out = _escaped(raw)[:1000]
+        return Rejection(*problem).at(source=source, row=row, raw=raw_out)
     converter = CONVERTERS[FORMAT_CONVERTERS[format]]
     try:
         result = converter(raw, options=options)
@@ -145,6 +172,12 @@ def convert_row(
             result = validate(result, options=options) or result
             if isinstance(result, Rejection) and result.code == "no_trained_turn":
                 result = _explain_no_trained_turn(result, converted, options)
+            if not isinstance(result, Rejection):
+                # The one number rule on what is kept, however a value arrived (a JSON string decoded
+                # later, a Harmony argument cast to its schema type, a Python literal): never Infinity.
+                late = check_record(result)
+                if late is not None:
+                    result = Rejection(*late)
     except Rejection as exc:
         result = exc
     except Exception as exc:  # a converter bug must not abort a long run; the row goes to rejects

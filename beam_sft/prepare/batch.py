@@ -109,14 +109,16 @@ def _state(job: EncodeJob) -> WorkerState:
 def decode(text: str, error: str, byte: int | None = None):
     """The record as read: decoded JSON, or a BadRecord the converter rejects with its reason
     (worded as convert's reader words it: ``sources.bad_line``)."""
+    from beam_sft.data import jsontext
     from beam_sft.data.sources import BadRecord, bad_line
 
     if error:
         return BadRecord(text, **json.loads(error))
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except (ValueError, RecursionError) as exc:
-        return bad_line(text, byte, exc) if byte is not None else BadRecord(text, f"not valid JSON: {exc}")
+        return (bad_line(text, byte, exc) if byte is not None
+                else BadRecord(text, f"not valid JSON: {exc}", code=jsontext.reason(exc)))
 
 
 def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending | Done]:

@@ -24,7 +24,7 @@ Shapes read (by content, not only by extension):
   text (with or without a byte-order mark) and other compressions (bzip2, xz, zstd, zip) raise one
   ``BeamError`` that names the encoding, never a rejection per line.
 - A Harmony transcript (``.txt`` given as a source; in a directory a ``.txt`` is skipped): the
-  whole file is one record (a string).
+  whole file is one record (a string), one final line break left out.
 - Parquet (``.parquet``): record batches through pyarrow. Arrow gives every struct the union of
   all keys and fills the missing ones with null, so null-valued keys are dropped from Parquet
   and ``datasets`` records (a genuine null argument cannot be told apart there). Values JSON has
@@ -153,7 +153,10 @@ def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
         if suffix in LINE_KINDS:
             yield from enumerate(_iter_lines(path))
         elif suffix == ".txt":
-            yield 0, _open_text(path).read()
+            with _open_text(path) as fh:
+                text = fh.read()
+            # The editor's final line break is not part of the transcript (nothing follows <|return|>).
+            yield 0, text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
         else:
             yield from enumerate(_iter_json(path))
 

@@ -42,7 +42,7 @@ from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.sharegpt import convert_sharegpt
 from beam_sft.convert.validate import row_notes, validate
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
-from beam_sft.data.sources import BadRecord, SkippedFile, expand_source, iter_located
+from beam_sft.data.sources import BadRecord, SkippedFile, check_readable, compressed, expand_source, iter_located
 from beam_sft.errors import BeamError
 from beam_sft.harmony.spans import is_trained
 
@@ -239,6 +239,9 @@ class SourceConversion:
             self.format, self.detection = format, f"{format}: given"
         if self.skipped:
             self.detection += f"; skipped {len(self.skipped)} file(s) that are not data files"
+        gz = sum(1 for f in self.files if isinstance(f, Path) and f.is_file() and compressed(f))
+        if gz:  # said, since byte offsets in its rejections count decompressed bytes
+            self.detection += "; gzip, read decompressed" if gz == 1 else f"; {gz} gzip files, read decompressed"
         self.summary = SourceSummary(self.source, self.format, self.detection)
 
     def _label(self, file: str) -> str:
@@ -313,6 +316,9 @@ def convert_files(
         found, skipped = expand_source(path)
         files.extend(found)
         report.skipped.extend(skipped)
+    for path in files:  # an encoding or compression no reader reads fails before any output is opened
+        if isinstance(path, Path) and path.is_file():
+            check_readable(path)
     out_fh = None
     if output is not None:
         Path(output).parent.mkdir(parents=True, exist_ok=True)

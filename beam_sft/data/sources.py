@@ -168,6 +168,11 @@ _WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32-LE"), (b"\x00\x00\xfe\xff", "UTF-32-
               (b"\xff\xfe", "UTF-16-LE"), (b"\xfe\xff", "UTF-16-BE"))
 
 
+def check_readable(path: Path) -> str:
+    """``sniff`` for a file of a type that is text (JSON, JSON Lines, .txt); Parquet is its own check."""
+    return "" if kind(path) == ".parquet" else sniff(path)
+
+
 def compressed(path: Path) -> bool:
     """True when the file is gzip (by its first bytes, whatever its name)."""
     with open(path, "rb") as fh:

@@ -42,7 +42,14 @@ from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.sharegpt import convert_sharegpt
 from beam_sft.convert.validate import row_notes, validate
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
-from beam_sft.data.sources import BadRecord, SkippedFile, check_readable, compressed, expand_source, iter_located
+from beam_sft.data.sources import (
+    BadRecord,
+    SkippedFile,
+    check_readable,
+    compressed,
+    expand_source,
+    iter_located,
+)
 from beam_sft.errors import BeamError
 from beam_sft.harmony.spans import is_trained
 

@@ -90,7 +90,7 @@ class ConvertOptions:
     detect_rows: int = 32
     columns: ColumnMap = field(default_factory=ColumnMap)
     forbidden_tokens: tuple[str, ...] = ()
-    max_row_chars: int | None = 16 * 1024 * 1024
+    max_row_chars: int | None = 4 * 1024 * 1024  # about 1M tokens: past any trained context
 
     def __post_init__(self) -> None:
         from beam_sft.errors import ConfigError

@@ -208,7 +208,7 @@ def test_a_huge_row_is_refused_before_conversion(tmp_path):
     big = {"messages": [{"role": "user", "content": "x" * 5000}, GOOD["messages"][1]]}
     path.write_text(GOOD_TEXT + "\n" + json.dumps(big) + "\n" + GOOD_TEXT + "\n")
     assert _codes(path, max_row_chars=4000) == ["kept", "row_too_large", "kept"]
-    assert _codes(path) == ["kept", "kept", "kept"]  # the default bound (16 Mi characters) holds it
+    assert _codes(path) == ["kept", "kept", "kept"]  # the default bound (4 Mi characters) holds it
     (rejection,) = [r for r in SourceConversion(path, options=ConvertOptions(max_row_chars=4000))
                     if isinstance(r, Rejection)]
     assert rejection.row == 1 and "max_row_chars 4000" in rejection.message

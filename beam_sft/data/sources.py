@@ -37,7 +37,10 @@ Shapes read (by content, not only by extension):
   listed as skipped, not passed over in silence. ``iter_located`` names each record's own file
   and its row number in that file; ``iter_records`` on a directory keeps one running index.
 - A ``datasets`` dataset (a hub id ``org/name[:config][@split]``, or a folder laid out as a hub
-  dataset repository): streamed through ``load_dataset`` (``beam_sft.data.hub``).
+  dataset repository): a hub id is streamed through ``load_dataset`` (``beam_sft.data.hub``); a
+  local repository's split is its card's files, each read here by its own type
+  (``hub.local_data_files``), so Parquet beside JSON Lines, or files whose columns differ, read
+  as they are; a card only ``datasets`` understands goes through ``load_dataset``.
 - A file that is not readable as its type (a fake or corrupt ``.parquet``) raises ``BeamError``
   naming the file.
 
@@ -118,6 +121,14 @@ def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, 
     source = path if isinstance(path, hub.DatasetRef) else hub.parse_data_arg(path)
     if isinstance(source, hub.DatasetRef):
         name = source.label
+        own = hub.local_data_files(source)
+        if own is not None:  # a local repository: each file by its own reader, one running index
+            index = 0
+            for file in own:
+                for _, record in _iter_file(file):
+                    yield name, index, record
+                    index += 1
+            return
         for index, record in hub.iter_dataset(source):
             yield name, index, _drop_nulls(record)
         return

@@ -369,3 +369,36 @@ def test_a_harmony_txt_file_is_one_row(tmp_path):
     path.write_text(text.replace(markers.RETURN, ""))  # cut off: one row, rejected
     assert [r.code for r in SourceConversion(path)] == ["harmony_malformed"]
 
+
+
+# Three rows of hiyouga/LLaMA-Factory data/alpaca_en_demo.json @ 3053a806e9c55c27159e77ee240a6e050f12e675
+# (Apache-2.0; data from the Alpaca-GPT4 set), copied unchanged: items 2, 6 and 9 of the file.
+ALPACA_EN_DEMO = [
+    {"instruction": "Transform the following sentence using a synonym: The car sped quickly.", "input": "",
+     "output": "The car accelerated rapidly."},
+    {"instruction": "Given the parameters of a triangle, find out its perimeter.",
+     "input": "Side 1 = 4\nSide 2 = 6\nSide 3 = 8",
+     "output": "The perimeter of a triangle is the sum of the lengths of its sides. In this case, the perimeter "
+               "would be the sum of side 1, side 2, and side 3. So, \nPerimeter = Side 1 + Side 2 + Side 3\n"
+               "          = 4 + 6 + 8\n          = 18\n\nTherefore, the perimeter of the triangle is 18 units."},
+    {"instruction": "Reword this sentence to increase clarity", "input": "The idea of her being so brave made me smile",
+     "output": "The thought of her displaying such courage brought a smile to my face."},
+]
+
+
+def test_real_alpaca_rows_exact_counts(tmp_path):
+    path = tmp_path / "alpaca_en_demo.json"
+    path.write_text(json.dumps(ALPACA_EN_DEMO, indent=2))
+    for policy, code in (("drop", "missing_reasoning"), ("unmask", "no_trained_turn"), ("truncate", "no_trained_turn")):
+        conversion = SourceConversion(path, options=ConvertOptions(missing_reasoning=policy))
+        results = list(conversion)
+        assert conversion.format == "alpaca" and conversion.summary.read == 3
+        assert [r.code for r in results] == [code] * 3, policy
+    # With reasoning attached (what `beam-sft reason` writes), every row is kept as it was given.
+    filled = [{**r, "reasoning": "Think it through."} for r in ALPACA_EN_DEMO]
+    path.write_text(json.dumps(filled))
+    rows = list(SourceConversion(path))
+    assert all(not isinstance(r, Rejection) for r in rows)
+    assert rows[1]["messages"][0]["content"] == ("Given the parameters of a triangle, find out its perimeter.\n\n"
+                                                 "Side 1 = 4\nSide 2 = 6\nSide 3 = 8")
+    assert [r["messages"][1]["content"] for r in rows] == [r["output"] for r in ALPACA_EN_DEMO]

@@ -574,27 +574,17 @@ def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
             try:
                 value, end = decoder.raw_decode(buf, pos)
             except (ValueError, RecursionError) as exc:
-                if jsontext.semantic(exc):  # a whole value that breaks the rule: only it is lost
-                    try:
-                        value, end = _skip(buf, pos, exc, dropped[0] + _bytes(buf[:pos]))
-                    except (ValueError, RecursionError):  # not whole yet: read on
-                        if refill(grow):
-                            grow = True
-                            continue
-                        yield rest(f"not valid JSON: {exc}")
-                        return
-                    after = end
-                    while after < len(buf) and buf[after].isspace():
-                        after += 1
-                    if (after == len(buf) or buf[after] not in ",]") and refill(grow):
+                try:
+                    if not jsontext.semantic(exc):
+                        raise
+                    # A whole value that breaks the rule: only it is lost (a BadRecord in its place).
+                    value, end = _skip(buf, pos, exc, dropped[0] + _bytes(buf[:pos]))
+                except (ValueError, RecursionError):  # not whole yet, or not JSON: read on
+                    if refill(grow):
                         grow = True
                         continue
-                    break
-                if refill(grow):
-                    grow = True
-                    continue
-                yield rest(f"not valid JSON: {exc}")
-                return
+                    yield rest(f"not valid JSON: {exc}")
+                    return
             # A value is complete only when a delimiter follows: "-0" may be "-0.5" after the
             # next read, "tru" part of "true".
             after = end

@@ -213,6 +213,12 @@ def sniff(path: Path) -> str:
                             f"e.g. iconv -f {name} -t UTF-8")
     evens, odds = head[0::2], head[1::2]
     if len(head) >= 8:
+        lanes = [head[k::4] for k in range(4)]  # UTF-32: three NUL bytes beside each ASCII byte
+        for name, chars, zeros in (("UTF-32-LE", lanes[0], lanes[1] + lanes[2] + lanes[3]),
+                                   ("UTF-32-BE", lanes[3], lanes[0] + lanes[1] + lanes[2])):
+            if zeros.count(0) >= 0.9 * len(zeros) and chars.count(0) <= 0.1 * len(chars):
+                raise BeamError(f"{path}: looks like {name} text without a byte-order mark (three of every "
+                                f"four bytes are NUL); re-encode it as UTF-8, e.g. iconv -f {name} -t UTF-8")
         for name, zeros, chars in (("UTF-16-LE", odds, evens), ("UTF-16-BE", evens, odds)):
             if zeros.count(0) >= 0.9 * len(zeros) and chars.count(0) <= 0.1 * len(chars):
                 raise BeamError(f"{path}: looks like {name} text without a byte-order mark (every other "

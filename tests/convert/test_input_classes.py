@@ -231,7 +231,8 @@ def test_max_row_chars_flag(tmp_path, capsys):
 
 @pytest.mark.parametrize("encoding,bom", [("utf-16-le", codecs.BOM_UTF16_LE), ("utf-16-be", codecs.BOM_UTF16_BE),
                                           ("utf-16-le", b""), ("utf-16-be", b""),
-                                          ("utf-32-le", codecs.BOM_UTF32_LE)])
+                                          ("utf-32-le", codecs.BOM_UTF32_LE), ("utf-32-le", b""),
+                                          ("utf-32-be", b"")])
 @pytest.mark.parametrize("name", ["w.jsonl", "w.json"])
 def test_wide_text_is_one_clear_error(tmp_path, capsys, encoding, bom, name):
     path = tmp_path / name

@@ -30,7 +30,7 @@ Shapes read (by content, not only by extension):
   and ``datasets`` records (a genuine null argument cannot be told apart there). Values JSON has
   no type for become JSON in the same walk, so ``convert`` and ``prepare`` read the same record:
   dates and times as ISO 8601 text, decimals as numbers, bytes as ``{"$binary": N}`` (N bytes;
-  never text: a binary column is not a message), so an unused binary or timestamp column
+  never text: a binary column is not a message), any other object as ``{"$unsupported": TYPE}``, so an unused binary or timestamp column
   changes nothing and a used one is rejected by its converter in both.
 - A directory: a ``datasets.save_to_disk`` directory (one split), else its data files in sorted
   order (``expand_source``): hidden files and folders are skipped, and files of other types are
@@ -618,6 +618,8 @@ def _jsonable(item: Any) -> Any:
         return list(item)
     if isinstance(item, (bytes, bytearray, memoryview)):
         return {"$binary": len(item)}
+    if not isinstance(item, (dict, list, *_PLAIN)):  # a decoded image, ...: named, never repr'd into text
+        return {"$unsupported": type(item).__name__}
     return item
 
 

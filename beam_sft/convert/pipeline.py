@@ -123,8 +123,13 @@ def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] |
     if not isinstance(raw, dict):
         return None
     cols = options.columns
-    present = [k for k in (cols.messages, cols.conversations) if raw.get(k) is not None]
-    if present and raw.get(cols.prompt) is not None and raw.get(cols.answer) is not None:
+
+    def held(key: str) -> bool:  # null, [] or "" carries nothing (a union schema's empty column)
+        value = raw.get(key)
+        return value is not None and not (isinstance(value, (list, str)) and not value)
+
+    present = [k for k in (cols.messages, cols.conversations) if held(k)]
+    if present and held(cols.prompt) and held(cols.answer):
         present.append(f"{cols.prompt}/{cols.answer}")
     if len(present) > 1:
         return "conflicting_carriers", f"the row holds {' and '.join(present)}: which conversation is meant is unclear"

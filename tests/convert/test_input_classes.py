@@ -166,6 +166,8 @@ def test_two_carriers_are_rejected_not_picked():
     assert _code({"dialog": GOOD["messages"], "conversations": sharegpt},
                  columns=options_from_dict({"columns": {"messages": "dialog"}}).columns) == "conflicting_carriers"
     assert _code({**GOOD, "conversations": None}) == "kept"  # an Arrow null is not a carrier
+    assert _code({**GOOD, "conversations": []}) == "kept"  # nor an empty column of a union schema
+    assert _code({**GOOD, "instruction": "", "output": ""}) == "kept"
 
 
 # --- class 9: Arrow values JSON has no type for ---------------------------------------------------

@@ -113,3 +113,13 @@ def test_utf16_is_one_line_from_prepare(tmp_path, tokenizer_dir, capsys, data):
     assert code != 0 and "Traceback" not in "\n".join(err)
     assert "UTF-16" in err[-1] and "re-encode it as UTF-8" in err[-1]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_harmony_txt_file_through_prepare(tmp_path, tokenizer_dir, tokenizer):
+    from beam_sft.harmony import markers
+
+    s, m, e, c = markers.START, markers.MESSAGE, markers.END, markers.CHANNEL
+    path = tmp_path / "t.txt"
+    path.write_text(f"{s}user{m}2+2?{e}{s}assistant{c}analysis{m}Add.{e}{s}assistant{c}final{m}4{markers.RETURN}\n")
+    entry = _same(tmp_path, tokenizer_dir, tokenizer, path)
+    assert (entry["format"], entry["read"], entry["kept"]) == ("harmony", 1, 1)

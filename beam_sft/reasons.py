@@ -44,12 +44,19 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("unreadable_rest", "read", "a JSON syntax error hides the rest of the file: one rejection for all of it, "
      "from byte N"),
     ("invalid_text", "read", "text that is not valid Unicode (non-UTF-8 bytes, a lone surrogate)"),
-    ("non_standard_number", "read", "NaN or Infinity in a record (not JSON; the row column could not hold it)"),
+    ("non_standard_number", "read", "NaN, Infinity or a number too large for a float (1e400) in a record or in "
+     "a JSON string decoded from it (not JSON; the row column could not hold it)"),
+    ("duplicate_key", "read", "a JSON object holds a key twice, at any depth (in a record or a JSON string "
+     "decoded from it): which value is meant cannot be told"),
+    ("row_too_large", "read", "a record longer than max_row_chars characters (as compact JSON): refused "
+     "before it is converted or encoded"),
     # --- converting a source format ------------------------------------------------------------
     ("malformed_row", "convert", "the row does not have the shape of its format (no message list, a field "
      "of the wrong type, ...)"),
     ("missing_content", "convert", "a user, system or tool message without content (null, or the key "
      "missing or misspelled)"),
+    ("conflicting_carriers", "convert", "a row holds its conversation twice (messages and conversations, or "
+     "a message list beside instruction/output columns): which one is meant cannot be told"),
     ("ambiguous_conversation", "convert", "a nested record holds several conversations that are not "
      "prefixes of one another"),
     ("unknown_role", "convert", "a role the converters do not know (one alias table for every reader)"),

@@ -33,7 +33,13 @@ from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import reject_media
 from beam_sft.convert.reasoning import merge_reasoning, read_inline, split_inline_reasoning, strip_answer_tags
 from beam_sft.convert.rows import BeamRow, Rejection
-from beam_sft.convert.tools import extract_system_tools, merge_tools, parse_json_text, parse_tool_call
+from beam_sft.convert.tools import (
+    extract_system_tools,
+    maybe_json,
+    merge_tools,
+    parse_json_text,
+    parse_tool_call,
+)
 
 _ENVELOPE_KEYS = frozenset({"tool_call_id", "name", "content"})
 
@@ -210,10 +216,7 @@ def parse_envelope(text: str) -> dict | None:
     """
     if not text.lstrip().startswith("{"):
         return None
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        return None
+    value = maybe_json(text, "a tool result")
     return unwrap_envelope(value) if _is_envelope(value) else None
 
 
@@ -235,10 +238,7 @@ def unwrap_envelope(item: dict) -> dict:
 def _split_results(draft: dict) -> list[dict]:
     content = draft.get("content") or ""
     if "tool_call_id" not in draft and "name" not in draft and content.lstrip().startswith("["):
-        try:
-            items = json.loads(content)
-        except (ValueError, RecursionError):
-            items = None
+        items = maybe_json(content, "a tool result")
         if isinstance(items, list) and items and all(_is_envelope(item) for item in items):
             return [unwrap_envelope(item) for item in items]
     msg: dict[str, Any] = {"role": "tool"}

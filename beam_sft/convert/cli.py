@@ -35,8 +35,9 @@ def _rate(text: str) -> float:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "convert",
-        help="convert chat datasets (OpenAI, ShareGPT, Hermes, Harmony) into BeamRows",
-        description="Convert local JSONL/JSON/Parquet files into BeamRows (JSON Lines). Every input row ends in "
+        help="convert chat datasets (OpenAI, ShareGPT, Hermes, Harmony, Alpaca/flat columns) into BeamRows",
+        description="Convert local JSONL/JSON/Parquet files (gzip read transparently) and Harmony .txt "
+        "transcripts into BeamRows (JSON Lines). Every input row ends in "
         "the output or in the rejects file; a summary table per source (each file of a directory its own) "
         "goes to stdout.",
     )
@@ -68,6 +69,16 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
+    return value
+
+
 def _column(text: str) -> tuple[str, str]:
     key, sep, name = text.partition("=")
     if not sep or not key or not name:
@@ -94,7 +105,12 @@ def add_option_flags(parser: argparse.ArgumentParser, *, missing_reasoning: bool
     parser.add_argument(
         "--columns", action="append", type=_column, metavar="KEY=COLUMN",
         help="column mapping (repeatable), the convert option `columns`: e.g. messages=dialog, "
-        "conversations=turns, role_key=speaker")
+        "conversations=turns, role_key=speaker; flat rows: prompt=Question reasoning=Complex_CoT "
+        "answer=Response (Alpaca's instruction/input/output/history by default)")
+    parser.add_argument(
+        "--max-row-chars", type=_positive, metavar="N",
+        help="reject a record longer than N characters as JSON (row_too_large) before any work on it "
+        "(default 4194304, about a million tokens: more than any context trains)")
 
 
 def option_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -107,6 +123,8 @@ def option_overrides(args: argparse.Namespace) -> dict[str, Any]:
         data["require_declared_tools"] = False
     if getattr(args, "columns", None):
         data["columns"] = dict(args.columns)
+    if getattr(args, "max_row_chars", None):
+        data["max_row_chars"] = args.max_row_chars
     return data
 
 

@@ -13,6 +13,12 @@ known shape is read as OpenAI, and each of its rows is rejected for its own reas
 ('sharegpt', 'sharegpt: 1 of 1 sampled rows')
 >>> detect_format(["<|start|>user<|message|>hi<|end|>"], ColumnMap())[0]
 'harmony'
+>>> detect_format([{"instruction": "Add", "input": "", "output": "4"}], ColumnMap())[0]
+'alpaca'
+
+Flat rows (``alpaca``: the ``columns.prompt`` and ``columns.answer`` columns, Alpaca's
+``instruction``/``output`` unless mapped) are told by those two columns; a whole ``.txt`` file is
+one string and reads as a Harmony transcript.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from beam_sft.convert.flat import is_flat
 from beam_sft.convert.options import FORMATS, ColumnMap
 
 _HERMES_TAGS = ("<tool_call>", "<tool_response>")
@@ -45,6 +52,8 @@ def classify(raw: Any, columns: ColumnMap) -> str | None:
             return _with_tags(turns, "role", "content", "openai")
     if isinstance(raw.get("answer_generation"), dict):
         return "openai"
+    if is_flat(raw, columns):
+        return "alpaca"
     text = raw.get(columns.text)
     if isinstance(text, str):
         return _classify_text(text)

@@ -176,9 +176,8 @@ def _parse_object(text: str) -> dict:
 
 
 def _parse_default(text: str) -> Any:
-    import json
 
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
+    from beam_sft.convert.tools import NOT_JSON, maybe_json
+
+    value = maybe_json(text, "a tool declaration's default value")
+    return text if value is NOT_JSON else value

@@ -26,7 +26,6 @@
 from __future__ import annotations
 
 import ast
-import json
 import re
 from typing import Any
 
@@ -36,7 +35,7 @@ from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import canonical_role, reject_media
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.sharegpt import read_sharegpt_row
-from beam_sft.convert.tools import parse_tool_call, parse_xml_function
+from beam_sft.convert.tools import NOT_JSON, maybe_json, parse_tool_call, parse_xml_function
 
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
 _RESPONSE_RE = re.compile(r"<tool_response>(?P<body>.*?)</tool_response>", re.DOTALL)
@@ -148,10 +147,9 @@ def parse_call_body(body: str, where: str) -> dict:
     text = body.strip()
     if text.startswith("<function="):
         return parse_xml_function(text, where)
-    try:
-        value = json.loads(text)
-    except (ValueError, RecursionError):
-        value = _literal(text)
+    value = maybe_json(text, where)
+    if value is NOT_JSON:
+        value = _literal(text, where)
         if value is None:
             raise Rejection("malformed_tool_call", f"{where} is neither JSON nor a Python dict") from None
     if not isinstance(value, dict):
@@ -159,11 +157,18 @@ def parse_call_body(body: str, where: str) -> dict:
     return parse_tool_call(value, where)
 
 
-def _literal(text: str) -> Any:
+def _literal(text: str, where: str) -> Any:
+    """A Python-literal dict; a key twice in one dict is rejected as in JSON (``duplicate_key``)."""
     if len(text) > _MAX_LITERAL_CHARS or not text.startswith("{"):
         return None
     try:
-        return ast.literal_eval(text)
+        tree = ast.parse(text, mode="eval")
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Dict):
+                keys = [repr(k.value) for k in node.keys if isinstance(k, ast.Constant)]
+                if len(keys) != len(set(keys)):
+                    raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict")
+        return ast.literal_eval(tree)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return None
 

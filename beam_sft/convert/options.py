@@ -6,7 +6,7 @@
 >>> from_dict(ConvertOptions, {"columns": {"convo": "x"}}, "sources[0].convert")
 Traceback (most recent call last):
 ...
-beam_sft.errors.ConfigError: sources[0].convert.columns.convo: unknown key (known: content_key, conversations, messages, role_key, system, text, tools)
+beam_sft.errors.ConfigError: sources[0].convert.columns.convo: unknown key (known: answer, content_key, conversations, history, input, messages, prompt, reasoning, role_key, system, text, tools)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony")
+FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony", "alpaca")
 FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # --format of convert and prepare; auto: per row
 MissingReasoning = Literal["drop", "truncate", "unmask"]
 ToolCallContent = Literal["reasoning", "reject"]
@@ -43,6 +43,13 @@ class ColumnMap:
     text: str = "text"  # a transcript (Harmony, or a Hermes SYSTEM:/USER:/ASSISTANT: string)
     role_key: str = "from"  # ShareGPT speaker key
     content_key: str = "value"  # ShareGPT text key
+    # Flat rows (convert/flat.py): Alpaca by default; prompt=Question answer=Response
+    # reasoning=Complex_CoT reads a single-turn CoT set the same way.
+    prompt: str = "instruction"  # the user's turn
+    input: str = "input"  # Alpaca's optional input, appended to the prompt after a blank line
+    answer: str = "output"  # the assistant's answer
+    reasoning: str = "reasoning"  # the assistant's reasoning, when the set has it
+    history: str = "history"  # earlier [prompt, answer] pairs
 
 
 @dataclass(frozen=True)
@@ -65,6 +72,9 @@ class ConvertOptions:
       tools (and leaves the prompt, with the Qwen/Hermes boilerplate around it).
     - ``detect_rows``: how many leading records ``--format auto`` looks at to name the file's
       main format (each row is still read by the format its own shape shows).
+    - ``max_row_chars``: a record longer than this many characters as compact JSON is rejected
+      (``row_too_large``, naming the row) before it is converted, validated or encoded, so one
+      huge row costs one ``json.dumps``, not minutes of validation; ``None`` turns it off.
     - ``forbidden_tokens``: strings that must not appear in any text field (messages, reasoning,
       tool names, descriptions, schemas, arguments at any depth, template kwargs): the tokenizer's
       added and special tokens other than the Harmony markers (``forbidden_tokens(tokenizer)``
@@ -84,12 +94,15 @@ class ConvertOptions:
     columns: ColumnMap = field(default_factory=ColumnMap)
     forbidden_tokens: tuple[str, ...] = ()
     reasoning_origins: bool = False
+    max_row_chars: int | None = 4 * 1024 * 1024  # about 1M tokens: past any trained context
 
     def __post_init__(self) -> None:
         from beam_sft.errors import ConfigError
 
         if self.detect_rows < 1:
             raise ConfigError("detect_rows", "must be at least 1")
+        if self.max_row_chars is not None and (isinstance(self.max_row_chars, bool) or self.max_row_chars < 1):
+            raise ConfigError("max_row_chars", "must be a positive number of characters (or null: no bound)")
         if any(not isinstance(t, str) or not t for t in self.forbidden_tokens):
             raise ConfigError("forbidden_tokens", "must be non-empty strings")
 

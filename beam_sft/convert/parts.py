@@ -30,11 +30,11 @@ would train on a conversation the annotator never saw.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from beam_sft.convert.reasoning import REASONING_FIELDS
 from beam_sft.convert.rows import Rejection
+from beam_sft.data import jsontext
 
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
 REASONING_PART_TYPES = ("reasoning", "thinking")
@@ -96,9 +96,9 @@ def read_tool_calls(value: object, where: str) -> list:
         if not value.strip():
             return []
         try:
-            value = json.loads(value)
+            value = jsontext.loads(value)
         except (ValueError, RecursionError) as exc:
-            raise Rejection("invalid_json", f"{where}.tool_calls: {exc}") from None
+            raise Rejection(jsontext.reason(exc), f"{where}.tool_calls: {exc}") from None
         if value is None:
             return []
     if isinstance(value, dict):

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.convert.detect import classify, detect_format
+from beam_sft.convert.flat import convert_alpaca
 from beam_sft.convert.harmony_text import convert_harmony
 from beam_sft.convert.hermes import convert_hermes
 from beam_sft.convert.openai import convert_openai
@@ -51,7 +52,14 @@ from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.sharegpt import convert_sharegpt
 from beam_sft.convert.validate import row_notes, validate
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
-from beam_sft.data.sources import BadRecord, SkippedFile, expand_source, iter_located
+from beam_sft.data.sources import (
+    BadRecord,
+    SkippedFile,
+    check_readable,
+    compressed,
+    expand_source,
+    iter_located,
+)
 from beam_sft.errors import BeamError, OutputUnwritable
 from beam_sft.harmony.spans import is_trained
 
@@ -63,13 +71,14 @@ _POLICY_CODES = frozenset({"missing_reasoning", "no_trained_turn"})
 
 # Explicit registry, keyed by the function's name; FORMAT_CONVERTERS maps --format to it.
 CONVERTERS: dict[str, Converter] = {
-    f.__name__: f for f in (convert_openai, convert_sharegpt, convert_hermes, convert_harmony)
+    f.__name__: f for f in (convert_openai, convert_sharegpt, convert_hermes, convert_harmony, convert_alpaca)
 }
 FORMAT_CONVERTERS: dict[str, str] = {
     "openai": "convert_openai",
     "sharegpt": "convert_sharegpt",
     "hermes": "convert_hermes",
     "harmony": "convert_harmony",
+    "alpaca": "convert_alpaca",
 }
 
 
@@ -84,14 +93,19 @@ def resolve_format(raw: Any, options: ConvertOptions, default: str = "openai") -
         return default
 
 
-def check_record(raw: Any) -> tuple[str, str] | None:
+def check_record(raw: Any, max_chars: int | None = None) -> tuple[str, str] | None:
     """``(code, message)`` for a record no text field can hold: text that is not valid Unicode
     (lone surrogates: a ``"\\ud800"`` escape, or bytes that were not UTF-8) or a NaN/Infinity
-    (not JSON: the row column would stop being standard JSON). Every key and value is looked at:
-    first in one C-speed pass (strict JSON, then UTF-8), then, only when that fails, by a walk that
-    names the place."""
+    (not JSON: the row column would stop being standard JSON), or, with ``max_chars``, a record
+    longer than that as compact JSON (``row_too_large``: one measure for convert and prepare,
+    whatever the source's own spacing). Every key and value is looked at: first in one C-speed
+    pass (strict JSON, then UTF-8), then, only when that fails, by a walk that names the place."""
     try:
-        json.dumps(raw, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        text = json.dumps(raw, ensure_ascii=False, allow_nan=False)
+        text.encode("utf-8")
+        if max_chars is not None and len(text) > max_chars:
+            return "row_too_large", (f"the record is {len(text)} characters as JSON, over max_row_chars "
+                                     f"{max_chars}: not converted")
         return None
     except (ValueError, UnicodeEncodeError, TypeError, RecursionError):
         pass  # TypeError: a value JSON does not know (Parquet bytes, dates): the walk judges the rest
@@ -113,6 +127,26 @@ def check_record(raw: Any) -> tuple[str, str] | None:
                 stack.append((f"{path}.{key}", item))
         elif isinstance(value, list):
             stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+    return None
+
+
+def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] | None:
+    """A row that holds its conversation twice: ``messages`` and ``conversations`` (as mapped by
+    ``columns``), or either beside the flat prompt/answer columns. Which one is meant cannot be
+    told, so neither is picked."""
+    if not isinstance(raw, dict):
+        return None
+    cols = options.columns
+
+    def held(key: str) -> bool:  # null, [] or "" carries nothing (a union schema's empty column)
+        value = raw.get(key)
+        return value is not None and not (isinstance(value, (list, str)) and not value)
+
+    present = [k for k in (cols.messages, cols.conversations) if held(k)]
+    if present and held(cols.prompt) and held(cols.answer):
+        present.append(f"{cols.prompt}/{cols.answer}")
+    if len(present) > 1:
+        return "conflicting_carriers", f"the row holds {' and '.join(present)}: which conversation is meant is unclear"
     return None
 
 
@@ -147,11 +181,16 @@ def convert_row(
     if format not in FORMAT_CONVERTERS:
         raise BeamError(f"unknown format {format!r} (known: auto, {', '.join(FORMAT_CONVERTERS)})")
     if isinstance(raw, BadRecord):
-        code = "unreadable_rest" if raw.rest else "invalid_json"
+        code = "unreadable_rest" if raw.rest else raw.code
         return Rejection(code, raw.describe()).at(source=source, row=row, raw=_escaped(raw.text))
-    problem = check_record(raw)
+    problem = check_record(raw, options.max_row_chars)
+    if problem is None:
+        problem = conflicting_carriers(raw, options)
     if problem is not None:
-        return Rejection(*problem).at(source=source, row=row, raw=_escaped(raw))
+        raw_out = raw if problem[0] == "conflicting_carriers" else _escaped(raw)
+        if problem[0] == "row_too_large":  # the rejects line names the row, not 50 MB of it again
+            raw_out = _escaped(raw)[:1000]
+        return Rejection(*problem).at(source=source, row=row, raw=raw_out)
     converter = CONVERTERS[FORMAT_CONVERTERS[format]]
     try:
         result = converter(raw, options=options if fill is None else _with_origins(options))
@@ -161,6 +200,12 @@ def convert_row(
             result = validate(result, options=options) or result
             if isinstance(result, Rejection) and result.code == "no_trained_turn":
                 result = _explain_no_trained_turn(result, converted, options)
+            if not isinstance(result, Rejection):
+                # The one number rule on what is kept, however a value arrived (a JSON string decoded
+                # later, a Harmony argument cast to its schema type, a Python literal): never Infinity.
+                late = check_record(result)
+                if late is not None:
+                    result = Rejection(*late)
             if isinstance(result, Rejection) and result.code in _POLICY_CODES:
                 result = _fill_cause(result, converted)
     except Rejection as exc:
@@ -277,6 +322,9 @@ class SourceConversion:
             self.format, self.detection = format, f"{format}: given"
         if self.skipped:
             self.detection += f"; skipped {len(self.skipped)} file(s) that are not data files"
+        gz = sum(1 for f in self.files if isinstance(f, Path) and f.is_file() and compressed(f))
+        if gz:  # said, since byte offsets in its rejections count decompressed bytes
+            self.detection += "; gzip, read decompressed" if gz == 1 else f"; {gz} gzip files, read decompressed"
         self.summary = SourceSummary(self.source, self.format, self.detection)
 
     def _label(self, file: str) -> str:
@@ -382,6 +430,9 @@ def convert_files(
         found, skipped = expand_source(path)
         files.extend(found)
         report.skipped.extend(skipped)
+    for path in files:  # an encoding or compression no reader reads fails before any output is opened
+        if isinstance(path, Path) and path.is_file():
+            check_readable(path)
     out_fh = None
     if output is not None:
         Path(output).parent.mkdir(parents=True, exist_ok=True)

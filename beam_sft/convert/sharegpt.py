@@ -26,7 +26,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from beam_sft.convert.assemble import (
@@ -47,7 +46,7 @@ from beam_sft.convert.parts import (
     read_weight,
 )
 from beam_sft.convert.rows import BeamRow, Rejection
-from beam_sft.convert.tools import merge_tools, normalize_tools, parse_json_text, parse_tool_call
+from beam_sft.convert.tools import maybe_json, merge_tools, normalize_tools, parse_json_text, parse_tool_call
 
 SPEAKERS = ROLE_ALIASES  # one table for every reader
 
@@ -130,10 +129,7 @@ def _read_assistant(turn: dict, value: str | None, reasoning_parts: list[str], p
 def _openai_call_list(value: str | None, where: str) -> list[dict] | None:
     if not value or not value.lstrip().startswith("["):
         return None
-    try:
-        items = json.loads(value)
-    except (ValueError, RecursionError):
-        return None
+    items = maybe_json(value, f"{where} (a JSON list of calls)")
     if not (
         isinstance(items, list)
         and items

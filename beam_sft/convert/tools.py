@@ -17,13 +17,31 @@ import re
 from typing import Any
 
 from beam_sft.convert.rows import Rejection
+from beam_sft.data import jsontext
+
+NOT_JSON = object()  # maybe_json: the text is not JSON at all (it may be meant as plain text)
 
 
 def parse_json_text(text: str, where: str) -> Any:
+    """A JSON string decoded under the one rule of every reader (``beam_sft.data.jsontext``):
+    not JSON is ``invalid_json``, NaN/Infinity/1e400 ``non_standard_number``, a key twice
+    ``duplicate_key``."""
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except (ValueError, RecursionError) as exc:
-        raise Rejection("invalid_json", f"{where}: {exc}") from None
+        raise Rejection(jsontext.reason(exc), f"{where}: {exc}") from None
+
+
+def maybe_json(text: str, where: str) -> Any:
+    """The value of text that may or may not be JSON (an envelope, a call list): ``NOT_JSON`` when
+    it is not JSON syntax. JSON syntax that breaks the rule is rejected, never read as plain text
+    (else ``1e400`` would ride through as a string beside the rows where it is refused)."""
+    try:
+        return jsontext.loads(text)
+    except (ValueError, RecursionError) as exc:
+        if jsontext.semantic(exc):
+            raise Rejection(jsontext.reason(exc), f"{where}: {exc}") from None
+        return NOT_JSON
 
 
 # --- tool definitions ---------------------------------------------------------------------------
@@ -122,9 +140,8 @@ def extract_system_tools(text: str, where: str) -> tuple[str, list[dict]]:
     if m is None:
         return text, []
     body = m["body"].strip()
-    try:
-        value: Any = json.loads(body)
-    except ValueError:
+    value: Any = maybe_json(body, f"{where}: <tools> block")
+    if value is NOT_JSON:
         lines = [line for line in body.splitlines() if line.strip()]
         value = [parse_json_text(line, f"{where}: <tools> block") for line in lines]
     tools = normalize_tools(value, f"{where}: <tools> block")
@@ -261,7 +278,7 @@ def same_calls(structured: list[dict], textual: list[dict]) -> bool:
             if value == text:
                 continue
             try:
-                if json.loads(text) == value:
+                if jsontext.loads(text) == value:
                     continue
             except (ValueError, TypeError, RecursionError):
                 pass

@@ -16,7 +16,9 @@ A recipe may spell the same with keys, as ``datasets.load_dataset`` does:
 source ``name`` is the dataset's config, as in ``load_dataset``; its label in the report is
 ``ORG/NAME[:CONFIG]@SPLIT``). The split defaults to ``train``.
 
-Rows stream (``streaming=True``): memory stays flat whatever the dataset's size. The fingerprint
+Rows stream (``streaming=True``): memory stays flat whatever the dataset's size. A local
+repository's files are read one by one by ``beam_sft.data.sources`` (``local_data_files``), not
+through ``datasets``, whose streaming casts every file to the first one's columns. The fingerprint
 (``source_digest``) holds the resolved revision: the hub's commit hash for a hub id, a digest of
 every file for a local repository, so changed data is encoded again.
 
@@ -71,24 +73,107 @@ class DatasetRef:
         return f"{kind} {self.path} (split {self.split}{config}{revision})"
 
 
-def is_dataset_repo(path: str | Path) -> bool:
-    """A folder whose ``README.md`` opens with YAML front matter that declares ``configs``."""
+def _card(path: str | Path) -> dict | None:
+    """The YAML front matter of a folder's ``README.md``, or None."""
     import yaml
 
     card = Path(path) / "README.md"
     if not card.is_file():
-        return False
+        return None
     text = card.read_text(encoding="utf-8", errors="replace")
     if not text.startswith("---"):
-        return False
+        return None
     end = text.find("\n---", 3)
     if end < 0:
-        return False
+        return None
     try:
         header = yaml.safe_load(text[3:end])
     except yaml.YAMLError:
-        return False
-    return isinstance(header, dict) and "configs" in header
+        return None
+    return header if isinstance(header, dict) else None
+
+
+def is_dataset_repo(path: str | Path) -> bool:
+    """A folder whose ``README.md`` opens with YAML front matter that declares ``configs``."""
+    header = _card(path)
+    return header is not None and "configs" in header
+
+
+# The file types a local repository's files are read as by beam_sft.data.sources, file by file.
+_OWN_READER = (".jsonl", ".ndjson", ".json", ".parquet", ".jsonl.gz", ".ndjson.gz", ".json.gz")
+
+
+def _split_files(data_files: Any) -> dict[str, list[str]] | None:
+    """``data_files`` as ``load_dataset`` takes it (a str, a list, a split mapping, or a card's list
+    of ``{split, path}``) as split -> patterns; None for a shape not known here."""
+    if isinstance(data_files, str):
+        return {DEFAULT_SPLIT: [data_files]}
+    if isinstance(data_files, dict):
+        out = {}
+        for split, paths in data_files.items():
+            paths = [paths] if isinstance(paths, str) else paths
+            if not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
+                return None
+            out[str(split)] = paths
+        return out
+    if isinstance(data_files, list) and all(isinstance(p, str) for p in data_files):
+        return {DEFAULT_SPLIT: list(data_files)}
+    if isinstance(data_files, list) and all(isinstance(e, dict) and "split" in e and "path" in e for e in data_files):
+        out = {}
+        for entry in data_files:
+            paths = [entry["path"]] if isinstance(entry["path"], str) else entry["path"]
+            if not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
+                return None
+            out.setdefault(str(entry["split"]), []).extend(paths)
+        return out
+    return None
+
+
+def local_data_files(ref: DatasetRef) -> list[Path] | None:
+    """The files of one split of a local dataset repository, each read by ``beam_sft.data.sources``
+    on its own (so files of several types, or with columns that differ, read as they are, where
+    ``datasets`` streaming casts every file to the first one's columns and fails on a mix of
+    Parquet and JSON Lines). None when the card says something only ``datasets`` reads (another
+    file type, a loading script, no ``configs``): then ``datasets`` reads it.
+
+    Patterns are the card's (``data/train-*``), matched with ``Path.glob`` under the folder, in
+    sorted order; a split or config the card does not have is a ``BeamError`` naming them.
+    """
+    if not ref.is_local:
+        return None
+    root = Path(ref.path)
+    data_files = ref.data_files
+    if data_files is None:
+        configs = (_card(root) or {}).get("configs")
+        if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs) or not configs:
+            return None
+        names = [str(c.get("config_name", "default")) for c in configs]
+        if ref.name is not None:
+            if ref.name not in names:
+                raise BeamError(f"{ref.describe()}: README.md declares no config {ref.name!r} "
+                                f"(configs: {', '.join(names)})")
+            config = configs[names.index(ref.name)]
+        else:
+            config = next((c for c in configs if c.get("default") is True), None) or \
+                (configs[names.index("default")] if "default" in names else configs[0])
+        data_files = config.get("data_files")
+        if data_files is None or set(config) - {"config_name", "data_files", "default"}:
+            return None  # features, a builder's options, ...: datasets' own reading
+    splits = _split_files(data_files)
+    if splits is None:
+        return None
+    if ref.split not in splits:
+        raise BeamError(f"{ref.describe()}: no split {ref.split!r} in the repository "
+                        f"(splits: {', '.join(sorted(splits))})")
+    files: list[Path] = []
+    for pattern in splits[ref.split]:
+        found = sorted(p for p in root.glob(pattern) if p.is_file())
+        if not found:
+            raise BeamError(f"{ref.describe()}: no file matches {pattern!r}")
+        files.extend(p for p in found if p not in files)
+    if not all(p.name.lower().endswith(_OWN_READER) for p in files):
+        return None
+    return files
 
 
 def looks_like_hub_id(text: str) -> bool:

@@ -15,15 +15,32 @@ Shapes read (by content, not only by extension):
   kept as lone surrogates (``surrogateescape``), never replaced: the converter rejects those
   rows as ``invalid_text``, like a ``"\\ud800"`` escape in valid JSON.
 - A single JSON object spread over lines (a one-conversation file): one record.
+- JSON under one rule (``beam_sft.data.jsontext``): NaN/Infinity, a number too large for a float
+  and a key twice in one object make that record a ``BadRecord`` with its own code
+  (``non_standard_number``, ``duplicate_key``); inside an array only that item is lost.
+- Compression and encoding are read from the first bytes, not the name: a gzip file (``.jsonl.gz``,
+  ``.json.gz``, or gzip named ``.jsonl``) is read through ``gzip`` transparently, and byte offsets
+  (``BadRecord.byte``, "unreadable from byte N") then count *decompressed* bytes. UTF-16/UTF-32
+  text (with or without a byte-order mark) and other compressions (bzip2, xz, zstd, zip) raise one
+  ``BeamError`` that names the encoding, never a rejection per line.
+- A Harmony transcript (``.txt`` given as a source; in a directory a ``.txt`` is skipped): the
+  whole file is one record (a string), one final line break left out.
 - Parquet (``.parquet``): record batches through pyarrow. Arrow gives every struct the union of
   all keys and fills the missing ones with null, so null-valued keys are dropped from Parquet
-  and ``datasets`` records (a genuine null argument cannot be told apart there).
+  and ``datasets`` records (a genuine null argument cannot be told apart there). Values JSON has
+  no type for become JSON in the same walk, so ``convert`` and ``prepare`` read the same record:
+  dates and times as ISO 8601 text, decimals as numbers, bytes as ``{"$binary": N}`` (N bytes;
+  never text: a binary column is not a message), any other object as ``{"$unsupported": TYPE}``, so an unused binary or timestamp column
+  changes nothing and a used one is rejected by its converter in both.
 - A directory: a ``datasets.save_to_disk`` directory (one split), else its data files in sorted
   order (``expand_source``): hidden files and folders are skipped, and files of other types are
   listed as skipped, not passed over in silence. ``iter_located`` names each record's own file
   and its row number in that file; ``iter_records`` on a directory keeps one running index.
 - A ``datasets`` dataset (a hub id ``org/name[:config][@split]``, or a folder laid out as a hub
-  dataset repository): streamed through ``load_dataset`` (``beam_sft.data.hub``).
+  dataset repository): a hub id is streamed through ``load_dataset`` (``beam_sft.data.hub``); a
+  local repository's split is its card's files, each read here by its own type
+  (``hub.local_data_files``), so Parquet beside JSON Lines, or files whose columns differ, read
+  as they are; a card only ``datasets`` understands goes through ``load_dataset``.
 - A file that is not readable as its type (a fake or corrupt ``.parquet``) raises ``BeamError``
   naming the file.
 
@@ -38,17 +55,25 @@ Row indices count records from 0 (blank lines are not records).
 
 from __future__ import annotations
 
+import datetime
+import decimal
+import gzip
+import io
 import json
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from beam_sft.data import hub
+from beam_sft.data import hub, jsontext
 from beam_sft.errors import BeamError
 
 CHUNK = 1 << 20
-DATA_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
+# What a directory's files are read as (a .gz is read through gzip). A .txt file given on its own is
+# a Harmony transcript; in a directory it is more likely a note, and is listed as skipped.
+DATA_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".jsonl.gz", ".ndjson.gz", ".json.gz")
+LINE_KINDS = (".jsonl", ".ndjson")
 ENCODING = "utf-8-sig"  # a byte-order mark is not part of the first record
 ERRORS = "surrogateescape"  # bad bytes survive as lone surrogates, for the converter to reject
 _BOM = b"\xef\xbb\xbf"
@@ -68,6 +93,7 @@ class BadRecord:
     byte: int | None = None
     rest: bool = False
     more: int | None = None
+    code: str = jsontext.INVALID_CODE  # jsontext.reason: invalid_json, non_standard_number, duplicate_key
 
     def describe(self) -> str:
         if not self.rest:
@@ -95,6 +121,14 @@ def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, 
     source = path if isinstance(path, hub.DatasetRef) else hub.parse_data_arg(path)
     if isinstance(source, hub.DatasetRef):
         name = source.label
+        own = hub.local_data_files(source)
+        if own is not None:  # a local repository: each file by its own reader, one running index
+            index = 0
+            for file in own:
+                for _, record in _iter_file(file):
+                    yield name, index, record
+                    index += 1
+            return
         for index, record in hub.iter_dataset(source):
             yield name, index, _drop_nulls(record)
         return
@@ -112,14 +146,107 @@ def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, 
     yield from ((str(path), i, r) for i, r in _iter_file(path))
 
 
+def kind(path: Path) -> str:
+    """A file's type from its name, a trailing ``.gz`` left out: ``.jsonl``, ``.json``, ..."""
+    name = path.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    return Path(name).suffix
+
+
 def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
-    suffix = path.suffix.lower()
+    suffix = kind(path)
     if suffix == ".parquet":
         yield from enumerate(_iter_parquet(path))
-    elif suffix in (".jsonl", ".ndjson"):
-        yield from enumerate(_iter_lines(path))
-    else:
-        yield from enumerate(_iter_json(path))
+        return
+    sniff(path)
+    with _corrupt_stream(path):
+        if suffix in LINE_KINDS:
+            yield from enumerate(_iter_lines(path))
+        elif suffix == ".txt":
+            with _open_text(path) as fh:
+                text = fh.read()
+            # The editor's final line break is not part of the transcript (nothing follows <|return|>).
+            yield 0, text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+        else:
+            yield from enumerate(_iter_json(path))
+
+
+_GZIP = b"\x1f\x8b"
+_UNREAD = ((b"BZh", "bzip2"), (b"\xfd7zXZ\x00", "xz"), (b"\x28\xb5\x2f\xfd", "zstd"),
+           (b"PK\x03\x04", "zip"), (b"7z\xbc\xaf\x27\x1c", "7z"))
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32-LE"), (b"\x00\x00\xfe\xff", "UTF-32-BE"),
+              (b"\xff\xfe", "UTF-16-LE"), (b"\xfe\xff", "UTF-16-BE"))
+
+
+def check_readable(path: Path) -> str:
+    """``sniff`` for a file of a type that is text (JSON, JSON Lines, .txt); Parquet is its own check."""
+    return "" if kind(path) == ".parquet" else sniff(path)
+
+
+def compressed(path: Path) -> bool:
+    """True when the file is gzip (by its first bytes, whatever its name)."""
+    with open(path, "rb") as fh:
+        return fh.read(2) == _GZIP
+
+
+def sniff(path: Path) -> str:
+    """How a text file is stored: ``"gzip"`` or ``""`` (plain). Raises ``BeamError`` naming the
+    encoding or compression of a file no reader here can read: UTF-16/UTF-32 (by byte-order mark,
+    or by the NUL bytes every other byte of ASCII text has there) and bzip2/xz/zstd/zip/7z."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    how = ""
+    if head[:2] == _GZIP:
+        how = "gzip"
+        try:
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(4096)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise BeamError(f"{path}: a gzip file that cannot be decompressed ({exc})") from None
+    for magic, name in _UNREAD:
+        if head.startswith(magic):
+            raise BeamError(f"{path}: {name}-compressed data; decompress it first (only gzip is read directly)")
+    for bom, name in _WIDE_BOMS:
+        if head.startswith(bom):
+            raise BeamError(f"{path}: {name} text (byte-order mark); re-encode it as UTF-8, "
+                            f"e.g. iconv -f {name} -t UTF-8")
+    evens, odds = head[0::2], head[1::2]
+    if len(head) >= 8:
+        lanes = [head[k::4] for k in range(4)]  # UTF-32: three NUL bytes beside each ASCII byte
+        for name, chars, zeros in (("UTF-32-LE", lanes[0], lanes[1] + lanes[2] + lanes[3]),
+                                   ("UTF-32-BE", lanes[3], lanes[0] + lanes[1] + lanes[2])):
+            if zeros.count(0) >= 0.9 * len(zeros) and chars.count(0) <= 0.1 * len(chars):
+                raise BeamError(f"{path}: looks like {name} text without a byte-order mark (three of every "
+                                f"four bytes are NUL); re-encode it as UTF-8, e.g. iconv -f {name} -t UTF-8")
+        for name, zeros, chars in (("UTF-16-LE", odds, evens), ("UTF-16-BE", evens, odds)):
+            if zeros.count(0) >= 0.9 * len(zeros) and chars.count(0) <= 0.1 * len(chars):
+                raise BeamError(f"{path}: looks like {name} text without a byte-order mark (every other "
+                                f"byte is NUL); re-encode it as UTF-8, e.g. iconv -f {name} -t UTF-8")
+    return how
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    return gzip.open(path, "rb") if compressed(path) else open(path, "rb")
+
+
+def _open_text(path: Path) -> IO[str]:
+    return io.TextIOWrapper(_open_binary(path), encoding=ENCODING, errors=ERRORS)
+
+
+class _corrupt_stream:
+    """A gzip stream that breaks mid-file ends the source with one clear error."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
+            raise BeamError(f"{self.path}: the gzip stream is corrupt or cut off ({exc})") from None
+        return False
 
 
 def _hidden(path: Path, root: Path) -> bool:
@@ -147,7 +274,7 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
     for p in sorted(path.rglob("*")):
         if not p.is_file() or _hidden(p, path):
             continue
-        if p.suffix.lower() in DATA_SUFFIXES:
+        if p.name.lower().endswith(DATA_SUFFIXES):
             files.append(p)
         else:
             skipped.append(SkippedFile(p, f"not a data file ({', '.join(DATA_SUFFIXES)})"))
@@ -160,7 +287,7 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
 def _byte_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """``(byte offset, raw line)`` for each line of a file, a leading UTF-8 BOM dropped."""
     offset = 0
-    with open(path, "rb") as fh:
+    with _open_binary(path) as fh:
         for raw in fh:
             start = offset
             offset += len(raw)
@@ -175,14 +302,17 @@ def _iter_lines(path: Path) -> Iterator[Any]:
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
+            yield jsontext.loads(line)
         except (ValueError, RecursionError) as exc:
             yield bad_line(line, start, exc)
 
 
 def bad_line(line: str, start: int, exc: Exception) -> BadRecord:
-    """The BadRecord of a JSON Lines line that is not JSON (one wording for every reader)."""
-    return BadRecord(line.rstrip("\r\n"), f"not valid JSON (line at byte {start}): {exc}", byte=start)
+    """The BadRecord of a JSON Lines line that is not JSON, or breaks the JSON rule (one wording
+    and one code, ``jsontext.reason``, for every reader)."""
+    what = "not valid JSON" if not jsontext.semantic(exc) else "not standard JSON"
+    return BadRecord(line.rstrip("\r\n"), f"{what} (line at byte {start}): {exc}", byte=start,
+                     code=jsontext.reason(exc))
 
 
 def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
@@ -199,27 +329,31 @@ def iter_raw_lines(path: str | Path) -> Iterator[tuple[int, str, str]]:
     >>> list(iter_raw_lines(p))
     [(0, '{"a": 1}', ''), (1, '{"b": "\\\\udcff"}', '')]
     """
-    for index, text, error, _ in _raw_lines(Path(path)):
-        yield index, text, error
+    for index, text, bad, _ in _raw_lines(Path(path)):
+        yield index, text, bad.error if bad else ""
 
 
-def _raw_lines(path: Path) -> Iterator[tuple[int, str, str, int]]:
-    """``iter_raw_lines`` with each line's byte offset."""
+def _raw_lines(path: Path) -> Iterator[tuple[int, str, BadRecord | None, int]]:
+    """``iter_raw_lines`` with each line's byte offset, and its BadRecord (None: not decoded yet)."""
     index = 0
-    for start, raw in _byte_lines(path):
-        try:
-            text, error = raw.decode("utf-8").rstrip("\r\n"), ""
-        except UnicodeDecodeError:
-            line = raw.decode("utf-8", ERRORS)
+    sniff(path)
+    with _corrupt_stream(path):
+        for start, raw in _byte_lines(path):
+            bad = None
             try:
-                text, error = json.dumps(json.loads(line), ensure_ascii=True), ""
-            except (ValueError, RecursionError) as exc:
-                text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
-                error = bad_line(line, start, exc).error
-        if not text.strip():
-            continue
-        yield index, text, error, start
-        index += 1
+                text = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError:
+                line = raw.decode("utf-8", ERRORS)
+                try:
+                    text = json.dumps(jsontext.loads(line), ensure_ascii=True)
+                except (ValueError, RecursionError) as exc:
+                    text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
+                    bad = bad_line(line, start, exc)
+                    bad = BadRecord(text, bad.error, byte=start, code=bad.code)
+            if not text.strip():
+                continue
+            yield index, text, bad, start
+            index += 1
 
 
 @dataclass(frozen=True)
@@ -243,9 +377,9 @@ def iter_raw_located(path: str | Path | hub.DatasetRef) -> Iterator[RawRecord]:
     the same lone surrogates and is rejected as ``invalid_text``, never replaced."""
     files, _ = expand_source(path)
     for file in files:
-        if isinstance(file, Path) and file.is_file() and file.suffix.lower() in (".jsonl", ".ndjson"):
-            for index, text, error, start in _raw_lines(file):
-                yield RawRecord(str(file), index, text, start, BadRecord(text, error, byte=start) if error else None)
+        if isinstance(file, Path) and file.is_file() and kind(file) in LINE_KINDS:
+            for index, text, bad, start in _raw_lines(file):
+                yield RawRecord(str(file), index, text, start, bad)
             continue
         for name, index, record in iter_located(file):
             if isinstance(record, BadRecord):
@@ -274,24 +408,25 @@ def _first_char(fh: IO[str]) -> tuple[str, int]:
 
 
 def _iter_json(path: Path) -> Iterator[Any]:
-    with open(path, encoding=ENCODING, errors=ERRORS) as fh:
+    with _open_text(path) as fh:
         first, consumed = _first_char(fh)
         if first == "[":
             yield from _iter_array(fh, path, consumed)
             return
     if not first:
         return
-    with open(path, encoding=ENCODING, errors=ERRORS) as fh:
+    with _open_text(path) as fh:
         first_line = next((line for line in fh if line.strip()), "")
     try:
-        json.loads(first_line)
+        jsontext.loads(first_line)
         whole_line = True
-    except (ValueError, RecursionError):
-        whole_line = False
+    except (ValueError, RecursionError) as exc:
+        whole_line = jsontext.semantic(exc)  # JSON syntax, breaking the rule: still a whole line
     if whole_line:
         yield from _iter_lines(path)
         return
-    text = path.read_text(encoding=ENCODING, errors=ERRORS)
+    with _open_text(path) as fh:
+        text = fh.read()
     yield from _iter_concatenated(text, path)
 
 
@@ -301,16 +436,36 @@ def _bytes(text: str) -> int:
 
 def _rest(text: str, error: str, path: Path, byte: int, records: int) -> BadRecord:
     """The rest of a file from ``byte``: one BadRecord, with the records it likely holds."""
-    size = path.stat().st_size
+    size = _size(path)
     more = None
     if records:
         more = max(1, round((size - byte) / max(1, byte / records)))
     return BadRecord(text[:1000], error, byte=byte, rest=True, more=more)
 
 
+def _size(path: Path) -> int:
+    """The bytes a reader sees: a gzip file's decompressed size (its trailer, modulo 4 GiB)."""
+    if compressed(path):
+        with open(path, "rb") as fh:
+            fh.seek(-4, 2)
+            return int.from_bytes(fh.read(4), "little")
+    return path.stat().st_size
+
+
+_PERMISSIVE = json.JSONDecoder()
+
+
+def _skip(text: str, pos: int, exc: Exception, byte: int) -> tuple[BadRecord, int]:
+    """A value that is JSON syntax but breaks the rule: its BadRecord, and where it ends (the
+    permissive decoder finds the end, so the reader goes on with the next value)."""
+    _, end = _PERMISSIVE.raw_decode(text, pos)
+    return BadRecord(text[pos:end][:1000], f"not standard JSON (value at byte {byte}): {exc}", byte=byte,
+                     code=jsontext.reason(exc)), end
+
+
 def _iter_concatenated(text: str, path: Path) -> Iterator[Any]:
     """One pretty-printed object, or several one after another."""
-    decoder = json.JSONDecoder()
+    decoder = jsontext.decoder()
     pos = 0
     records = 0
     bom = _bom_size(path)
@@ -322,6 +477,11 @@ def _iter_concatenated(text: str, path: Path) -> Iterator[Any]:
         try:
             value, pos = decoder.raw_decode(text, pos)
         except (ValueError, RecursionError) as exc:
+            if jsontext.semantic(exc):
+                bad, pos = _skip(text, pos, exc, bom + _bytes(text[:pos]))
+                records += 1
+                yield bad
+                continue
             yield _rest(text[pos:], f"not valid JSON: {exc}", path, bom + _bytes(text[:pos]), records)
             return
         records += 1
@@ -341,6 +501,12 @@ def _iter_array(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
     if _looks_like_message(first):
         conversation = [first]
         for item in items:
+            if isinstance(item, BadRecord) and not item.rest:  # one message breaks the JSON rule
+                yield BadRecord(json.dumps(conversation, ensure_ascii=False)[:1000] + item.text, item.error,
+                                byte=item.byte, code=item.code)
+                for _ in items:  # the rest belongs to the same (rejected) conversation
+                    pass
+                return
             if isinstance(item, BadRecord):  # the one conversation cannot be read: it is the whole file
                 yield BadRecord(json.dumps(conversation, ensure_ascii=False)[:1000] + item.text, item.error,
                                 byte=item.byte, rest=True, more=0)
@@ -361,12 +527,12 @@ def _looks_like_message(item: Any) -> bool:
 
 
 def _bom_size(path: Path) -> int:
-    with open(path, "rb") as fh:
+    with _open_binary(path) as fh:
         return len(_BOM) if fh.read(len(_BOM)) == _BOM else 0
 
 
 def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
-    decoder = json.JSONDecoder()
+    decoder = jsontext.decoder()
     buf, pos, eof = "", 0, False
     need_comma = False
     read_size = CHUNK
@@ -414,11 +580,17 @@ def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
             try:
                 value, end = decoder.raw_decode(buf, pos)
             except (ValueError, RecursionError) as exc:
-                if refill(grow):
-                    grow = True
-                    continue
-                yield rest(f"not valid JSON: {exc}")
-                return
+                try:
+                    if not jsontext.semantic(exc):
+                        raise
+                    # A whole value that breaks the rule: only it is lost (a BadRecord in its place).
+                    value, end = _skip(buf, pos, exc, dropped[0] + _bytes(buf[:pos]))
+                except (ValueError, RecursionError):  # not whole yet, or not JSON: read on
+                    if refill(grow):
+                        grow = True
+                        continue
+                    yield rest(f"not valid JSON: {exc}")
+                    return
             # A value is complete only when a delimiter follows: "-0" may be "-0.5" after the
             # next read, "tru" part of "true".
             after = end
@@ -434,13 +606,36 @@ def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
         need_comma = True
 
 
+def _jsonable(item: Any) -> Any:
+    """A value of an Arrow column that JSON has no type for, as JSON (the module docstring)."""
+    if isinstance(item, (datetime.datetime, datetime.date, datetime.time)):
+        return item.isoformat()
+    if isinstance(item, datetime.timedelta):
+        return item.total_seconds()
+    if isinstance(item, decimal.Decimal):  # a non-finite or huge one becomes a float the number rule rejects
+        return int(item) if item.is_finite() and item == item.to_integral_value() else float(item)
+    if isinstance(item, tuple):  # a map column's (key, value) pairs
+        return list(item)
+    if isinstance(item, (bytes, bytearray, memoryview)):
+        return {"$binary": len(item)}
+    if not isinstance(item, (dict, list, *_PLAIN)):  # a decoded image, ...: named, never repr'd into text
+        return {"$unsupported": type(item).__name__}
+    return item
+
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
 def _drop_nulls(value: Any) -> Any:
-    """Arrow's null-filled struct fields removed, at every depth (iterative: rows can be deep)."""
+    """Arrow's null-filled struct fields removed, at every depth (iterative: rows can be deep),
+    and values JSON has no type for made JSON (``_jsonable``)."""
     root = [value]
     stack: list[tuple[Any, Any]] = [(root, 0)]
     while stack:
         parent, key = stack.pop()
         item = parent[key]
+        if not isinstance(item, (dict, list, *_PLAIN)):
+            item = parent[key] = _jsonable(item)
         if isinstance(item, dict):
             item = {k: v for k, v in item.items() if v is not None}
             parent[key] = item

@@ -22,6 +22,7 @@ import numpy as np
 
 from beam_sft.convert import pipeline as conversion
 from beam_sft.convert.rows import Rejection
+from beam_sft.data import jsontext
 from beam_sft.data.mix import copies
 from beam_sft.data.sources import BadRecord, bad_line
 from beam_sft.encode.length import fit_by_trimming, too_long
@@ -119,9 +120,10 @@ def decode(text: str, error: str, byte: int | None = None):
     if error:
         return BadRecord(text, **json.loads(error))
     try:
-        return json.loads(text)
+        return jsontext.loads(text)
     except (ValueError, RecursionError) as exc:
-        return bad_line(text, byte, exc) if byte is not None else BadRecord(text, f"not valid JSON: {exc}")
+        return (bad_line(text, byte, exc) if byte is not None
+                else BadRecord(text, f"not valid JSON: {exc}", code=jsontext.reason(exc)))
 
 
 def iter_records(records_file, jobs):

@@ -25,7 +25,7 @@ from beam_sft.prepared.report import SourceInfo
 
 def bad_json(bad) -> str:
     """A BadRecord as the records file's ``error`` value (read back by ``batch.decode``)."""
-    return json.dumps({"error": bad.error, "byte": bad.byte, "rest": bad.rest, "more": bad.more})
+    return json.dumps({"error": bad.error, "byte": bad.byte, "rest": bad.rest, "more": bad.more, "code": bad.code})
 
 
 def _schema():

@@ -177,14 +177,14 @@ def test_16_files_a_directory_skips_are_named_and_hidden_ones_are_left_out(tmp_p
     d = tmp_path / "d"
     (d / ".cache").mkdir(parents=True)
     (d / "a.jsonl").write_text(json.dumps(GOOD) + "\n")
-    (d / "b.jsonl.gz").write_bytes(b"\x1f\x8b")
+    (d / "b.jsonl.bz2").write_bytes(b"BZh")  # a .gz is read (through gzip); other compressions are not
     (d / "notes.txt").write_text("x")
     (d / ".hidden.jsonl").write_text(json.dumps(GOOD) + "\n")
     (d / ".cache" / "c.jsonl").write_text(json.dumps(GOOD) + "\n")
     report = convert_files([d], output=tmp_path / "o.jsonl")
     assert [s.source for s in report.sources] == [str(d / "a.jsonl")]
     table = report.table()
-    assert f"{d / 'b.jsonl.gz'}: skipped" in table and f"{d / 'notes.txt'}: skipped" in table
+    assert f"{d / 'b.jsonl.bz2'}: skipped" in table and f"{d / 'notes.txt'}: skipped" in table
     assert ".hidden" not in table and ".cache" not in table
 
 

@@ -142,7 +142,7 @@ def test_invalid_json_lines_are_rejected_in_place(tmp_path):
 
 def test_unknown_format_and_missing_file():
     with pytest.raises(BeamError, match="unknown format"):
-        list(iter_source(SAMPLES / "chat_openai.jsonl", format="alpaca"))
+        list(iter_source(SAMPLES / "chat_openai.jsonl", format="yaml"))
     with pytest.raises(BeamError, match="no such file"):
         list(iter_source("/nonexistent/x.jsonl"))
 

@@ -1,7 +1,8 @@
 """Datasets by hub id or as a local dataset repository (beam_sft.data.hub), offline.
 
-A repository laid out as on the hub (README.md with ``configs:`` + Parquet/JSONL files) goes
-through the same ``datasets.load_dataset(..., streaming=True)`` call a hub id does.
+A hub id goes through ``datasets.load_dataset(..., streaming=True)``; a repository laid out as on
+the hub (README.md with ``configs:`` + Parquet/JSONL files) is read file by file by our own readers
+(``hub.local_data_files``), so mixed file types and differing columns read as they are.
 """
 
 from __future__ import annotations
@@ -306,3 +307,43 @@ def test_streamed_repository_of_10000_rows_prepares_like_local_jsonl(tmp_path, f
     report = json.loads((again / "report.json").read_text(encoding="utf-8"))
     assert report["fingerprint"] != first
     assert report["sources"][f"{repo}@train"]["read"] == 9_999
+
+
+def test_a_repository_mixing_parquet_and_jsonl_reads_every_file(tmp_path):
+    """``datasets`` streaming fails on this layout; each file is read by its own reader instead."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = rows(12)
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "README.md").write_text(CARD.replace("{ext}", "*"), encoding="utf-8")
+    pq.write_table(pa.Table.from_struct_array(pa.array(data[:6])), repo / "data" / "train-00000.parquet")
+    write_jsonl(repo / "data" / "train-00001.jsonl", data[6:])
+    write_jsonl(repo / "data" / "test-00000.jsonl", data[:2])
+    from beam_sft.data.sources import _drop_nulls
+
+    got = list(iter_records(str(repo)))
+    assert got == [(i, _drop_nulls(r) if i < 6 else r) for i, r in enumerate(data)]
+    assert len(list(iter_records(f"{repo}@test"))) == 2
+
+
+def test_a_repository_whose_files_have_other_columns_loses_none(tmp_path):
+    """Streaming takes its columns from the first file; here the second file's extra column stays."""
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "README.md").write_text(CARD.format(ext="jsonl"), encoding="utf-8")
+    first = [{"messages": [{"role": "user", "content": "q"}]}]
+    second = [{"messages": [{"role": "user", "content": "q2"}], "tools": "[]", "system": "s"}]
+    write_jsonl(repo / "data" / "train-00000.jsonl", first)
+    write_jsonl(repo / "data" / "train-00001.jsonl", second)
+    write_jsonl(repo / "data" / "test-00000.jsonl", first)
+    assert [r for _, r in iter_records(str(repo))] == first + second
+
+
+def test_a_card_pattern_that_matches_nothing_is_named(tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "README.md").write_text(CARD.format(ext="jsonl"), encoding="utf-8")
+    with pytest.raises(BeamError, match=r"no file matches 'data/train-\*\.jsonl'"):
+        list(iter_records(str(repo)))

@@ -111,7 +111,8 @@ def test_datasets_directory_and_plain_directories(tmp_path):
 
 
 json_items = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    # Infinity is not JSON: such items are BadRecords (test_sources_number_rule in tests/data/test_input_classes.py)
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
     max_leaves=6,
 )
@@ -216,3 +217,31 @@ def test_raw_lines_match_the_records_and_never_hold_invalid_text(tmp_path):
     assert value == records(path)[1][1]  # the same lone surrogates as the decoding reader gives
     assert convert_row(value, format="openai", options=ConvertOptions()).code == "invalid_text"
     assert raw[2][2].startswith("not valid JSON") and "\\xff" in raw[2][1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    items=st.lists(json_items.filter(lambda v: not (isinstance(v, dict) and "role" in v)), min_size=1, max_size=6),
+    bad=st.sets(st.integers(0, 5)),
+    form=st.sampled_from(['{"n": 1e400}', '[NaN]', '{"k": 1, "k": 2}', '{"a": {"b": [Infinity]}}']),
+    chunk=st.integers(1, 12),
+)
+def test_streamed_array_loses_only_the_items_that_break_the_json_rule(tmp_path_factory, items, bad, form, chunk):
+    """Issue 23 classes 5 and 6 inside an array, across every read boundary: the item that breaks
+    the rule is a BadRecord with its own code, every other item is read as json.loads reads it."""
+    path = tmp_path_factory.mktemp("arr") / "a.json"
+    texts = [form if i in bad else json.dumps(v) for i, v in enumerate(items)]
+    path.write_text("[" + ", ".join(texts) + "]")
+    original = sources.CHUNK
+    sources.CHUNK = chunk
+    try:
+        got = [v for _, v in records(path)]
+    finally:
+        sources.CHUNK = original
+    assert len(got) == len(items)
+    code = "duplicate_key" if '"k"' in form else "non_standard_number"
+    for i, (value, item) in enumerate(zip(got, items, strict=True)):
+        if i in bad:
+            assert isinstance(value, sources.BadRecord) and value.code == code and not value.rest
+        else:
+            assert value == item

@@ -118,12 +118,12 @@ def test_a_directory_names_each_rows_file_and_its_own_row(tmp_path, tokenizer_di
     (folder / ".hidden.jsonl").write_text(_line(simple_row(9)))
     (folder / ".cache" / "c.jsonl").write_text(_line(simple_row(9)))
     (folder / "notes.txt").write_text("x")
-    (folder / "old.jsonl.gz").write_bytes(b"\x1f\x8b")
+    (folder / "old.jsonl.bz2").write_bytes(b"BZh")  # a .gz would be read (gzip); other compressions are not
     entry, prepared = _prepare(tmp_path, tokenizer_dir, folder, name="dir")
     assert prepared == {(str(folder / "a.jsonl"), 0, "kept"), (str(folder / "a.jsonl"), 1, "kept"),
                         *((str(folder / "b.json"), i, "kept") for i in range(3))}
     assert _convert(folder, tokenizer, name="dir")[1] == prepared
-    assert {Path(s["path"]).name for s in entry["skipped"]} == {"notes.txt", "old.jsonl.gz"}
+    assert {Path(s["path"]).name for s in entry["skipped"]} == {"notes.txt", "old.jsonl.bz2"}
     assert entry["read"] == entry["kept"] == 5
 
 

@@ -25,6 +25,8 @@ class TrainingRun:
     eval: Any = None  # beam_sft.train.eval_set.EvalData, or None without data.eval
     watch: Any = None  # RankWatch: bounded waits for the other processes in the pre-flight
     resume: str | None = None  # the checked checkpoint folder to resume from
+    layout: Any = None  # beam_sft.train.moe.MoeLayout of the model as loaded
+    biases: Any = None  # routers.BiasSnapshot: the correction biases as loaded, compared at the save
 
 
 def trainer_class(use_cpu: bool = False):
@@ -226,6 +228,13 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
         from beam_sft.train.plan import check_plan_fits
 
         check_plan_fits(recipe, world_size=args.world_size)
+    from transformers import AutoConfig
+
+    from beam_sft.train import routers
+
+    # Before the weights load: no softmax aux loss on a bias-balanced router (routers.py).
+    routers.check_aux_loss(AutoConfig.from_pretrained(recipe.model.path, trust_remote_code=recipe.model.trust_remote_code),
+                           recipe.sft)
     model = load_model(recipe)
     if recipe.preflight.enabled:
         check_generation_eos(model, tokenizer)
@@ -233,6 +242,8 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     from beam_sft.train.moe import moe_layout
 
     layout = moe_layout(model)  # before PEFT wraps the experts
+    routers.route_in_fp32(model, layout)
+    biases = routers.BiasSnapshot(model)
     prepare_moe(model)
     trainer = trainer_class(bool(recipe.sft.get("use_cpu")))(
         model=model,
@@ -246,9 +257,14 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
         callbacks=[LossLogCallback(args.output_dir), *(callbacks or [])],
     )
     check_routers(trainer, recipe, layout)
+    routers.check_precision(trainer, trainer.model, layout)
+    if layout.is_moe:  # after the launcher wraps the model, before step 1
+        from beam_sft.train.callbacks import RouterCallback
+
+        trainer.add_callback(RouterCallback(layout, biases, trainer.accelerator, watch))
     run_log.attach(trainer, recipe, eval_data, prepared_dir)
     return TrainingRun(trainer=trainer, tokenizer=tokenizer, dataset=dataset, prepared_dir=prepared_dir,
-                       recipe=recipe, eval=eval_data, watch=watch, resume=resume)
+                       recipe=recipe, eval=eval_data, watch=watch, resume=resume, layout=layout, biases=biases)
 
 
 def preflight(run: TrainingRun):

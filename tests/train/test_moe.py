@@ -196,3 +196,94 @@ def test_packed_gpt_oss_training_passes_the_preflight(moe_dirs, prepared_dir, tm
                         sft={"packing": True, "max_length": 384, "max_steps": 2}))
     meta = json.loads((out / "beam_run.json").read_text())
     assert meta["preflight"]["packed"] is True and meta["preflight"]["packing_max_logit_diff"] < 1e-4
+
+
+# --- packing isolation on Beam's attention (NoPE full layers, sliding windows, output gate) -------
+
+
+@pytest.fixture(scope="module")
+def beam_packed(moe_dirs, prepared_dir, tmp_path_factory):
+    """The trainer's own first packed batch on the Beam fixture (built once), and its recipe."""
+    recipe = _recipe(moe_dirs["beam"], prepared_dir, tmp_path_factory.mktemp("beam-packed"), "beam",
+                     sft={"packing": True, "max_length": 384}, preflight={"enabled": False})
+    run = build(recipe)
+    return recipe, first_batches(run.trainer, 1)[0], run.tokenizer.pad_token_id
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa", pytest.param("flex_attention", marks=pytest.mark.slow)])
+def test_packed_beam_batch_is_isolated(attn, beam_packed):  # flex compiles for ~45 s on 2 cores: slow tier
+    import dataclasses
+
+    from beam_sft.train.packing import segments
+    from beam_sft.train.trainer import load_model
+
+    recipe, batch, pad = beam_packed
+    model = load_model(dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, attn_implementation=attn)))
+    spans = [e - s for s, e in segments(batch["position_ids"][0]) if e - s > 1]
+    assert len(spans) >= 2 and min(spans) > model.config.sliding_window  # the windows slide
+    result = check_isolation(model, batch, pad_token_id=pad, attn_implementation=attn)
+    assert result.compared_sequences >= 1 and result.max_abs_diff < 1e-5
+
+
+def _leaky_on(layers: str):
+    """sdpa that ignores sequence boundaries (plain causal over the packed row, windowed on sliding
+    layers) on Beam's full-attention (NoPE) layers or on its sliding layers only."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def attention(module, query, key, value, attention_mask, **kwargs):
+        full = module.sliding_window is None
+        if full == (layers == "full"):
+            kwargs = {k: v for k, v in kwargs.items() if k != "is_causal"}
+            if not full:  # keep the window, drop the boundaries
+                i = torch.arange(query.shape[-2])
+                allowed = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < module.sliding_window)
+                return sdpa_attention_forward(module, query, key, value, allowed[None, None], **kwargs)
+            return sdpa_attention_forward(module, query, key, value, None, is_causal=True, **kwargs)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    name = f"beam_test_leaky_{layers}"
+    AttentionInterface.register(name, attention)
+    return name
+
+
+@pytest.mark.parametrize("layers", ["full", "sliding"])
+def test_a_leak_in_beams_full_or_sliding_layers_alone_is_refused(layers, moe_dirs, beam_packed):
+    """The proof sees a leak in the one NoPE full-attention layer, or in the sliding layers, alone."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.packing import keep_packed_sequences_apart
+
+    _, batch, pad = beam_packed
+    leaky = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation=_leaky_on(layers))
+    disable_cache(leaky)
+    keep_packed_sequences_apart(leaky)
+    assert isolation_diff(leaky, batch, pad_token_id=pad).max_abs_diff > 1e-3
+    with pytest.raises(PreflightError, match="packing leaks attention"):
+        check_isolation(leaky, batch, pad_token_id=pad, attn_implementation="sdpa")
+
+
+def test_beam_packing_leaks_with_the_cache_or_a_withheld_boundary_and_is_refused(moe_dirs, beam_packed):
+    """Beam's own masks honour the position-id restarts (transformers 5.24) only without a cache and
+    without a 2-D attention mask: with the cache on (the config's default) or an all-ones mask beside
+    the position ids, packed sequences attend to each other. Training turns the cache off; a batch that
+    withholds the boundaries is refused."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.packing import segments
+    from beam_sft.train.trainer import load_model
+
+    recipe, batch, pad = beam_packed
+    plain = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation="sdpa").eval()
+    assert plain.config.use_cache is True
+    (s0, _), (s1, e1) = [s for s in segments(batch["position_ids"][0]) if s[1] - s[0] > 1][:2]
+    ids, positions = batch["input_ids"][:, s0:e1], batch["position_ids"][:, s0:e1]
+    with torch.no_grad():
+        alone = plain(input_ids=batch["input_ids"][:, s1:e1]).logits[0]
+        cached = plain(input_ids=ids, position_ids=positions).logits[0, s1 - s0:]
+        uncached = plain(input_ids=ids, position_ids=positions, use_cache=False).logits[0, s1 - s0:]
+    assert float((cached - alone).abs().max()) > 0.05  # the cache leaks
+    assert float((uncached - alone).abs().max()) < 1e-5
+    withheld = {**batch, "attention_mask": torch.ones_like(batch["input_ids"])}
+    with pytest.raises(PreflightError, match="packing leaks attention"):
+        check_isolation(load_model(recipe), withheld, pad_token_id=pad, attn_implementation="sdpa")

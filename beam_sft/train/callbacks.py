@@ -56,11 +56,13 @@ class RouterCallback(TrainerCallback):
 
     def __init__(self, layout, biases, accelerator, watch=None):
         self.layout, self.biases, self.accelerator, self.watch = layout, biases, accelerator, watch
+        self.dtypes: list[str] = []  # the router tensors' dtypes on the wrapped model (beam_run.json)
 
     def on_train_begin(self, args, state, control, model=None, **kwargs):
         from beam_sft.train.preflight import agree, raise_if
-        from beam_sft.train.routers import BIAS, precision_problems
+        from beam_sft.train.routers import BIAS, precision_problems, router_dtypes
 
+        self.dtypes = router_dtypes(model, self.layout)
         problems = precision_problems(model, self.layout)
         changed = self.biases.changes(model)
         if changed:

@@ -131,12 +131,21 @@ def check_precision(trainer, model, layout) -> None:
         )
 
 
+def _router_tensors(wrapped, layout) -> list:
+    suffixes = tuple(f"{r}.weight" for r in layout.routers) + tuple(f"{r}.{BIAS}" for r in layout.routers)
+    return [(n, t) for n, t in (*wrapped.named_parameters(), *wrapped.named_buffers()) if n.endswith(suffixes)]
+
+
+def router_dtypes(wrapped, layout) -> list[str]:
+    """The dtypes the router weights and correction biases of ``wrapped`` hold (after wrapping)."""
+    return sorted({str(t.dtype) for _, t in _router_tensors(wrapped, layout)})
+
+
 def precision_problems(wrapped, layout) -> list[str]:
     """After the launcher's wrapping: every router weight and correction bias of ``wrapped`` is float32."""
     import torch
 
-    suffixes = tuple(f"{r}.weight" for r in layout.routers) + tuple(f"{r}.{BIAS}" for r in layout.routers)
-    found = [(n, t) for n, t in (*wrapped.named_parameters(), *wrapped.named_buffers()) if n.endswith(suffixes)]
+    found = _router_tensors(wrapped, layout)
     bad = [f"{n} is {t.dtype}" for n, t in found if t.dtype != torch.float32]
     if bad:
         return [f"router tensors are not float32 after the launcher wrapped the model: {', '.join(bad[:3])}"]

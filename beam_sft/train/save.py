@@ -100,12 +100,14 @@ def distributed_info(trainer) -> dict:
 
 
 def router_info(run) -> dict | None:
-    """What the run kept of its MoE routers: how many, their correction biases checked unchanged."""
+    """What the run kept of its MoE routers: how many, their correction biases checked unchanged, and
+    the dtypes their tensors held once the launcher had wrapped the model."""
     layout = getattr(run, "layout", None)
     if layout is None or not layout.is_moe:
         return None
-    biases = getattr(run, "biases", None)
-    return {"routers": len(layout.routers), "correction_biases_unchanged": len(biases) if biases is not None else 0}
+    biases, check = getattr(run, "biases", None), getattr(run, "router_check", None)
+    return {"routers": len(layout.routers), "correction_biases_unchanged": len(biases) if biases is not None else 0,
+            "dtypes_after_wrapping": check.dtypes if check is not None else []}
 
 
 def _restore_cache(model) -> None:

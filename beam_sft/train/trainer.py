@@ -27,6 +27,7 @@ class TrainingRun:
     resume: str | None = None  # the checked checkpoint folder to resume from
     layout: Any = None  # beam_sft.train.moe.MoeLayout of the model as loaded
     biases: Any = None  # routers.BiasSnapshot: the correction biases as loaded, compared at the save
+    router_check: Any = None  # callbacks.RouterCallback: the routers on the wrapped model, before step 1
 
 
 def trainer_class(use_cpu: bool = False):
@@ -252,13 +253,16 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     )
     check_routers(trainer, recipe, layout)
     routers.check_precision(trainer, trainer.model, layout)
+    router_check = None
     if layout.is_moe:  # after the launcher wraps the model, before step 1
         from beam_sft.train.callbacks import RouterCallback
 
-        trainer.add_callback(RouterCallback(layout, biases, trainer.accelerator, watch))
+        router_check = RouterCallback(layout, biases, trainer.accelerator, watch)
+        trainer.add_callback(router_check)
     run_log.attach(trainer, recipe, eval_data, prepared_dir)
     return TrainingRun(trainer=trainer, tokenizer=tokenizer, dataset=dataset, prepared_dir=prepared_dir,
-                       recipe=recipe, eval=eval_data, watch=watch, resume=resume, layout=layout, biases=biases)
+                       recipe=recipe, eval=eval_data, watch=watch, resume=resume, layout=layout, biases=biases,
+                       router_check=router_check)
 
 
 def preflight(run: TrainingRun):

@@ -72,7 +72,8 @@ def test_beam_trains_without_aux_loss_and_keeps_its_correction_bias(moe_dirs, pr
         assert after[key].dtype == torch.float32 and torch.equal(after[key], before[key]), key
         weight = key.replace(BIAS, "weight")
         assert after[weight].dtype == torch.float32 and not torch.equal(after[weight], before[weight])
-    assert json.loads((out / "beam_run.json").read_text())["routers"] == {"routers": 5, "correction_biases_unchanged": 5}
+    assert json.loads((out / "beam_run.json").read_text())["routers"] == {
+        "routers": 5, "correction_biases_unchanged": 5, "dtypes_after_wrapping": ["torch.float32"]}
 
 
 def test_a_correction_bias_moved_in_training_fails_the_save(moe_dirs, prepared_dir, tmp_path):

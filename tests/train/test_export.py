@@ -135,7 +135,6 @@ def probe_launch(accelerate_config, recipe_path, probe_out, overrides=(), *, tim
 SHARDED = {"zero3": ("cpu-zero3.yaml", "deepspeed"), "fsdp2": ("cpu-fsdp2.yaml", "fsdp")}
 RUNS = [pytest.param(("llama", "zero3"), id="llama-zero3"), pytest.param(("llama", "fsdp2"), id="llama-fsdp2"),
         pytest.param(("beam", "fsdp2"), id="beam-fsdp2"), pytest.param(("beam", "zero3"), id="beam-zero3")]
-BIAS = "e_score_correction_bias"
 
 
 @pytest.fixture(scope="module", params=RUNS)
@@ -188,25 +187,15 @@ def _beam_routers_kept(sharded_run, exported) -> None:
     """Beam under ZeRO-3/FSDP2: the loss falls, no aux loss; the routers were float32 on the wrapped
     model; the export holds every e_score_correction_bias bit for bit as the base checkpoint has it,
     and router weights that trained, in float32."""
-    from safetensors.torch import load_file
-
     from beam_sft.train.callbacks import read_losses
+
+    from .moe_support import assert_beam_routers_kept
 
     out = sharded_run["out"]
     losses = {r["step"]: r for r in read_losses(out)}
     assert losses[4]["loss"] < losses[1]["loss"] and not [r for r in losses.values() if "aux_loss" in r]
-    routers = json.loads((out / "beam_run.json").read_text())["routers"]
-    assert routers == {"routers": 5, "correction_biases_unchanged": 5, "dtypes_after_wrapping": ["torch.float32"]}
-    base = load_file(sharded_run["model"] / "model.safetensors")
-    saved = {}
-    for path in exported.glob("*.safetensors"):
-        saved.update(load_file(path))
-    biases = [k for k in base if k.endswith(BIAS)]
-    assert len(biases) == 5
-    for key in biases:
-        assert saved[key].dtype == torch.float32 and torch.equal(saved[key], base[key]), key
-        weight = key.replace(BIAS, "weight")
-        assert saved[weight].dtype == torch.float32 and not torch.equal(saved[weight], base[weight])
+    assert_beam_routers_kept(sharded_run["model"], exported, trained=True, run=out)
+
 
 
 @pytest.mark.slow

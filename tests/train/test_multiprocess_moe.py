@@ -31,11 +31,11 @@ import yaml
 from beam_sft.train.callbacks import read_losses
 
 from .conftest import REPO_ROOT, recipe_dict
+from .moe_support import assert_beam_routers_kept
 
 pytestmark = pytest.mark.slow
 
 ATTN = {"beam": "sdpa", "gpt_oss": "eager", "deepseek_v3": "sdpa"}
-BIAS = "e_score_correction_bias"
 LAUNCH_TIMEOUT = 420  # seconds: a hang fails the test instead of blocking the suite
 
 
@@ -102,21 +102,6 @@ def _losses(out):
     return {r["step"]: r for r in read_losses(out)}
 
 
-def _routers_kept(out) -> None:
-    """beam_run.json: 5 routers, float32 on the wrapped model, correction biases checked unchanged."""
-    routers = json.loads((out / "beam_run.json").read_text())["routers"]
-    assert routers == {"routers": 5, "correction_biases_unchanged": 5, "dtypes_after_wrapping": ["torch.float32"]}
-
-
-def _biases(folder) -> dict:
-    from safetensors.torch import load_file
-
-    tensors = {}
-    for path in sorted(Path(folder).glob("*.safetensors")):
-        tensors.update({k: v for k, v in load_file(path).items() if k.endswith(BIAS)})
-    return tensors
-
-
 @pytest.mark.parametrize(("config", "kind"), [("cpu-ddp.yaml", "MULTI_CPU"), ("cpu-zero2.yaml", "DEEPSPEED")],
                          ids=["ddp", "zero2"])
 def test_beam_trains_under_ddp_and_zero2(config, kind, moe_dirs, prepared_dir, tmp_path):
@@ -127,10 +112,7 @@ def test_beam_trains_under_ddp_and_zero2(config, kind, moe_dirs, prepared_dir, t
     assert meta["distributed"]["type"] == kind and meta["distributed"]["num_processes"] == 2
     losses = _losses(out)
     assert sorted(losses) == [1, 2, 3] and not [r for r in losses.values() if "aux_loss" in r]
-    _routers_kept(out)
-    saved = _biases(out)  # whole under DDP and ZeRO-2: the biases are the fixture's, bit for bit
-    base = _biases(moe_dirs["beam"])
-    assert len(saved) == 5 and all(torch.equal(saved[k], base[k]) for k in base)
+    assert_beam_routers_kept(moe_dirs["beam"], out, trained=True, run=out)  # saved whole under DDP and ZeRO-2
 
 
 def test_zero3_lora_on_beam_saves_resumes_and_merges(moe_dirs, prepared_dir, tmp_path):
@@ -147,7 +129,6 @@ def test_zero3_lora_on_beam_saves_resumes_and_merges(moe_dirs, prepared_dir, tmp
     assert meta["distributed"]["type"] == "DEEPSPEED" and meta["distributed"]["zero_stage"] == 3
     losses = _losses(whole)
     assert sorted(losses) == [1, 2, 3, 4] and losses[4]["loss"] < losses[1]["loss"]
-    _routers_kept(whole)
 
     weights = load_file(whole / "adapter_model.safetensors")  # gathered from the ZeRO-3 shards
     experts = [v for k, v in weights.items() if ".experts." in k and "lora_B" in k]
@@ -172,8 +153,7 @@ def test_zero3_lora_on_beam_saves_resumes_and_merges(moe_dirs, prepared_dir, tmp
         got = AutoModelForCausalLM.from_pretrained(merged).eval()(ids).logits
         base = AutoModelForCausalLM.from_pretrained(model_dir).eval()(ids).logits
     assert torch.allclose(got, want, atol=1e-4) and not torch.allclose(got, base, atol=1e-4)
-    saved, original = _biases(merged), _biases(model_dir)
-    assert len(saved) == 5 and all(torch.equal(saved[k], original[k]) for k in original)
+    assert_beam_routers_kept(model_dir, merged, trained=False, run=whole)  # frozen routers, biases as loaded
 
 
 @pytest.mark.parametrize("config", ["cpu-zero3.yaml", "cpu-fsdp2.yaml"], ids=["zero3", "fsdp2"])

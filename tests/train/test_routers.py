@@ -16,8 +16,7 @@ from beam_sft.train.recipe import recipe_from_dict
 from beam_sft.train.trainer import build, train
 
 from .conftest import recipe_dict
-
-BIAS = "e_score_correction_bias"
+from .moe_support import BIAS, assert_beam_routers_kept
 
 
 def _recipe(model_dir, prepared, out, **sections):
@@ -54,10 +53,6 @@ def test_which_routers_have_no_aux_loss():
 def test_beam_trains_without_aux_loss_and_keeps_its_correction_bias(moe_dirs, prepared_dir, tmp_path):
     """By default TRL adds no aux loss on Beam; a full fine-tune trains the router weights (fp32) and
     saves the correction biases bit for bit as the checkpoint had them."""
-    import json
-
-    from safetensors.torch import load_file
-
     from beam_sft.train.callbacks import read_losses
 
     recipe = _recipe(moe_dirs["beam"], prepared_dir, tmp_path / "full", sft={"max_steps": 2, "learning_rate": 1e-2})
@@ -65,15 +60,7 @@ def test_beam_trains_without_aux_loss_and_keeps_its_correction_bias(moe_dirs, pr
     assert run.trainer.router_aux_loss_coef == 0 and run.trainer.aux_loss_enabled is False
     out = train(recipe)
     assert all("aux_loss" not in r for r in read_losses(out))
-    before, after = load_file(moe_dirs["beam"] / "model.safetensors"), load_file(out / "model.safetensors")
-    biases = [k for k in before if k.endswith(BIAS)]
-    assert len(biases) == 5
-    for key in biases:
-        assert after[key].dtype == torch.float32 and torch.equal(after[key], before[key]), key
-        weight = key.replace(BIAS, "weight")
-        assert after[weight].dtype == torch.float32 and not torch.equal(after[weight], before[weight])
-    assert json.loads((out / "beam_run.json").read_text())["routers"] == {
-        "routers": 5, "correction_biases_unchanged": 5, "dtypes_after_wrapping": ["torch.float32"]}
+    assert_beam_routers_kept(moe_dirs["beam"], out, trained=True, run=out)
 
 
 def test_a_correction_bias_moved_in_training_fails_the_save(moe_dirs, prepared_dir, tmp_path):
@@ -148,3 +135,16 @@ def test_the_bias_snapshot_sees_one_ulp_a_cast_and_a_prefix(beam):
     other.model.layers[1].mlp.gate.e_score_correction_bias.data = \
         other.model.layers[1].mlp.gate.e_score_correction_bias.to(torch.bfloat16).float()
     assert snapshot.changes(other) == [f"model.layers.1.mlp.gate.{BIAS}"]
+
+
+def test_deepspeed_keeps_exactly_beams_router_tensors_fp32_under_bf16(beam):
+    """What the DeepSpeed path relies on (deepspeed's keep_in_fp32, auto mode): under bf16 it keeps the
+    tensors the model declares _keep_in_fp32_modules_strict, which on Beam are exactly the routers'."""
+    from deepspeed.runtime.keep_in_fp32 import keep_in_fp32_pattern
+
+    pattern = keep_in_fp32_pattern(beam, None, torch.bfloat16)
+    names = [n for n, _ in (*beam.named_parameters(), *beam.named_buffers())]
+    kept = {n for n in names if pattern.search(n)}
+    layout = moe_layout(beam)
+    assert kept == {f"{r}.weight" for r in layout.routers} | {f"{r}.{BIAS}" for r in layout.routers}
+    assert set(routers.strict_fp32_names(beam)) == kept

@@ -287,3 +287,21 @@ def test_beam_packing_leaks_with_the_cache_or_a_withheld_boundary_and_is_refused
     withheld = {**batch, "attention_mask": torch.ones_like(batch["input_ids"])}
     with pytest.raises(PreflightError, match="packing leaks attention"):
         check_isolation(load_model(recipe), withheld, pad_token_id=pad, attn_implementation="sdpa")
+
+
+def test_the_training_loss_is_beams_own_soft_capped_loss(moe_dirs, prepared_dir, tmp_path):
+    """TRL's fused head (it never builds the logits) gives the loss BeamForCausalLM computes from its
+    soft-capped logits, not the loss of the raw head output."""
+    recipe = _recipe(moe_dirs["beam"], prepared_dir, tmp_path / "l", "beam", preflight={"enabled": False})
+    trainer = build(recipe).trainer
+    batch = first_batches(trainer, 1)[0]
+    model = trainer.model.eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(60.0)  # logits of tens, where the cap at 30 bites (the fixture's are < 1)
+        trl_loss = trainer.compute_loss(model, dict(batch))
+        own = model(**batch).loss
+        cap, model.config.final_logit_softcapping = model.config.final_logit_softcapping, None
+        uncapped = model(**batch).loss
+        model.config.final_logit_softcapping = cap
+    assert float(trl_loss) == pytest.approx(float(own), rel=1e-5)
+    assert abs(float(own) - float(uncapped)) > 0.1

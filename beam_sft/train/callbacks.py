@@ -44,6 +44,7 @@ class PackingIsolationCallback(TrainerCallback):
             result = check_isolation(model, batch, pad_token_id=self.pad_token_id,
                                      attn_implementation=self.attn_implementation, tolerance=self.tolerance)
             self.report.packing_max_logit_diff = result.max_abs_diff
+            self.report.packing_compared_sequences = result.compared_sequences
         except PreflightError as exc:
             problems.append(str(exc))
         self.batch = None

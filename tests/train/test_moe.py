@@ -196,6 +196,7 @@ def test_packed_gpt_oss_training_passes_the_preflight(moe_dirs, prepared_dir, tm
                         sft={"packing": True, "max_length": 384, "max_steps": 2}))
     meta = json.loads((out / "beam_run.json").read_text())
     assert meta["preflight"]["packed"] is True and meta["preflight"]["packing_max_logit_diff"] < 1e-4
+    assert meta["preflight"]["packing_compared_sequences"] >= 1
 
 
 # --- packing isolation on Beam's attention (NoPE full layers, sliding windows, output gate) -------

@@ -44,10 +44,33 @@ class PackingIsolationCallback(TrainerCallback):
             result = check_isolation(model, batch, pad_token_id=self.pad_token_id,
                                      attn_implementation=self.attn_implementation, tolerance=self.tolerance)
             self.report.packing_max_logit_diff = result.max_abs_diff
+            self.report.packing_compared_sequences = result.compared_sequences
         except PreflightError as exc:
             problems.append(str(exc))
         self.batch = None
         raise_if(agree(problems, self.accelerator), "packed sequences attend to each other")
+
+
+class RouterCallback(TrainerCallback):
+    """Before step 1, on the wrapped model: the routers are float32 and their correction biases are
+    bit for bit the checkpoint's (routers.py). All processes stop together on a problem."""
+
+    def __init__(self, layout, biases, accelerator, watch=None):
+        self.layout, self.biases, self.accelerator, self.watch = layout, biases, accelerator, watch
+        self.dtypes: list[str] = []  # the router tensors' dtypes on the wrapped model (beam_run.json)
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        from beam_sft.train.preflight import agree, raise_if
+        from beam_sft.train.routers import BIAS, precision_problems, router_dtypes
+
+        self.dtypes = router_dtypes(model, self.layout)
+        problems = precision_problems(model, self.layout)
+        changed = self.biases.changes(model)
+        if changed:
+            problems.append(f"{BIAS} differs from the checkpoint's after the launcher wrapped the model: {changed[:3]}")
+        if self.watch is not None:
+            self.watch.barrier("the router check")
+        raise_if(agree(problems, self.accelerator), "the routers")
 
 
 class EndOfPreflightCallback(TrainerCallback):

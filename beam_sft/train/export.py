@@ -97,6 +97,15 @@ def expected_tensors(config) -> dict[str, tuple[tuple[int, ...], object]]:
     return out
 
 
+def fp32_names(config) -> set[str]:
+    """The tensors ``config``'s model declares ``_keep_in_fp32_modules_strict`` (routers.py): exported
+    in float32 whatever ``--dtype``, so a bf16 export keeps them bit for bit."""
+    from beam_sft.train.plan import meta_model
+    from beam_sft.train.routers import strict_fp32_names
+
+    return set(strict_fp32_names(meta_model(config)))
+
+
 def plan_shards(sizes: dict[str, int], max_shard_bytes: int) -> list[list[str]]:
     """Group names, in order, into shards of at most ``max_shard_bytes`` (a bigger tensor goes alone)."""
     shards, current, used = [], [], 0
@@ -196,8 +205,13 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | 
         if tuple(shapes.get(name, shape)) != tuple(shape):
             raise BeamError(f"{checkpoint}: {name} has shape {tuple(shapes[name])}, the config says {shape}")
 
+    keep = fp32_names(model_config)
+
     def out_dtype(name):
-        return target if expected[name][1].is_floating_point else expected[name][1]
+        # The tensors the model keeps float32 (Beam's routers and correction biases) stay as trained.
+        if not expected[name][1].is_floating_point:
+            return expected[name][1]
+        return torch.float32 if name in keep else target
 
     sizes = {name: _numel(shape) * torch.empty((), dtype=out_dtype(name)).element_size()
              for name, (shape, _) in expected.items()}

@@ -45,6 +45,7 @@ class PreflightReport:
     rows_checked: int = 0
     packed: bool = False
     packing_max_logit_diff: float | None = None
+    packing_compared_sequences: int | None = None  # sequences packed after another that were compared
     problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def _ids(paths):
 def test_every_kind_is_shipped():
     names = {p.name for p in RECIPES}
     assert {"tiny-cpu.yaml", "tiny-cpu-lora.yaml", "beam-full-zero3.yaml", "beam-lora.yaml",
-            "tiny-cpu-moe.yaml", "tiny-cpu-moe-lora.yaml"} <= names
+            "tiny-cpu-beam.yaml", "tiny-cpu-beam-lora.yaml", "tiny-cpu-moe.yaml"} <= names
     names = {p.stem for p in ACCELERATE}
     for kind in ("ddp", "zero2", "zero3", "fsdp2"):
         assert {kind, f"cpu-{kind}"} <= names
@@ -52,29 +52,48 @@ def test_recipe_loads_and_opens_with_its_purpose_hardware_and_launch_line(path):
     config = launch[0].split("--config_file ")[1].split()[0]
     assert (REPO / config).is_file(), f"{path.name}: launch line names a missing {config}"
     assert f"--config recipes/{path.name}" in launch[0]
-    if "moe" in path.stem:  # the MoE twins name the fixture they expect and how to build it
-        assert yaml.safe_load(path.read_text(encoding="utf-8"))["model"]["path"] == "out/fixture-moe"
-        assert "beam-sft fixture --arch gpt_oss --out out/fixture-moe" in text
-        assert recipe.model.attn_implementation == "eager"
+    if path.stem.startswith("tiny-cpu-beam"):  # Beam's own architecture: the fixture it expects, how to build it
+        assert yaml.safe_load(path.read_text(encoding="utf-8"))["model"]["path"] == "out/fixture-beam"
+        assert "beam-sft fixture --arch beam --out out/fixture-beam" in text
         assert config.endswith("cpu-fsdp2.yaml" if recipe.lora is None else "cpu-zero3.yaml")
+        assert not recipe.sft.get("router_aux_loss_coef") and "logged as aux_loss" not in text
+        assert recipe.format_health.steps > 0 and recipe.data.eval is not None
         if recipe.lora is not None:
             assert recipe.lora.experts and not recipe.lora.train_routers
+            assert recipe.lora.target_modules == "beam-attention-mlp"
+    if "moe" in path.stem:  # gpt_oss: sinks (eager only) and a softmax router with its aux loss
+        assert yaml.safe_load(path.read_text(encoding="utf-8"))["model"]["path"] == "out/fixture-moe"
+        assert "beam-sft fixture --arch gpt_oss --out out/fixture-moe" in text
+        assert recipe.model.attn_implementation == "eager" and recipe.lora is None
+        assert config.endswith("cpu-fsdp2.yaml") and recipe.sft["router_aux_loss_coef"] > 0
 
 
 def test_moe_recipes_train_what_they_say(tmp_path):
-    """Both MoE recipes validate against the fixture they name (LoRA targets exist, routers frozen)."""
+    """The Beam recipes build against the fixture they name: the LoRA one adapts exactly attention, the
+    output gate, the dense MLP and the experts with the routers frozen; the full one takes no aux loss;
+    the gpt_oss one validates its aux loss."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
     from beam_sft.harmony.fixture import build_fixture
+    from beam_sft.train.routers import check_aux_loss
     from beam_sft.train.trainer import lora_config
 
-    model_dir = build_fixture(tmp_path / "fixture-moe", arch="gpt_oss")
-    from transformers import AutoModelForCausalLM
-
+    model_dir = build_fixture(tmp_path / "fixture-beam", arch="beam")
     model = AutoModelForCausalLM.from_pretrained(model_dir)
-    recipe = load_recipe(REPO / "recipes" / "tiny-cpu-moe-lora.yaml", ["--model.path", str(model_dir)])
+    recipe = load_recipe(REPO / "recipes" / "tiny-cpu-beam-lora.yaml", ["--model.path", str(model_dir)])
     config = lora_config(recipe, model)
-    assert set(config.target_parameters) == {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"}
-    assert set(config.target_modules) == {"q_proj", "k_proj", "v_proj", "o_proj"}
-    assert all(r.endswith("router") for r in config.exclude_modules)
+    layers, dense = model.config.num_hidden_layers, model.config.mlp_layer_types.count("dense")
+    assert set(config.target_modules) == {f"model.layers.{i}.self_attn.{p}" for i in range(layers)
+                                          for p in ("q_proj", "k_proj", "v_proj", "o_proj")}
+    parameters = set(config.target_parameters)
+    assert {"mlp.experts.gate_up_proj", "mlp.experts.down_proj"} <= parameters
+    assert len([p for p in parameters if p.endswith("self_attn.gate_proj.weight")]) == layers
+    assert len([p for p in parameters if ".mlp." in p and p.endswith(".weight")]) == 3 * dense
+    assert set(config.exclude_modules) == {f"model.layers.{i}.mlp.gate" for i in range(dense, layers)}
+    for name in ("tiny-cpu-beam.yaml", "tiny-cpu-beam-lora.yaml"):
+        check_aux_loss(AutoConfig.from_pretrained(model_dir), load_recipe(REPO / "recipes" / name).sft)
+    gpt = build_fixture(tmp_path / "fixture-moe", arch="gpt_oss")
+    check_aux_loss(AutoConfig.from_pretrained(gpt), load_recipe(REPO / "recipes" / "tiny-cpu-moe.yaml").sft)
 
 
 @pytest.mark.parametrize("path", RECIPES, ids=_ids(RECIPES))

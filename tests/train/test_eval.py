@@ -162,7 +162,8 @@ def test_eval_strategy_defaults_to_steps_with_an_eval_set(fixture_dir, prepared_
     assert "eval_strategy" not in _recipe(fixture_dir, prepared_dir, tmp_path / "out").sft
 
 
-@pytest.mark.parametrize("name", ["tiny-cpu", "tiny-cpu-lora", "beam-full-zero3", "beam-lora"])
+@pytest.mark.parametrize("name", ["tiny-cpu", "tiny-cpu-lora", "tiny-cpu-beam", "tiny-cpu-beam-lora",
+                                  "beam-full-zero3", "beam-lora"])
 def test_shipped_recipes_format_health_on_when_tiny_off_when_big(name):
     from pathlib import Path
 

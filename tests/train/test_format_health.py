@@ -142,3 +142,43 @@ def test_callback_logs_the_fraction_and_a_sample(tmp_path):
     assert [r["step"] for r in records] == [2, 4, 5]
     assert records[0]["outputs"][0]["problem"].startswith("parse:")
     assert json.loads(json.dumps(records[0]))["outputs"][1]["valid"] is True
+
+
+# --- generation on Beam's own architecture (the beam fixture) -------------------------------------
+
+
+def test_generation_on_beam_stops_at_a_stop_marker_under_the_soft_cap(moe_dirs, tokenizer):
+    """Format health's generation on BeamForCausalLM: the step logits are soft-capped (30 x tanh), and
+    greedy decoding ends at <|return|> or <|call|> (the fixture's generation config's eos ids), with
+    the KV cache over a prompt longer than the sliding window giving the tokens decoding without one."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.format_health import generate_turns
+
+    model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"]).eval()
+    prompt = Prompt([{"role": "user", "content": "What is the weather like in Paris today, and tomorrow?"}],
+                    None, source="eval:0")
+    ids = tokenizer.apply_chat_template(prompt.messages, add_generation_prompt=True, return_tensors="pt",
+                                        return_dict=True)["input_ids"]
+    assert ids.shape[1] > model.config.sliding_window
+    with torch.no_grad():
+        cached = model.generate(ids, max_new_tokens=12, do_sample=False, use_cache=True)
+        uncached = model.generate(ids, max_new_tokens=12, do_sample=False, use_cache=False)
+    assert torch.equal(cached, uncached)
+    head = model.lm_head.weight.detach().clone()
+    with torch.no_grad():
+        hidden = model.model(ids).last_hidden_state[0, -1]
+    for stop in ("<|return|>", "<|call|>"):
+        # Make the head push the stop marker far past the cap: the step logit is capped, and decoding stops.
+        stop_id = tokenizer.convert_tokens_to_ids(stop)
+        assert stop_id in model.generation_config.eos_token_id
+        with torch.no_grad():
+            model.lm_head.weight.copy_(head)
+            model.lm_head.weight[stop_id] = 1000.0 * hidden / hidden.norm() ** 2
+            out = model.generate(ids, max_new_tokens=20, do_sample=False, output_logits=True,
+                                 return_dict_in_generate=True)
+        step = out.logits[0][0]
+        assert 29.0 < float(step.max()) <= model.config.final_logit_softcapping  # raw ~1000, capped at 30
+        assert int(step.argmax()) == stop_id and out.sequences.shape[1] == ids.shape[1] + 1  # stopped at it
+        assert generate_turns(model, tokenizer, [prompt], max_new_tokens=20) == [stop]

@@ -1,9 +1,12 @@
-"""Mixture-of-experts training in one process: the aux loss in the loss, LoRA on attention and experts
-with frozen routers, merge, ZeRO-3 leaf marking, and packing isolation on sliding windows and sinks."""
+"""Mixture-of-experts training in one process on Beam's own architecture (the ``beam`` fixture): its
+routers found, no aux loss, fp32 routing, the correction bias unchanged; LoRA on attention and experts
+with frozen routers, merge, ZeRO-3 leaf marking, packing isolation on sliding windows (and on gpt_oss's
+sinks, and its softmax router's aux loss, which Beam does not have)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 import torch
@@ -18,8 +21,8 @@ from beam_sft.train.trainer import build, train
 
 from .conftest import recipe_dict
 
-ARCHES = ["gpt_oss", "deepseek_v3"]
-ATTN = {"gpt_oss": "eager", "deepseek_v3": "sdpa"}  # gpt-oss has no sdpa path in transformers
+ARCHES = ["beam", "deepseek_v3"]  # deepseek_v3: shared experts and MLA, which Beam does not have
+ATTN = {"beam": "sdpa", "gpt_oss": "eager", "deepseek_v3": "sdpa"}  # gpt-oss has no sdpa path in transformers
 
 
 def _recipe(model_dir, prepared, out, arch, **sections):
@@ -33,6 +36,13 @@ def test_layout_finds_blocks_routers_and_fused_experts(moe_dirs, fixture_dir):
     gpt = moe_layout(AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"]))
     assert len(gpt.blocks) == 4 and all(r.endswith(".mlp.router") for r in gpt.routers)
     assert gpt.expert_parameters == ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+    beam_model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"])
+    beam = moe_layout(beam_model)
+    sparse = [i for i, kind in enumerate(beam_model.config.mlp_layer_types) if kind == "sparse"]
+    # mlp.gate is the router; the dense layer's mlp.gate_proj and the attention's self_attn.gate_proj are not.
+    assert beam.blocks == tuple(f"model.layers.{i}.mlp" for i in sparse) and 0 not in sparse
+    assert beam.routers == tuple(f"model.layers.{i}.mlp.gate" for i in sparse)
+    assert beam.expert_parameters == ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
     deepseek = moe_layout(AutoModelForCausalLM.from_pretrained(moe_dirs["deepseek_v3"]))
     assert deepseek.blocks == ("model.layers.1.mlp",) and deepseek.routers == ("model.layers.1.mlp.gate",)
     assert not moe_layout(AutoModelForCausalLM.from_pretrained(fixture_dir)).is_moe
@@ -69,6 +79,8 @@ def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, 
     assert experts and attention
     assert all(float(v.abs().max()) > 0 for v in experts.values()), "expert LoRA trained away from zero"
     assert not [k for k in weights if ".router." in k or ".mlp.gate." in k], "routers stay frozen"
+    if arch == "beam":  # the correction biases of the base are untouched by training
+        assert json.loads((out / "beam_run.json").read_text())["routers"]["correction_biases_unchanged"] == 5
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers(dest="command"))
@@ -86,7 +98,7 @@ def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, 
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_routers_are_frozen_under_lora_unless_asked(arch, moe_dirs, prepared_dir, tmp_path):
-    layout_routers = {"gpt_oss": ".mlp.router.", "deepseek_v3": ".mlp.gate."}[arch]
+    layout_routers = {"beam": ".mlp.gate.", "deepseek_v3": ".mlp.gate."}[arch]
     lora = {"r": 4, "alpha": 8, "dropout": 0.0, "experts": True}
     run = build(_recipe(moe_dirs[arch], prepared_dir, tmp_path / "a", arch, lora=lora,
                         preflight={"enabled": False}))
@@ -112,10 +124,10 @@ def test_moe_blocks_become_zero3_leaves(moe_dirs):
 
     from beam_sft.train.moe import mark_zero3_leaves
 
-    model = AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"])
-    assert mark_zero3_leaves(model) == 4
-    assert all(z3_leaf_module(layer.mlp) for layer in model.model.layers)
-    assert not z3_leaf_module(model.model.layers[0].self_attn)
+    model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"])
+    assert mark_zero3_leaves(model) == 5
+    assert [z3_leaf_module(layer.mlp) for layer in model.model.layers] == [False] + [True] * 5  # layer 0 is dense
+    assert not z3_leaf_module(model.model.layers[1].self_attn)
 
 
 # --- packing isolation on sliding windows and attention sinks (gpt_oss) -----------------------------
@@ -184,3 +196,113 @@ def test_packed_gpt_oss_training_passes_the_preflight(moe_dirs, prepared_dir, tm
                         sft={"packing": True, "max_length": 384, "max_steps": 2}))
     meta = json.loads((out / "beam_run.json").read_text())
     assert meta["preflight"]["packed"] is True and meta["preflight"]["packing_max_logit_diff"] < 1e-4
+    assert meta["preflight"]["packing_compared_sequences"] >= 1
+
+
+# --- packing isolation on Beam's attention (NoPE full layers, sliding windows, output gate) -------
+
+
+@pytest.fixture(scope="module")
+def beam_packed(moe_dirs, prepared_dir, tmp_path_factory):
+    """The trainer's own first packed batch on the Beam fixture (built once), and its recipe."""
+    recipe = _recipe(moe_dirs["beam"], prepared_dir, tmp_path_factory.mktemp("beam-packed"), "beam",
+                     sft={"packing": True, "max_length": 384}, preflight={"enabled": False})
+    run = build(recipe)
+    return recipe, first_batches(run.trainer, 1)[0], run.tokenizer.pad_token_id
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa", pytest.param("flex_attention", marks=pytest.mark.slow)])
+def test_packed_beam_batch_is_isolated(attn, beam_packed):  # flex compiles for ~45 s on 2 cores: slow tier
+    import dataclasses
+
+    from beam_sft.train.packing import segments
+    from beam_sft.train.trainer import load_model
+
+    recipe, batch, pad = beam_packed
+    model = load_model(dataclasses.replace(recipe, model=dataclasses.replace(recipe.model, attn_implementation=attn)))
+    spans = [e - s for s, e in segments(batch["position_ids"][0]) if e - s > 1]
+    assert len(spans) >= 2 and min(spans) > model.config.sliding_window  # the windows slide
+    result = check_isolation(model, batch, pad_token_id=pad, attn_implementation=attn)
+    assert result.compared_sequences >= 1 and result.max_abs_diff < 1e-5
+
+
+def _leaky_on(layers: str):
+    """sdpa that ignores sequence boundaries (plain causal over the packed row, windowed on sliding
+    layers) on Beam's full-attention (NoPE) layers or on its sliding layers only."""
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def attention(module, query, key, value, attention_mask, **kwargs):
+        full = module.sliding_window is None
+        if full == (layers == "full"):
+            kwargs = {k: v for k, v in kwargs.items() if k != "is_causal"}
+            if not full:  # keep the window, drop the boundaries
+                i = torch.arange(query.shape[-2])
+                allowed = (i[None, :] <= i[:, None]) & (i[:, None] - i[None, :] < module.sliding_window)
+                return sdpa_attention_forward(module, query, key, value, allowed[None, None], **kwargs)
+            return sdpa_attention_forward(module, query, key, value, None, is_causal=True, **kwargs)
+        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+
+    name = f"beam_test_leaky_{layers}"
+    AttentionInterface.register(name, attention)
+    return name
+
+
+@pytest.mark.parametrize("layers", ["full", "sliding"])
+def test_a_leak_in_beams_full_or_sliding_layers_alone_is_refused(layers, moe_dirs, beam_packed):
+    """The proof sees a leak in the one NoPE full-attention layer, or in the sliding layers, alone."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.packing import keep_packed_sequences_apart
+
+    _, batch, pad = beam_packed
+    leaky = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation=_leaky_on(layers))
+    disable_cache(leaky)
+    keep_packed_sequences_apart(leaky)
+    assert isolation_diff(leaky, batch, pad_token_id=pad).max_abs_diff > 1e-3
+    with pytest.raises(PreflightError, match="packing leaks attention"):
+        check_isolation(leaky, batch, pad_token_id=pad, attn_implementation="sdpa")
+
+
+def test_beam_packing_leaks_with_the_cache_or_a_withheld_boundary_and_is_refused(moe_dirs, beam_packed):
+    """Beam's own masks honour the position-id restarts (transformers 5.24) only without a cache and
+    without a 2-D attention mask: with the cache on (the config's default) or an all-ones mask beside
+    the position ids, packed sequences attend to each other. Training turns the cache off; a batch that
+    withholds the boundaries is refused."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.packing import segments
+    from beam_sft.train.trainer import load_model
+
+    recipe, batch, pad = beam_packed
+    plain = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation="sdpa").eval()
+    assert plain.config.use_cache is True
+    (s0, _), (s1, e1) = [s for s in segments(batch["position_ids"][0]) if s[1] - s[0] > 1][:2]
+    ids, positions = batch["input_ids"][:, s0:e1], batch["position_ids"][:, s0:e1]
+    with torch.no_grad():
+        alone = plain(input_ids=batch["input_ids"][:, s1:e1]).logits[0]
+        cached = plain(input_ids=ids, position_ids=positions).logits[0, s1 - s0:]
+        uncached = plain(input_ids=ids, position_ids=positions, use_cache=False).logits[0, s1 - s0:]
+    assert float((cached - alone).abs().max()) > 0.05  # the cache leaks
+    assert float((uncached - alone).abs().max()) < 1e-5
+    withheld = {**batch, "attention_mask": torch.ones_like(batch["input_ids"])}
+    with pytest.raises(PreflightError, match="packing leaks attention"):
+        check_isolation(load_model(recipe), withheld, pad_token_id=pad, attn_implementation="sdpa")
+
+
+def test_the_training_loss_is_beams_own_soft_capped_loss(moe_dirs, prepared_dir, tmp_path):
+    """TRL's fused head (it never builds the logits) gives the loss BeamForCausalLM computes from its
+    soft-capped logits, not the loss of the raw head output."""
+    recipe = _recipe(moe_dirs["beam"], prepared_dir, tmp_path / "l", "beam", preflight={"enabled": False})
+    trainer = build(recipe).trainer
+    batch = first_batches(trainer, 1)[0]
+    model = trainer.model.eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(60.0)  # logits of tens, where the cap at 30 bites (the fixture's are < 1)
+        trl_loss = trainer.compute_loss(model, dict(batch))
+        own = model(**batch).loss
+        cap, model.config.final_logit_softcapping = model.config.final_logit_softcapping, None
+        uncapped = model(**batch).loss
+        model.config.final_logit_softcapping = cap
+    assert float(trl_loss) == pytest.approx(float(own), rel=1e-5)
+    assert abs(float(own) - float(uncapped)) > 0.1

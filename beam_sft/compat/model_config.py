@@ -13,9 +13,20 @@ def attn_implementation(config) -> str | None:
     return config._attn_implementation
 
 
+def keep_in_fp32_strict(model) -> list[str]:
+    """The module-name patterns ``model`` declares must stay float32 whatever the load dtype
+    (``PreTrainedModel._keep_in_fp32_modules_strict``: Beam's router weight and correction bias).
+    There is no public accessor; ``from_pretrained`` reads the same attribute."""
+    return list(getattr(model, "_keep_in_fp32_modules_strict", None) or [])
+
+
 def problems() -> list[str]:
-    from transformers import PretrainedConfig
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    found = []
+    if not hasattr(PreTrainedModel, "_keep_in_fp32_modules_strict"):
+        found.append("transformers.PreTrainedModel._keep_in_fp32_modules_strict: gone (fp32 routers unchecked)")
 
     if not isinstance(getattr(PretrainedConfig, "_attn_implementation", None), property):
-        return ["transformers.PretrainedConfig._attn_implementation: not a property any more"]
-    return []
+        found.append("transformers.PretrainedConfig._attn_implementation: not a property any more")
+    return found

@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import re
 
+from beam_sft.compat import model_config
 from beam_sft.errors import BeamError, ConfigError, PreflightError
 
 BIAS = "e_score_correction_bias"
@@ -58,7 +59,7 @@ def check_aux_loss(config, sft: dict) -> None:
 
 def strict_fp32_names(model) -> list[str]:
     """Full names of the parameters and buffers ``model`` declares ``_keep_in_fp32_modules_strict``."""
-    keep = list(getattr(model, "_keep_in_fp32_modules_strict", None) or [])
+    keep = model_config.keep_in_fp32_strict(model)
     if not keep:
         return []
     pattern = re.compile("|".join(re.escape(k).replace(r"\*", ".*") for k in keep))
@@ -78,10 +79,10 @@ def route_in_fp32(model, layout) -> int:
     wrapped = 0
     for name in fp32_routers(model, layout):
         router = model.get_submodule(name)
-        if getattr(router, "_beam_fp32_routing", False):
+        if getattr(router, "beam_sft_fp32_routing", False):
             continue
         router.forward = _without_autocast(router.forward)
-        router._beam_fp32_routing = True
+        router.beam_sft_fp32_routing = True
         wrapped += 1
     return wrapped
 

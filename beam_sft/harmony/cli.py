@@ -12,15 +12,17 @@ def register(subparsers) -> None:
         "fixture",
         help="build the offline test/demo checkpoint (tokenizer + tiny random model)",
         description="Write a local checkpoint with the Beam Harmony tokenizer, chat and response "
-        "templates and a tiny random model (a dense Llama, or a mixture of experts shaped like Beam "
-        "with --arch gpt_oss / deepseek_v3); nothing is downloaded, and two builds are byte-identical.",
+        "templates and a tiny random model (a dense Llama, or Beam's own architecture with --arch beam, "
+        "or the other mixtures of experts --arch gpt_oss / deepseek_v3); nothing is downloaded, and two builds are byte-identical.",
     )
     from beam_sft.harmony.fixture import ARCHES
 
     fixture.add_argument("--out", required=True, type=Path, help="directory to write (created if missing)")
     fixture.add_argument(
         "--arch", choices=ARCHES, default="llama",
-        help="llama (dense, default); gpt_oss (4 experts top-2, attention sinks, 3 sliding : 1 full "
+        help="llama (dense, default); beam (transformers' BeamForCausalLM: 6 layers, 5 sliding with "
+        "RoPE : 1 full without, 1 dense then MoE layers of 8 experts top-2 in 2 groups, sigmoid router "
+        "with correction bias, output gate, soft-capped logits); gpt_oss (4 experts top-2, attention sinks, 3 sliding : 1 full "
         "layers); deepseek_v3 (experts + a shared expert, multi-head latent attention)",
     )
     fixture.add_argument("--no-model", action="store_true", help="write only the tokenizer")

@@ -1,15 +1,20 @@
 """Build the offline test/demo checkpoint: a small byte-level BPE tokenizer with the Harmony
 markers, beam-sft's chat and response templates, and a tiny random causal LM that matches it.
 
-Three architectures (``ARCHES``), all sharing the tokenizer:
+Four architectures (``ARCHES``), all sharing the tokenizer:
 
 * ``llama``: a dense Llama (the default; the demo and most tests).
-* ``gpt_oss``: the closest public stand-in for Beam: mixture of experts with fused expert tensors
-  (4 experts, top-2, a router with a load-balancing aux loss), attention sinks, and ``layer_types``
-  three sliding-window layers to one full layer, with a window (16 tokens) shorter than the test
-  rows so the sliding layers really slide.
+* ``beam``: Beam itself (``transformers.BeamForCausalLM``, the model code transformers ships), tiny:
+  6 layers in BeamConfig's own pattern (five sliding-window layers with RoPE, then one full-attention
+  layer without positional encoding), a window (16 tokens) shorter than the test rows so the sliding
+  layers really slide, one dense SwiGLU layer first and then mixture-of-experts layers (8 experts,
+  top-2, in 2 groups of which each token may use 1), the sigmoid router with its
+  ``e_score_correction_bias``, the per-head sigmoid output gate, q/k norms, logits soft-capped at 30,
+  an untied head. The MoE fixture of the tests.
+* ``gpt_oss``: mixture of experts with a softmax router and its load-balancing aux loss, and
+  attention sinks (what Beam does not have), 3 sliding : 1 full layers, all with RoPE.
 * ``deepseek_v3``: mixture of experts with a shared expert and multi-head latent attention (MLA),
-  one dense layer first as in the real model.
+  one dense layer first.
 
 Everything is built in-process from text that ships with the package, so tests and the demo never
 touch a hub. The build is deterministic: the same beam-sft version writes the same files.
@@ -42,9 +47,12 @@ class FixtureOptions:
     expert_size: int = 64  # intermediate size of one expert
     sliding_window: int = 16
     moe_layers: int = 4  # gpt_oss: 3 sliding : 1 full
+    beam_layers: int = 6  # beam: BeamConfig's pattern gives 5 sliding + 1 full (NoPE) at 6
+    beam_experts: int = 8
+    beam_groups: int = 2  # n_group; each token may route into topk_group (1) of them
 
 
-ARCHES = ("llama", "gpt_oss", "deepseek_v3")
+ARCHES = ("llama", "beam", "gpt_oss", "deepseek_v3")
 
 
 def _training_text() -> list[str]:
@@ -116,6 +124,8 @@ def build_model(tokenizer, options: FixtureOptions = FixtureOptions()):
             # Spread the router logits so tokens really go to different experts.
             for layer in model.model.layers:
                 layer.mlp.router.weight.normal_(0.0, 0.5)
+    if options.arch == "beam":
+        _spread_beam(model, options)
     model.generation_config = GenerationConfig(
         eos_token_id=stop_ids, pad_token_id=tokenizer.pad_token_id, bos_token_id=None
     )
@@ -134,6 +144,58 @@ def _llama_config(options: FixtureOptions, special: dict):
         tie_word_embeddings=True,
         **special,
     )
+
+
+def _beam_config(options: FixtureOptions, special: dict):
+    from transformers import BeamConfig
+
+    layers = options.beam_layers
+    return BeamConfig(
+        hidden_size=options.hidden_size,
+        intermediate_size=options.intermediate_size,
+        moe_intermediate_size=options.expert_size // 2,
+        head_dim=options.hidden_size // options.num_heads,
+        num_hidden_layers=layers,
+        num_attention_heads=options.num_heads,
+        num_key_value_heads=options.num_kv_heads,
+        num_experts=options.beam_experts,
+        num_experts_per_tok=options.experts_per_token,
+        n_group=options.beam_groups,
+        topk_group=1,  # of 2 groups, so the group choice really restricts the experts a token may use
+        sliding_window=options.sliding_window,
+        # layer_types and rope_parameters are left to BeamConfig: every sixth layer and the last one
+        # full attention without RoPE (rope_parameters["full_attention"] is None), the rest sliding.
+        mlp_layer_types=["dense"] + ["sparse"] * (layers - 1),  # the real model: 3 dense of 52
+        final_logit_softcapping=30.0,
+        tie_word_embeddings=False,
+        **special,
+    )
+
+
+def _spread_beam(model, options: FixtureOptions) -> None:
+    """Make Beam's routing and gates matter in a tiny random model, as they do in a trained one.
+
+    With the default init (router std 0.02, hidden 64) every sigmoid router score sits near 0.5, so
+    the choice of experts hangs on noise; std 0.5 spreads the scores over (0, 1) and tokens really
+    go to different experts (and groups). The ``e_score_correction_bias`` (zeros at init) gets
+    values of the size a bias-balanced router learns (std 0.05) and that bf16 cannot hold exactly,
+    so a bias that training moved, re-initialised or cast is seen bit for bit. The output gate's
+    bias (zeros at init, every head gated by about 0.5) gets std 1, so heads are gated differently.
+    Drawn from a generator of the fixture's own seed: the build stays byte-identical.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(options.seed + 1)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            gate = layer.self_attn.gate_bias
+            gate.copy_(torch.randn(gate.shape, generator=generator))
+            router = getattr(layer.mlp, "gate", None)
+            if router is None or not hasattr(router, "e_score_correction_bias"):
+                continue  # a dense layer: its mlp.gate_proj is a SwiGLU projection, not a router
+            router.weight.copy_(torch.randn(router.weight.shape, generator=generator) * 0.5)
+            bias = router.e_score_correction_bias
+            bias.copy_(torch.randn(bias.shape, generator=generator) * 0.05)
 
 
 def _gpt_oss_config(options: FixtureOptions, special: dict):
@@ -188,7 +250,7 @@ def _deepseek_v3_config(options: FixtureOptions, special: dict):
     )
 
 
-_CONFIGS = {"llama": _llama_config, "gpt_oss": _gpt_oss_config, "deepseek_v3": _deepseek_v3_config}
+_CONFIGS = {"llama": _llama_config, "beam": _beam_config, "gpt_oss": _gpt_oss_config, "deepseek_v3": _deepseek_v3_config}
 
 
 def build_fixture(

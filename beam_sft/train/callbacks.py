@@ -50,6 +50,26 @@ class PackingIsolationCallback(TrainerCallback):
         raise_if(agree(problems, self.accelerator), "packed sequences attend to each other")
 
 
+class RouterCallback(TrainerCallback):
+    """Before step 1, on the wrapped model: the routers are float32 and their correction biases are
+    bit for bit the checkpoint's (routers.py). All processes stop together on a problem."""
+
+    def __init__(self, layout, biases, accelerator, watch=None):
+        self.layout, self.biases, self.accelerator, self.watch = layout, biases, accelerator, watch
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        from beam_sft.train.preflight import agree, raise_if
+        from beam_sft.train.routers import BIAS, precision_problems
+
+        problems = precision_problems(model, self.layout)
+        changed = self.biases.changes(model)
+        if changed:
+            problems.append(f"{BIAS} differs from the checkpoint's after the launcher wrapped the model: {changed[:3]}")
+        if self.watch is not None:
+            self.watch.barrier("the router check")
+        raise_if(agree(problems, self.accelerator), "the routers")
+
+
 class EndOfPreflightCallback(TrainerCallback):
     """Once the pre-flight callbacks ran (the model is wrapped, the packing check passed), let the
     process group wait ``sft.ddp_timeout`` again (ranks.py)."""

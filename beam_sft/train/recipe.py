@@ -97,7 +97,8 @@ class DataSection:
 @dataclass(frozen=True)
 class LoraSection:
     """Which weights get adapters: ``target_modules`` (linear layers: attention, dense and shared-expert
-    MLPs; PEFT's names or ``all-linear``), and on a mixture of experts ``experts: true`` for the fused
+    MLPs; PEFT's names, ``all-linear``, or on Beam the presets ``beam-attention`` / ``beam-attention-mlp``
+    of ``lora_targets.py``), and on a mixture of experts ``experts: true`` for the fused
     expert tensors (PEFT ``target_parameters``, found in the model; ``target_parameters`` names them
     explicitly instead). Routers never get adapters unless ``train_routers`` (then trained in full)."""
 
@@ -319,6 +320,9 @@ def _check_lora(lora: LoraSection) -> None:
     if lora.on_experts and lora.dropout:
         raise ConfigError("lora.dropout", "must be 0 with lora.experts / lora.target_parameters: PEFT cannot "
                                           "apply dropout to fused expert tensors")
+    from beam_sft.train.lora_targets import check_preset_name
+
+    check_preset_name(lora.target_modules)
     if lora.target_parameters is not None and not lora.target_parameters:
         raise ConfigError("lora.target_parameters", "an empty list adapts nothing: leave it out or name tensors")
 

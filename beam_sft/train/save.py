@@ -25,6 +25,9 @@ def save_final(run, report=None) -> Path:
     """Save on every process (ZeRO-3 and FSDP gather collectively); write the extras on the main one."""
     trainer = run.trainer
     out = Path(trainer.args.output_dir)
+    biases = getattr(run, "biases", None)
+    if biases is not None:  # routers.py: training must leave the correction biases as loaded
+        biases.require_unchanged(trainer.model, "in training")
     _restore_cache(trainer.model)
     save_weights(trainer, out, lora=run.recipe.lora is not None)
     trainer.accelerator.wait_for_everyone()
@@ -40,6 +43,7 @@ def save_final(run, report=None) -> Path:
             "lora": run.recipe.lora is not None,
             "checkpoint_format": sharded or "from_pretrained",
             "distributed": distributed_info(trainer),
+            "routers": router_info(run),
             "preflight": report.to_dict() if report is not None else None,
             "global_step": trainer.state.global_step,
             "log_history": [e for e in trainer.state.log_history if "loss" in e or "train_loss" in e],
@@ -93,6 +97,15 @@ def distributed_info(trainer) -> dict:
         # FSDP2 turns parameters into DTensors: proof the model really was sharded.
         info["sharded_parameters"] = any(type(p).__name__ == "DTensor" for p in trainer.model.parameters())
     return info
+
+
+def router_info(run) -> dict | None:
+    """What the run kept of its MoE routers: how many, their correction biases checked unchanged."""
+    layout = getattr(run, "layout", None)
+    if layout is None or not layout.is_moe:
+        return None
+    biases = getattr(run, "biases", None)
+    return {"routers": len(layout.routers), "correction_biases_unchanged": len(biases) if biases is not None else 0}
 
 
 def _restore_cache(model) -> None:

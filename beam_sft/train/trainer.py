@@ -25,6 +25,8 @@ class TrainingRun:
     eval: Any = None  # beam_sft.train.eval_set.EvalData, or None without data.eval
     watch: Any = None  # RankWatch: bounded waits for the other processes in the pre-flight
     resume: str | None = None  # the checked checkpoint folder to resume from
+    layout: Any = None  # beam_sft.train.moe.MoeLayout of the model as loaded
+    biases: Any = None  # routers.BiasSnapshot: the correction biases as loaded, compared at the save
 
 
 def trainer_class(use_cpu: bool = False):
@@ -97,8 +99,9 @@ def load_model(recipe: Recipe):
 
 
 def lora_config(recipe: Recipe, model=None):
-    """PEFT's LoraConfig: adapters on ``lora.target_modules`` and, with ``lora.experts``, on the fused
-    expert tensors of ``model``; routers excluded unless ``lora.train_routers`` (then trained in full)."""
+    """PEFT's LoraConfig: adapters on ``lora.target_modules`` (presets resolved, lora_targets.py) and, with
+    ``lora.experts``, on the fused expert tensors of ``model``; routers excluded unless
+    ``lora.train_routers`` (then trained in full)."""
     if recipe.lora is None:
         return None
     from peft import LoraConfig
@@ -116,10 +119,17 @@ def lora_config(recipe: Recipe, model=None):
         target_parameters = list(layout.expert_parameters)
     routers = list(layout.routers) if layout is not None else []
     target_modules = lora.target_modules
-    if model is not None and routers and isinstance(target_modules, str) and target_modules.lower() == "all-linear":
-        # Spelled out without the routers: PEFT's own expansion, through its weight-conversion
-        # mapping, puts an adapter on DeepSeek-V3's router (measured with peft 0.21).
-        target_modules = _linear_names(model, exclude=routers)
+    if model is not None:  # presets and all-linear as full module names, PEFT's renames avoided (lora_targets.py)
+        from beam_sft.train.lora_targets import resolve
+
+        target_modules, as_parameters = resolve(target_modules, model, layout)
+        if as_parameters and lora.dropout:
+            raise ConfigError("lora.dropout", f"must be 0 here: {as_parameters[0].rsplit('.', 1)[0]} and the like "
+                                              "get their adapters as parameters (PEFT would rename them into the "
+                                              "fused experts), and PEFT applies no dropout to those")
+        target_parameters = (target_parameters or []) + [p for p in as_parameters
+                                                          if p not in (target_parameters or [])] or None
+        target_modules = target_modules or None
     modules_to_save = list(lora.modules_to_save or [])
     if lora.train_routers:
         modules_to_save += [r.rsplit(".", 1)[-1] for r in routers if r.rsplit(".", 1)[-1] not in modules_to_save]
@@ -135,20 +145,6 @@ def lora_config(recipe: Recipe, model=None):
         use_rslora=lora.use_rslora,
         task_type="CAUSAL_LM",
     )
-
-
-def _linear_names(model, *, exclude: list[str]) -> list[str]:
-    """The full names of the model's linear layers outside ``exclude`` and the output head (full names:
-    PEFT turns the short names gate_proj/up_proj/down_proj into fused-expert targets on some models)."""
-    import torch
-
-    head = model.get_output_embeddings()
-    names = set()
-    for name, module in model.named_modules():
-        if isinstance(module, torch.nn.Linear) and module is not head \
-                and not any(name == r or name.startswith(r + ".") for r in exclude):
-            names.add(name)
-    return sorted(names)
 
 
 def check_routers(trainer, recipe: Recipe, layout=None) -> None:
@@ -226,6 +222,13 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
         from beam_sft.train.plan import check_plan_fits
 
         check_plan_fits(recipe, world_size=args.world_size)
+    from transformers import AutoConfig
+
+    from beam_sft.train import routers
+
+    # Before the weights load: no softmax aux loss on a bias-balanced router (routers.py).
+    routers.check_aux_loss(AutoConfig.from_pretrained(recipe.model.path, trust_remote_code=recipe.model.trust_remote_code),
+                           recipe.sft)
     model = load_model(recipe)
     if recipe.preflight.enabled:
         check_generation_eos(model, tokenizer)
@@ -233,6 +236,8 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     from beam_sft.train.moe import moe_layout
 
     layout = moe_layout(model)  # before PEFT wraps the experts
+    routers.route_in_fp32(model, layout)
+    biases = routers.BiasSnapshot(model)
     prepare_moe(model)
     trainer = trainer_class(bool(recipe.sft.get("use_cpu")))(
         model=model,
@@ -246,9 +251,14 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
         callbacks=[LossLogCallback(args.output_dir), *(callbacks or [])],
     )
     check_routers(trainer, recipe, layout)
+    routers.check_precision(trainer, trainer.model, layout)
+    if layout.is_moe:  # after the launcher wraps the model, before step 1
+        from beam_sft.train.callbacks import RouterCallback
+
+        trainer.add_callback(RouterCallback(layout, biases, trainer.accelerator, watch))
     run_log.attach(trainer, recipe, eval_data, prepared_dir)
     return TrainingRun(trainer=trainer, tokenizer=tokenizer, dataset=dataset, prepared_dir=prepared_dir,
-                       recipe=recipe, eval=eval_data, watch=watch, resume=resume)
+                       recipe=recipe, eval=eval_data, watch=watch, resume=resume, layout=layout, biases=biases)
 
 
 def preflight(run: TrainingRun):

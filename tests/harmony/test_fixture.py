@@ -109,10 +109,10 @@ def test_fixture_command_with_model(cli_main, tmp_path, capsys):
     assert (tmp_path / "model.safetensors").is_file()
 
 
-# --- the MoE fixtures (--arch gpt_oss / deepseek_v3) ----------------------------------------------
+# --- the MoE fixtures (--arch beam / gpt_oss / deepseek_v3) ---------------------------------------
 
 
-@pytest.mark.parametrize("arch", ["gpt_oss", "deepseek_v3"])
+@pytest.mark.parametrize("arch", ["beam", "gpt_oss", "deepseek_v3"])
 def test_moe_fixture_builds_are_byte_identical_and_match_the_tokenizer(arch, tmp_path, fixture_dir):
     from beam_sft.harmony.fixture import build_fixture
 
@@ -127,7 +127,93 @@ def test_moe_fixture_builds_are_byte_identical_and_match_the_tokenizer(arch, tmp
     assert first["tokenizer.json"] == (fixture_dir / "tokenizer.json").read_bytes()
 
 
-def test_gpt_oss_fixture_is_shaped_like_beam(tmp_path):
+def test_beam_fixture_has_beams_real_pattern(tmp_path):
+    """--arch beam is transformers' own BeamForCausalLM with every trait training touches, read back
+    from the saved config and from the modules the reloaded model really has."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, BeamForCausalLM
+
+    from beam_sft.harmony.fixture import build_fixture
+    from tests.train.conftest import train_rows  # the rows the training tests use
+
+    out = build_fixture(tmp_path / "beam", arch="beam")
+    config = AutoConfig.from_pretrained(out)
+    assert config.model_type == "beam"
+    # Attention: BeamConfig's pattern, sliding layers with RoPE, full layers without (NoPE).
+    assert config.num_hidden_layers >= 6
+    assert "full_attention" in config.layer_types and config.layer_types[-1] == "full_attention"
+    assert config.layer_types.count("sliding_attention") >= 4
+    assert config.rope_parameters["full_attention"] is None
+    assert config.rope_parameters["sliding_attention"]["rope_type"] == "default"
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    lengths = [len(tokenizer.apply_chat_template(r["messages"], tools=r.get("tools"), return_dict=True)["input_ids"])
+               for r in train_rows(8)]
+    assert config.sliding_window < min(lengths), "the sliding layers must really slide on the test rows"
+    # Experts: a dense layer first, then MoE layers; >= 8 experts, top-2, >= 2 groups that restrict.
+    assert config.mlp_layer_types[0] == "dense" and config.mlp_layer_types.count("sparse") >= 4
+    assert config.num_experts >= 8 and config.num_experts_per_tok == 2
+    assert config.n_group >= 2 and config.topk_group < config.n_group
+    assert config.final_logit_softcapping == 30.0 and config.tie_word_embeddings is False
+
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert type(model) is BeamForCausalLM
+    assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()  # untied
+    rotary = model.model.rotary_emb
+    assert hasattr(rotary, "sliding_attention_inv_freq") and not hasattr(rotary, "full_attention_inv_freq")
+    saved = load_file(out / "model.safetensors")
+    routers = []
+    for index, (layer, kind) in enumerate(zip(model.model.layers, config.layer_types, strict=True)):
+        attention = layer.self_attn
+        assert attention.sliding_window == (config.sliding_window if kind == "sliding_attention" else None)
+        assert isinstance(attention.gate_proj, torch.nn.Linear) and attention.gate_bias.shape == (config.num_attention_heads,)
+        spread = float(attention.gate_bias.detach().max() - attention.gate_bias.detach().min())
+        assert spread > 0.5, "the output gate's bias is spread, so heads gate differently"
+        if config.mlp_layer_types[index] == "dense":
+            assert hasattr(layer.mlp, "gate_proj") and not hasattr(layer.mlp, "gate")  # SwiGLU, no router
+            continue
+        router = layer.mlp.gate
+        bias = router.e_score_correction_bias
+        assert router.weight.shape == (config.num_experts, config.hidden_size)
+        assert layer.mlp.experts.gate_up_proj.shape[0] == config.num_experts
+        assert float(bias.abs().min()) > 0, "a non-zero correction bias, so any change to it shows"
+        # It is saved (a persistent buffer), and bf16 could not hold it: a cast would show bit for bit.
+        assert torch.equal(saved[f"model.layers.{index}.mlp.gate.e_score_correction_bias"], bias)
+        assert not torch.equal(bias.to(torch.bfloat16).float(), bias)
+        routers.append(router)
+
+    ids = torch.randint(10, 800, (1, 64), generator=torch.Generator().manual_seed(0))
+    chosen, captured = [], {}
+    hooks = [r.register_forward_hook(lambda _m, _i, o: chosen.append(o[2])) for r in routers]
+    hooks.append(model.lm_head.register_forward_hook(lambda _m, _i, o: captured.setdefault("raw", o)))
+    with torch.no_grad():
+        output = model(ids, labels=ids)
+    for hook in hooks:
+        hook.remove()
+    # No load-balancing loss: the sigmoid router is balanced by its bias, not by a loss term.
+    assert getattr(output, "aux_loss", None) is None
+    # Logits are the head's, soft-capped: 30 * tanh(raw / 30), not the raw head output.
+    raw = captured["raw"]
+    assert torch.allclose(output.logits, 30.0 * torch.tanh(raw / 30.0), atol=1e-6)
+    assert not torch.allclose(output.logits, raw, atol=1e-6, rtol=0)
+    # Routing really differs: tokens spread over (nearly) every expert and over both groups.
+    per_group = config.num_experts // config.n_group
+    for indices in chosen:
+        assert len(set(indices.flatten().tolist())) >= config.num_experts - 2
+        groups = {tuple(sorted({int(e) // per_group for e in row})) for row in indices}
+        assert all(len(g) == 1 for g in groups), "topk_group 1: both experts of a token from one group"
+        assert len({g[0] for g in groups}) == config.n_group, "and tokens use every group"
+
+    # The router is fp32 whatever dtype the rest loads in (Beam's _keep_in_fp32_modules_strict).
+    half = AutoModelForCausalLM.from_pretrained(out, dtype=torch.bfloat16)
+    assert half.model.layers[1].mlp.experts.gate_up_proj.dtype == torch.bfloat16
+    assert {r.weight.dtype for r in (layer.mlp.gate for layer in half.model.layers[1:])} == {torch.float32}
+    assert half.model.layers[1].mlp.gate.e_score_correction_bias.dtype == torch.float32
+    assert torch.equal(half.model.layers[1].mlp.gate.e_score_correction_bias, routers[0].e_score_correction_bias)
+
+
+def test_gpt_oss_fixture_has_sinks_and_an_aux_loss(tmp_path):
+    """gpt_oss stays for what Beam lacks: attention sinks and a softmax router with an aux loss."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -178,8 +264,8 @@ def test_deepseek_v3_fixture_has_shared_experts_and_mla(tmp_path):
 def test_fixture_command_arch(cli_main, tmp_path, capsys):
     import json
 
-    assert cli_main(["fixture", "--out", str(tmp_path), "--arch", "gpt_oss"]) == 0
-    assert "arch gpt_oss" in capsys.readouterr().out
-    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "gpt_oss"
+    assert cli_main(["fixture", "--out", str(tmp_path), "--arch", "beam"]) == 0
+    assert "arch beam" in capsys.readouterr().out
+    assert json.loads((tmp_path / "config.json").read_text())["model_type"] == "beam"
     with pytest.raises(SystemExit):
         cli_main(["fixture", "--out", str(tmp_path / "x"), "--arch", "mixtral"])

@@ -1,9 +1,12 @@
-"""Mixture-of-experts training in one process: the aux loss in the loss, LoRA on attention and experts
-with frozen routers, merge, ZeRO-3 leaf marking, and packing isolation on sliding windows and sinks."""
+"""Mixture-of-experts training in one process on Beam's own architecture (the ``beam`` fixture): its
+routers found, no aux loss, fp32 routing, the correction bias unchanged; LoRA on attention and experts
+with frozen routers, merge, ZeRO-3 leaf marking, packing isolation on sliding windows (and on gpt_oss's
+sinks, and its softmax router's aux loss, which Beam does not have)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 import torch
@@ -18,8 +21,8 @@ from beam_sft.train.trainer import build, train
 
 from .conftest import recipe_dict
 
-ARCHES = ["gpt_oss", "deepseek_v3"]
-ATTN = {"gpt_oss": "eager", "deepseek_v3": "sdpa"}  # gpt-oss has no sdpa path in transformers
+ARCHES = ["beam", "deepseek_v3"]  # deepseek_v3: shared experts and MLA, which Beam does not have
+ATTN = {"beam": "sdpa", "gpt_oss": "eager", "deepseek_v3": "sdpa"}  # gpt-oss has no sdpa path in transformers
 
 
 def _recipe(model_dir, prepared, out, arch, **sections):
@@ -33,6 +36,13 @@ def test_layout_finds_blocks_routers_and_fused_experts(moe_dirs, fixture_dir):
     gpt = moe_layout(AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"]))
     assert len(gpt.blocks) == 4 and all(r.endswith(".mlp.router") for r in gpt.routers)
     assert gpt.expert_parameters == ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
+    beam_model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"])
+    beam = moe_layout(beam_model)
+    sparse = [i for i, kind in enumerate(beam_model.config.mlp_layer_types) if kind == "sparse"]
+    # mlp.gate is the router; the dense layer's mlp.gate_proj and the attention's self_attn.gate_proj are not.
+    assert beam.blocks == tuple(f"model.layers.{i}.mlp" for i in sparse) and 0 not in sparse
+    assert beam.routers == tuple(f"model.layers.{i}.mlp.gate" for i in sparse)
+    assert beam.expert_parameters == ("mlp.experts.gate_up_proj", "mlp.experts.down_proj")
     deepseek = moe_layout(AutoModelForCausalLM.from_pretrained(moe_dirs["deepseek_v3"]))
     assert deepseek.blocks == ("model.layers.1.mlp",) and deepseek.routers == ("model.layers.1.mlp.gate",)
     assert not moe_layout(AutoModelForCausalLM.from_pretrained(fixture_dir)).is_moe
@@ -69,6 +79,8 @@ def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, 
     assert experts and attention
     assert all(float(v.abs().max()) > 0 for v in experts.values()), "expert LoRA trained away from zero"
     assert not [k for k in weights if ".router." in k or ".mlp.gate." in k], "routers stay frozen"
+    if arch == "beam":  # the correction biases of the base are untouched by training
+        assert json.loads((out / "beam_run.json").read_text())["routers"]["correction_biases_unchanged"] == 5
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers(dest="command"))
@@ -86,7 +98,7 @@ def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, 
 
 @pytest.mark.parametrize("arch", ARCHES)
 def test_routers_are_frozen_under_lora_unless_asked(arch, moe_dirs, prepared_dir, tmp_path):
-    layout_routers = {"gpt_oss": ".mlp.router.", "deepseek_v3": ".mlp.gate."}[arch]
+    layout_routers = {"beam": ".mlp.gate.", "deepseek_v3": ".mlp.gate."}[arch]
     lora = {"r": 4, "alpha": 8, "dropout": 0.0, "experts": True}
     run = build(_recipe(moe_dirs[arch], prepared_dir, tmp_path / "a", arch, lora=lora,
                         preflight={"enabled": False}))
@@ -112,10 +124,10 @@ def test_moe_blocks_become_zero3_leaves(moe_dirs):
 
     from beam_sft.train.moe import mark_zero3_leaves
 
-    model = AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"])
-    assert mark_zero3_leaves(model) == 4
-    assert all(z3_leaf_module(layer.mlp) for layer in model.model.layers)
-    assert not z3_leaf_module(model.model.layers[0].self_attn)
+    model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"])
+    assert mark_zero3_leaves(model) == 5
+    assert [z3_leaf_module(layer.mlp) for layer in model.model.layers] == [False] + [True] * 5  # layer 0 is dense
+    assert not z3_leaf_module(model.model.layers[1].self_attn)
 
 
 # --- packing isolation on sliding windows and attention sinks (gpt_oss) -----------------------------

@@ -602,9 +602,12 @@ def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: st
     sft = recipe.sft
     dtype = recipe.model.dtype if recipe.model.dtype != "auto" else ("bfloat16" if sft.get("bf16") else "float32")
     lora = recipe.lora
+    ep_size = getattr(recipe.model, "ep_size", 1)
+    if ep_size > 1:  # sharded at load by transformers' FSDP2 with the experts split: fsdp2's profile
+        strategy = "fsdp2"
     return PlanSetup(
         gpus=world_size, gpu_memory_gib=gpu_memory_gib, gpus_per_node=max(1, min(world_size, 8)),
-        strategy=strategy or strategy_from_environment(), dtype=dtype,
+        strategy=strategy or strategy_from_environment(), dtype=dtype, ep_size=ep_size,
         lora_r=lora.r if lora is not None else None,
         max_length=int(sft.get("max_length") or 1024), micro_batch=int(sft.get("per_device_train_batch_size") or 8),
         activation_checkpointing=bool(sft.get("activation_checkpointing") or sft.get("gradient_checkpointing")),

@@ -94,7 +94,7 @@ def test_moe_fixtures_when_present(tmp_path):
         pytest.skip("beam_sft.harmony.fixture has no --arch yet (MoE fixtures land with issue 13)")
     from transformers import AutoModelForCausalLM
 
-    for arch in ("gpt_oss", "deepseek_v3"):
+    for arch in ("beam", "gpt_oss", "deepseek_v3"):
         out = fixture.build_fixture(tmp_path / arch, arch=arch)
         model = AutoModelForCausalLM.from_pretrained(out)
         assert plan(out).parameters["total"] == sum(p.numel() for p in model.parameters())

@@ -7,7 +7,9 @@ all-to-all) and everything else is FSDP2-sharded over all processes. The Trainer
 ``is_distributed_loading_by_transformers`` and neither accelerate nor DeepSpeed wraps the model
 again, so the launch is a plain multi-process one (``configs/accelerate/ddp.yaml``, or its ``cpu-``
 twin), never a ZeRO or FSDP config. Measured on 2 CPU processes (``tests/train/test_beam_ep.py``:
-logits and one AdamW step equal the unsharded model's). LoRA is refused with it (not measured).
+logits and one AdamW step equal the unsharded model's; a packed run's losses and saved weights
+equal DDP's). Refused with it: LoRA (not measured), resuming, and checkpoints with optimizer state
+(transformers' Trainer keeps none for a model sharded at load: ``sft.save_only_model: true``).
 """
 
 from __future__ import annotations
@@ -22,9 +24,21 @@ def check_recipe(recipe) -> None:
     ep = recipe.model.ep_size
     if isinstance(ep, bool) or not isinstance(ep, int) or ep < 1:
         raise ConfigError("model.ep_size", f"must be an integer of at least 1, got {ep!r}")
-    if ep > 1 and recipe.lora is not None:
+    if ep == 1:
+        return
+    if recipe.lora is not None:
         raise ConfigError("model.ep_size", "expert parallelism with LoRA is not supported (PEFT over the "
                                            "sharded experts is untested): drop the lora section or set ep_size 1")
+    # transformers' Trainer checkpoints no optimizer state of a model sharded at load (trainer.py,
+    # "Resuming is not supported for models sharded at load time"): say so before anything loads.
+    sft = recipe.sft
+    if sft.get("resume_from_checkpoint"):
+        raise ConfigError("sft.resume_from_checkpoint", "a run with model.ep_size > 1 cannot resume: transformers' "
+                                                        "Trainer keeps no optimizer state for a model sharded at load")
+    if str(sft.get("save_strategy", "steps")) != "no" and not sft.get("save_only_model"):
+        raise ConfigError("sft.save_strategy", "with model.ep_size > 1 checkpoints hold the model only: set "
+                                               "sft.save_only_model: true (or sft.save_strategy: no); transformers' "
+                                               "Trainer keeps no optimizer state for a model sharded at load")
 
 
 def check_launch(recipe, config, *, world_size: int, strategy: str | None = None) -> None:

@@ -128,8 +128,19 @@ def test_ep_size_is_checked_in_the_recipe(fixture_dir, prepared_dir, tmp_path):
     for value in (0, -2, True, 2.5, "two"):
         with pytest.raises(ConfigError, match="model.ep_size"):
             recipe_from_dict({**base, "model": {**base["model"], "ep_size": value}})
+    ep = {**base["model"], "ep_size": 2}
     with pytest.raises(ConfigError, match="model.ep_size: expert parallelism with LoRA"):
-        recipe_from_dict({**base, "model": {**base["model"], "ep_size": 2}, "lora": {"r": 4}})
+        recipe_from_dict({**base, "model": ep, "lora": {"r": 4}})
+    # transformers' Trainer refuses (mid-launch, a traceback) to checkpoint a model sharded at load
+    # with its optimizer state: the recipe says it first.
+    for sft, key in (({"save_strategy": "steps", "save_steps": 2}, "sft.save_strategy"),
+                     ({"save_strategy": None}, "sft.save_strategy"),
+                     ({"resume_from_checkpoint": "out/checkpoint-2"}, "sft.resume_from_checkpoint")):
+        sections = {**base["sft"], **sft}
+        sections = {k: v for k, v in sections.items() if v is not None}
+        with pytest.raises(ConfigError, match=key):
+            recipe_from_dict({**base, "model": ep, "sft": sections})
+    recipe_from_dict({**base, "model": ep, "sft": {**base["sft"], "save_strategy": "steps", "save_only_model": True}})
 
 
 def test_ep_size_is_checked_at_launch(moe_dirs, fixture_dir):
@@ -140,7 +151,8 @@ def test_ep_size_is_checked_at_launch(moe_dirs, fixture_dir):
     from beam_sft.train.recipe import recipe_from_dict
 
     def recipe(path, ep):
-        return recipe_from_dict({"model": {"path": str(path), "ep_size": ep}, "data": {"prepared": "unused"}})
+        return recipe_from_dict({"model": {"path": str(path), "ep_size": ep}, "data": {"prepared": "unused"},
+                                 "sft": {"save_strategy": "no"}})
 
     beam = AutoConfig.from_pretrained(moe_dirs["beam"])
     check_launch(recipe(moe_dirs["beam"], 2), beam, world_size=2, strategy="ddp")  # accepted
@@ -160,7 +172,7 @@ def test_the_gpu_preflight_plans_expert_parallelism(moe_dirs):
     from beam_sft.train.recipe import recipe_from_dict
 
     recipe = recipe_from_dict({"model": {"path": str(moe_dirs["beam"]), "ep_size": 2},
-                               "data": {"prepared": "unused"}})
+                               "data": {"prepared": "unused"}, "sft": {"save_only_model": True}})
     setup = recipe_setup(recipe, world_size=2, gpu_memory_gib=80.0, strategy="ddp")
     assert (setup.strategy, setup.ep_size) == ("fsdp2", 2)
     plain = recipe_setup(recipe_from_dict({"model": {"path": str(moe_dirs["beam"])}, "data": {"prepared": "x"}}),

@@ -10,16 +10,13 @@ writes the tiny model and its reference logits.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import traceback
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from parallel_probe import IDS, _full, _held_fraction  # noqa: E402  (a script run by torchrun: its own folder)
+from parallel_probe import IDS, _full, _held_fraction, run  # noqa: E402  (a script run by torchrun: its own folder)
 
 
 def tiny_beam_config():
@@ -109,27 +106,9 @@ MODES = {
 
 
 def main() -> int:
-    out = Path(sys.argv[1])
-    if "--build" in sys.argv:
-        build(out)
-        return 0
-    only = os.environ.get("PROBE_MODE")
-    rank = int(os.environ.get("RANK", "0"))
-    results = {}
-    for mode, kwargs in MODES.items():
-        if only and only != mode:
-            continue
-        try:
-            results[mode] = try_mode(out, **kwargs)
-        except Exception as exc:  # recorded: the point is to find out what runs, and where it stops
-            frames = traceback.extract_tb(exc.__traceback__)
-            where = [f"{Path(f.filename).as_posix().split('site-packages/')[-1]}:{f.lineno}" for f in frames]
-            results[mode] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}",
-                             "where": where[-1] if where else "", "stack": where[-6:]}
-    if rank == 0:
-        name = f"results-{only.replace(' ', '_')}.json" if only else "results.json"
-        (out / name).write_text(json.dumps(results, indent=2))
-    return 0
+    from functools import partial
+
+    return run(build, lambda out: {mode: partial(try_mode, out, **kwargs) for mode, kwargs in MODES.items()})
 
 
 if __name__ == "__main__":

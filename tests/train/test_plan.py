@@ -471,3 +471,19 @@ def test_bad_setup_is_one_line_naming_the_flag(argv, key, tmp_path, capsys):
     code, out, err = _plan_cli(["--model", str(path), *argv], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
     assert f"error: {key}:" in err, err
+
+
+def test_readme_plan_output_is_a_real_run(capsys, monkeypatch):
+    """The plan pasted in the README's "Fine-tuning Beam" is what its command prints now."""
+    import re
+    import shlex
+
+    from beam_sft.cli import main
+
+    monkeypatch.delenv("BEAM_MODEL_ID", raising=False)
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Fine-tuning Beam", 1)[1]
+    command, output = re.search(r"```bash\n(beam-sft plan .*?)\n```\n```\n(.*?)\n```", section, re.S).groups()
+    argv = shlex.split(command.replace("\\\n", " "))[1:]
+    assert "--model" not in argv
+    assert main(argv) == 0
+    assert capsys.readouterr().out.rstrip("\n") == output

@@ -156,7 +156,7 @@ def load_model_config(source, *, trust_remote_code: bool = False):
     from transformers import AutoConfig, PretrainedConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
-    from beam_sft.model_support import missing_support, model_type_at
+    from beam_sft.model_support import require_support
 
     if source is None:
         from transformers import BeamConfig
@@ -166,8 +166,7 @@ def load_model_config(source, *, trust_remote_code: bool = False):
         check_config(source, str(getattr(source, "_name_or_path", "") or "config"))
         return source
     path = Path(source)
-    if problem := missing_support(model_type_at(path)):
-        raise BeamError(f"{source}: {problem}")
+    require_support(path)  # a 'beam' config on a transformers without models/beam/: say which it needs
     if path.is_file():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

@@ -227,8 +227,10 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
         check_plan_fits(recipe, world_size=args.world_size)
     from transformers import AutoConfig
 
+    from beam_sft.model_support import require_support
     from beam_sft.train import routers
 
+    require_support(recipe.model.path)  # with the pre-flight off too: which transformers the model needs
     # Before the weights load: no softmax aux loss on a bias-balanced router (routers.py).
     model_config = AutoConfig.from_pretrained(recipe.model.path, trust_remote_code=recipe.model.trust_remote_code)
     routers.check_aux_loss(model_config, recipe.sft)

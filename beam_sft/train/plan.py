@@ -315,6 +315,8 @@ def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = 
 
 
 def _lora_parameters(model, r: int, experts: bool) -> int:
+    """Adapter parameters of LoRA rank ``r`` on every linear layer but the output head and routers
+    (PEFT's ``all-linear``); with ``experts``, also on fused expert tensors (r per expert per side)."""
     import torch
 
     count = 0
@@ -327,12 +329,6 @@ def _lora_parameters(model, r: int, experts: bool) -> int:
                 if param.dim() == 3:  # (experts, in, out)
                     count += r * param.shape[0] * (param.shape[1] + param.shape[2])
     return count
-
-
-def lora_parameters(config, r: int, *, experts: bool = False) -> int:
-    """Adapter parameters of LoRA rank ``r`` on every linear layer but the output head and routers
-    (PEFT's ``all-linear``); with ``experts``, also on fused expert tensors (r per expert per side)."""
-    return _lora_parameters(meta_model(config), r, experts)
 
 
 # ---------------------------------------------------------------- memory per GPU

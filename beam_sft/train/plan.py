@@ -179,6 +179,7 @@ def load_model_config(source, *, trust_remote_code: bool = False):
         model_type = data.get("model_type")
         if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
             raise BeamError(f"{path}: model_type: unknown or missing ({model_type!r})")
+        check_config(data, str(path))
         try:
             config = CONFIG_MAPPING[model_type].from_dict(data)
         except Exception as exc:  # noqa: BLE001 (the config class's own validation: any type, one line)
@@ -186,6 +187,14 @@ def load_model_config(source, *, trust_remote_code: bool = False):
     else:
         if path.is_dir() and not (path / "config.json").is_file():
             raise BeamError(f"{source}: a folder without config.json (plan needs the model's config)")
+        if path.is_dir():
+            try:
+                raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError) as exc:
+                raise BeamError(f"{path / 'config.json'}: not a JSON config ({_one_line(exc)})") from exc
+            if not isinstance(raw, dict):
+                raise BeamError(f"{path / 'config.json'}: a config is a JSON object of keys, not a {type(raw).__name__}")
+            check_config(raw, str(path / "config.json"))
         try:
             config = AutoConfig.from_pretrained(str(source), trust_remote_code=trust_remote_code)
         except OSError as exc:
@@ -218,11 +227,20 @@ def check_config(config, where: str) -> None:
     """Refuse a config whose sizes cannot describe a model, naming the key (one line each).
 
     Without this, such a config fails inside the model's constructor (a negative dimension, a
-    division by zero heads) or is planned as nonsense (a top-k above the expert count)."""
-    text = _text(config)
+    division by zero heads) or is planned as nonsense (a top-k above the expert count). ``config``
+    is a transformers config, or the raw ``config.json`` mapping (checked before the config class
+    runs its own ``__post_init__``, which fails on some of these without naming the key)."""
+    if isinstance(config, dict):
+        def lookup(key):
+            return config.get(key)
+    else:
+        text = _text(config)
+
+        def lookup(key):
+            return getattr(text, key, None)
     values = {}
     for key, (low, high) in SIZE_KEYS.items():
-        value = getattr(text, key, None)
+        value = lookup(key)
         if value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
@@ -247,7 +265,7 @@ def check_config(config, where: str) -> None:
                                          f"hold {topk_group * (experts // groups)} (in {where})")
     layers = values.get("num_hidden_layers")
     for key in ("layer_types", "mlp_layer_types"):
-        kinds = getattr(text, key, None)
+        kinds = lookup(key)
         if kinds is None:
             continue
         if not isinstance(kinds, (list, tuple)) or not all(isinstance(k, str) for k in kinds):

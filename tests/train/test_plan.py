@@ -487,3 +487,13 @@ def test_readme_plan_output_is_a_real_run(capsys, monkeypatch):
     assert "--model" not in argv
     assert main(argv) == 0
     assert capsys.readouterr().out.rstrip("\n") == output
+
+
+@pytest.mark.parametrize("as_folder", [False, True], ids=["config.json", "folder"])
+def test_zero_layers_named_before_the_config_class_runs(as_folder, tmp_path, capsys):
+    """Found by the fuzz tier: BeamConfig's own __post_init__ fails on 0 layers ("list assignment
+    index out of range") before any check of ours; the raw config is checked first."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TINY_BEAM, "num_hidden_layers": 0}))
+    code, out, err = _plan_cli(["--model", str(tmp_path if as_folder else path)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "num_hidden_layers: must be an integer from 1" in err, err

@@ -9,6 +9,7 @@ from pathlib import Path
 from beam_sft import compat
 from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
 from beam_sft.harmony.fixture import ARCHES, build_fixture
+from beam_sft.model_support import missing_support, model_type_at
 
 
 def register(subparsers) -> None:
@@ -73,15 +74,19 @@ def _print_library_audit() -> None:
 def run_check_tokenizer(args: argparse.Namespace) -> int:
     from transformers import AutoTokenizer
 
+    support = missing_support(model_type_at(args.path))  # which transformers the checkpoint needs
     try:
         tokenizer = AutoTokenizer.from_pretrained(args.path)
-    except (OSError, ValueError) as exc:  # what from_pretrained raises for a bad path or id
+    except (OSError, ValueError, ImportError) as exc:  # a bad path or id; a model type it has no code for
         print(
-            f"beam-sft check-tokenizer: error: cannot load a tokenizer from {args.path}: {exc}",
+            f"beam-sft check-tokenizer: error: cannot load a tokenizer from {args.path}: "
+            f"{support or exc}",
             file=sys.stderr,
         )
         return 2
     problems = check_tokenizer(tokenizer)
+    if support:  # the tokenizer reads, the model beside it would not
+        problems.append(f"config.json: {support}")
     warnings = tokenizer_warnings(tokenizer)
     for warning in warnings:
         print(f"warning: {warning}")

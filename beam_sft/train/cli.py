@@ -13,7 +13,6 @@ import json
 import os
 
 from beam_sft.cli_args import count, non_negative_float, positive_float
-from beam_sft.errors import BeamError
 from beam_sft.train import plan as planner
 from beam_sft.train import trainer
 from beam_sft.train.export import export_checkpoint, parse_size
@@ -104,7 +103,8 @@ def _add_plan(subparsers) -> None:
         description="Build the model on the meta device from its config (nothing is loaded), count its "
                     "parameters (total and active per token) and plan the memory each GPU holds.")
     plan.add_argument("--model", default=os.environ.get("BEAM_MODEL_ID"),
-                      help="config.json, model directory or hub id (default: $BEAM_MODEL_ID)")
+                      help="config.json, model directory or hub id (default: $BEAM_MODEL_ID; without it, "
+                           "Beam itself: transformers' BeamConfig() defaults, 501B total / 23B active)")
     plan.add_argument("--gpus", type=count(1), default=8, help="GPUs in all (default 8)")
     plan.add_argument("--gpu-memory", type=positive_float, default=80.0, help="GiB per GPU (default 80)")
     plan.add_argument("--gpus-per-node", type=count(1), default=8)
@@ -116,19 +116,21 @@ def _add_plan(subparsers) -> None:
     plan.add_argument("--micro-batch", type=count(1), default=1)
     plan.add_argument("--activation-checkpointing", action="store_true")
     plan.add_argument("--reserve", type=non_negative_float, default=3.0, help="GiB kept for CUDA context, NCCL, fragmentation")
+    plan.add_argument("--ep-size", type=count(1), default=1, metavar="E",
+                      help="expert parallelism (with --strategy fsdp2): each GPU gathers num_experts/E experts "
+                           "of a layer instead of all (transformers' DistributedConfig(ep_size=E); default 1)")
     plan.add_argument("--trust-remote-code", action="store_true", help="let a hub config run its own code")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(func=_plan)
 
 
 def _plan(args) -> int:
-    if not args.model:
-        raise BeamError("--model is required (a config.json, a model directory; or set BEAM_MODEL_ID)")
     setup = PlanSetup(gpus=args.gpus, gpu_memory_gib=args.gpu_memory, gpus_per_node=args.gpus_per_node,
                       strategy=args.strategy, dtype=args.dtype, lora_r=args.lora, lora_experts=args.lora_experts,
                       max_length=args.max_length, micro_batch=args.micro_batch,
-                      activation_checkpointing=args.activation_checkpointing, reserve_gib=args.reserve)
-    result = planner.plan(args.model, setup, trust_remote_code=args.trust_remote_code)
+                      activation_checkpointing=args.activation_checkpointing, reserve_gib=args.reserve,
+                      ep_size=args.ep_size)
+    result = planner.plan(args.model or None, setup, trust_remote_code=args.trust_remote_code)
     print(json.dumps(result.to_dict(), indent=2) if args.json else format_plan(result))
     return 0
 

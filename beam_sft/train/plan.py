@@ -24,6 +24,16 @@ gradient, two moments). Activations are an estimate (stated in :func:`activation
 buffers are the model's buffers plus the gathered working set of a sharded strategy (two decoder
 layers unsharded: the one running and the one prefetched) or DDP's gradient buckets; a fixed
 reserve stands for the CUDA context, NCCL buffers and allocator fragmentation.
+
+Expert parallelism (``ep_size`` E > 1, fsdp2 only: transformers' ``DistributedConfig(ep_size=E,
+fsdp_size=GPUs)``, measured on 2 CPU processes in ``tests/train/test_beam_ep.py``) changes only the
+gathered working set: a rank gathers its own ``num_experts / E`` experts of a layer (and the layer's
+other parameters), never all of them, and holds the all-to-all buffers of the tokens it sends and
+receives. The sharded state is the same (every parameter still lives once over all GPUs).
+
+Bad input (no config, a config that is not an object, a size that is not a positive integer, a
+top-k above the expert count, a memory that is not a finite positive number) is one
+``BeamError`` line naming the key, never a traceback from inside transformers or torch.
 """
 
 from __future__ import annotations
@@ -38,12 +48,19 @@ from typing import Any
 from beam_sft.errors import BeamError, ConfigError, PreflightError
 
 GIB = 1024**3
+DEFAULT_MODEL = "BeamConfig(), transformers' defaults for reflection/Beam-1.0-501B-A23B"
 STRATEGIES = ("zero3", "zero2", "fsdp2", "ddp")
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # Names a config uses for the number of routed experts and for how many each token uses.
 NUM_EXPERTS_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
 TOP_K_KEYS = ("num_experts_per_tok", "moe_topk", "top_k", "num_experts_per_token")
 _EXPERT_MODULE = re.compile(r"(^|\.)experts(\.\d+)?$")
+# Bounds of a plan's own numbers (GPUs, tokens): far above any cluster, low enough that no product overflows.
+MAX_COUNT = 10**7
+
+
+def _flag(name: str) -> str:
+    return "--" + {"gpu_memory_gib": "gpu-memory", "reserve_gib": "reserve"}.get(name, name.replace("_", "-"))
 
 
 @dataclass(frozen=True)
@@ -55,6 +72,8 @@ class ParamCounts:
     top_k: int | None
     largest_layer: int  # parameters of the largest decoder layer (the gathered working set)
     buffers_bytes: int
+    largest_layer_expert: int = 0  # routed expert parameters of that layer (what EP shards)
+    lora: int = 0  # adapter parameters, when counted with a LoRA rank
 
     @property
     def non_expert(self) -> int:
@@ -74,19 +93,33 @@ class PlanSetup:
     micro_batch: int = 1
     activation_checkpointing: bool = False
     reserve_gib: float = 3.0
+    ep_size: int = 1  # expert parallelism: experts sharded over groups of this many GPUs (fsdp2 only)
 
     def __post_init__(self):
+        # Named by the plan's flags (the recipe path maps onto them one to one).
         if self.strategy not in STRATEGIES:
-            raise ConfigError("strategy", f"{self.strategy!r}: expected one of {', '.join(STRATEGIES)}")
+            raise ConfigError("--strategy", f"{self.strategy!r}: expected one of {', '.join(STRATEGIES)}")
         if self.dtype not in DTYPE_BYTES:
-            raise ConfigError("dtype", f"{self.dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
-        for name in ("gpus", "gpus_per_node", "max_length", "micro_batch"):
-            if getattr(self, name) < 1:
-                raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
-        if self.gpu_memory_gib <= 0:
-            raise ConfigError("gpu_memory_gib", "must be positive")
-        if self.lora_r is not None and self.lora_r < 1:
-            raise ConfigError("lora", f"rank must be at least 1, got {self.lora_r}")
+            raise ConfigError("--dtype", f"{self.dtype!r}: expected one of {', '.join(DTYPE_BYTES)}")
+        for name in ("gpus", "gpus_per_node", "max_length", "micro_batch", "ep_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+                raise ConfigError(_flag(name), f"must be an integer from 1 to {MAX_COUNT:,}, got {value!r}")
+        for name in ("gpu_memory_gib", "reserve_gib"):
+            value = getattr(self, name)
+            low_ok = value >= 0 if name == "reserve_gib" else value > 0
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and low_ok):
+                raise ConfigError(_flag(name), f"must be a finite {'non-negative' if name == 'reserve_gib' else 'positive'} "
+                                               f"number of GiB, got {value!r}")
+        if self.lora_r is not None and (isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int)
+                                        or not 1 <= self.lora_r <= MAX_COUNT):
+            raise ConfigError("--lora", f"rank must be an integer from 1 to {MAX_COUNT:,}, got {self.lora_r!r}")
+        if self.ep_size > 1:
+            if self.strategy != "fsdp2":
+                raise ConfigError("--ep-size", f"expert parallelism is transformers' DistributedConfig(ep_size, "
+                                               f"fsdp_size): it needs --strategy fsdp2, not {self.strategy}")
+            if self.gpus % self.ep_size:
+                raise ConfigError("--ep-size", f"{self.ep_size} must divide --gpus {self.gpus}")
 
 
 @dataclass
@@ -112,27 +145,133 @@ class Plan:
 
 # ---------------------------------------------------------------- the model, from its config only
 
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def load_model_config(source, *, trust_remote_code: bool = False):
-    """A transformers config from a config object, a ``config.json`` path, or a model directory/hub id."""
+    """A transformers config from a config object, a ``config.json`` path, or a model directory/hub id;
+    ``None``: Beam itself, ``BeamConfig()`` with transformers' defaults. Checked by :func:`check_config`."""
     from transformers import AutoConfig, PretrainedConfig
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
+    from beam_sft.model_support import require_support
+
+    if source is None:
+        from transformers import BeamConfig
+
+        return BeamConfig()
     if isinstance(source, PretrainedConfig):
+        check_config(source, str(getattr(source, "_name_or_path", "") or "config"))
         return source
     path = Path(source)
+    require_support(path)  # a 'beam' config on a transformers without models/beam/: say which it needs
     if path.is_file():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            raise BeamError(f"{path}: not a JSON config ({exc})") from exc
+        except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser
+            raise BeamError(f"{path}: not a JSON config ({_one_line(exc)})") from exc
+        except OSError as exc:
+            raise BeamError(f"{path}: cannot read it ({_one_line(exc)})") from exc
+        if not isinstance(data, dict):
+            raise BeamError(f"{path}: a config is a JSON object of keys, not a {type(data).__name__}")
         model_type = data.get("model_type")
-        if model_type not in CONFIG_MAPPING:
-            raise BeamError(f"{path}: unknown or missing model_type {model_type!r}")
-        return CONFIG_MAPPING[model_type].from_dict(data)
-    try:
-        return AutoConfig.from_pretrained(str(source), trust_remote_code=trust_remote_code)
-    except OSError as exc:
-        raise BeamError(f"{source}: no model config found ({exc})") from exc
+        if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+            raise BeamError(f"{path}: model_type: unknown or missing ({model_type!r})")
+        check_config(data, str(path))
+        try:
+            config = CONFIG_MAPPING[model_type].from_dict(data)
+        except Exception as exc:  # noqa: BLE001 (the config class's own validation: any type, one line)
+            raise BeamError(f"{path}: not a valid {model_type} config ({_one_line(exc)})") from exc
+    else:
+        if path.is_dir() and not (path / "config.json").is_file():
+            raise BeamError(f"{source}: a folder without config.json (plan needs the model's config)")
+        if path.is_dir():
+            try:
+                raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError, RecursionError) as exc:
+                raise BeamError(f"{path / 'config.json'}: not a JSON config ({_one_line(exc)})") from exc
+            if not isinstance(raw, dict):
+                raise BeamError(f"{path / 'config.json'}: a config is a JSON object of keys, not a {type(raw).__name__}")
+            check_config(raw, str(path / "config.json"))
+        try:
+            config = AutoConfig.from_pretrained(str(source), trust_remote_code=trust_remote_code)
+        except OSError as exc:
+            raise BeamError(f"{source}: no model config found ({_one_line(exc)})") from exc
+        except Exception as exc:  # noqa: BLE001 (a config that does not build: one line, never a traceback)
+            raise BeamError(f"{source}: the config does not load ({_one_line(exc)})") from exc
+    check_config(config, str(source))
+    return config
+
+
+def _text(config):
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
+# Sizes a config may give, each an integer in [low, high] when present (None: the model's default).
+# The ceilings are far above any real model (Beam: hidden 5120, 52 layers, 256 experts, vocab 151,936)
+# and low enough that a meta build stays seconds and no count overflows a tensor's size.
+_WIDTH, _MANY = 2**22, 2**16
+SIZE_KEYS = {
+    "hidden_size": (1, _WIDTH), "intermediate_size": (1, _WIDTH), "moe_intermediate_size": (1, _WIDTH),
+    "vocab_size": (1, _WIDTH), "head_dim": (1, _WIDTH), "num_hidden_layers": (1, 4096),
+    "num_attention_heads": (1, _MANY), "num_key_value_heads": (1, _MANY), "sliding_window": (1, 2**31),
+    **{key: (1, _MANY) for key in NUM_EXPERTS_KEYS + TOP_K_KEYS},
+    "n_group": (1, _MANY), "topk_group": (1, _MANY), "n_shared_experts": (0, _MANY),
+    "first_k_dense_replace": (0, 4096),
+}
+
+
+def check_config(config, where: str) -> None:
+    """Refuse a config whose sizes cannot describe a model, naming the key (one line each).
+
+    Without this, such a config fails inside the model's constructor (a negative dimension, a
+    division by zero heads) or is planned as nonsense (a top-k above the expert count). ``config``
+    is a transformers config, or the raw ``config.json`` mapping (checked before the config class
+    runs its own ``__post_init__``, which fails on some of these without naming the key)."""
+    if isinstance(config, dict):
+        def lookup(key):
+            return config.get(key)
+    else:
+        text = _text(config)
+
+        def lookup(key):
+            return getattr(text, key, None)
+    values = {}
+    for key, (low, high) in SIZE_KEYS.items():
+        value = lookup(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(key, f"must be an integer from {low} to {high:,}, got {value!r} (in {where})")
+        values[key] = value
+    experts = next((values[k] for k in NUM_EXPERTS_KEYS if k in values), None)
+    top_k_key = next((k for k in TOP_K_KEYS if k in values), None)
+    if experts and top_k_key and values[top_k_key] > experts:
+        raise ConfigError(top_k_key, f"{values[top_k_key]} experts a token is more than the {experts} experts "
+                                     f"there are (in {where})")
+    heads, kv = values.get("num_attention_heads"), values.get("num_key_value_heads")
+    if heads and kv and heads % kv:
+        raise ConfigError("num_key_value_heads", f"{kv} does not divide num_attention_heads {heads} (in {where})")
+    groups, topk_group = values.get("n_group"), values.get("topk_group")
+    if experts and groups and top_k_key:
+        if experts % groups:
+            raise ConfigError("n_group", f"{groups} does not divide the {experts} experts (in {where})")
+        if topk_group and topk_group > groups:
+            raise ConfigError("topk_group", f"{topk_group} groups chosen of {groups} (in {where})")
+        if topk_group and values[top_k_key] > topk_group * (experts // groups):
+            raise ConfigError(top_k_key, f"{values[top_k_key]} experts a token, but the {topk_group} chosen groups "
+                                         f"hold {topk_group * (experts // groups)} (in {where})")
+    layers = values.get("num_hidden_layers")
+    for key in ("layer_types", "mlp_layer_types"):
+        kinds = lookup(key)
+        if kinds is None:
+            continue
+        if not isinstance(kinds, (list, tuple)) or not all(isinstance(k, str) for k in kinds):
+            raise ConfigError(key, f"must be a list of layer kinds, got {kinds!r:.80} (in {where})")
+        if layers is not None and len(kinds) != layers:
+            raise ConfigError(key, f"{len(kinds)} entries for num_hidden_layers {layers} (in {where})")
 
 
 def meta_model(config):
@@ -142,47 +281,62 @@ def meta_model(config):
 
     # A config loaded with trust_remote_code carries its code's auto_map; building it needs the same trust.
     trust = bool(getattr(config, "auto_map", None))
-    with torch.device("meta"):
-        return AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+    try:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config, trust_remote_code=trust)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError, RuntimeError, ArithmeticError) as exc:
+        # A combination check_config does not know: still one line naming the model type.
+        raise BeamError(f"{getattr(config, 'model_type', 'model')}: the model cannot be built from this config "
+                        f"({type(exc).__name__}: {_one_line(exc)})") from exc
 
 
 def _config_int(config, keys) -> int | None:
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    text = _text(config)
     for key in keys:
         value = getattr(text, key, None)
-        if isinstance(value, int) and value > 0:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 
 
-def count_parameters(config) -> ParamCounts:
-    """Exact total and active-per-token parameter counts of the model ``config`` describes."""
+def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = False) -> ParamCounts:
+    """Exact total and active-per-token parameter counts of the model ``config`` describes (and its
+    LoRA adapter parameters for rank ``lora_r``), from one build on the meta device."""
     model = meta_model(config)
     num_experts = _config_int(config, NUM_EXPERTS_KEYS)
     top_k = _config_int(config, TOP_K_KEYS)
     expert_modules = {name for name, _ in model.named_modules() if _EXPERT_MODULE.search(name)}
+
+    def is_expert(name: str) -> bool:
+        return name.rpartition(".")[0] in expert_modules or any(name.startswith(m + ".") for m in expert_modules)
+
     total = expert = 0
     for name, param in model.named_parameters():  # deduplicates tied weights
         total += param.numel()
-        if name.rpartition(".")[0] in expert_modules or any(name.startswith(m + ".") for m in expert_modules):
+        if is_expert(name):
             expert += param.numel()
     if expert and not (num_experts and top_k):
         raise BeamError(f"{type(model).__name__}: expert parameters found but the config names no "
                         f"expert count ({'/'.join(NUM_EXPERTS_KEYS)}) or top-k ({'/'.join(TOP_K_KEYS)})")
     active = total - expert + (expert * top_k // num_experts if expert else 0)
-    layers = [m for n, m in model.named_modules() if re.search(r"\.layers\.\d+$", n)]
-    largest = max((sum(p.numel() for p in m.parameters()) for m in layers), default=total)
+    layers = [(n, m) for n, m in model.named_modules() if re.search(r"\.layers\.\d+$", n)]
+    largest, largest_expert = total, 0
+    if layers:
+        sizes = [(sum(p.numel() for p in m.parameters()),
+                  sum(p.numel() for pn, p in m.named_parameters() if is_expert(f"{n}.{pn}"))) for n, m in layers]
+        largest, largest_expert = max(sizes)
     buffers = sum(b.numel() * b.element_size() for b in model.buffers())
     return ParamCounts(total=total, active=active, expert=expert, num_experts=num_experts if expert else None,
-                       top_k=top_k if expert else None, largest_layer=largest, buffers_bytes=buffers)
+                       top_k=top_k if expert else None, largest_layer=largest, buffers_bytes=buffers,
+                       largest_layer_expert=largest_expert,
+                       lora=_lora_parameters(model, lora_r, lora_experts) if lora_r else 0)
 
 
-def lora_parameters(config, r: int, *, experts: bool = False) -> int:
+def _lora_parameters(model, r: int, experts: bool) -> int:
     """Adapter parameters of LoRA rank ``r`` on every linear layer but the output head and routers
     (PEFT's ``all-linear``); with ``experts``, also on fused expert tensors (r per expert per side)."""
     import torch
 
-    model = meta_model(config)
     count = 0
     for name, module in model.named_modules():
         leaf = name.rpartition(".")[2]
@@ -197,43 +351,118 @@ def lora_parameters(config, r: int, *, experts: bool = False) -> int:
 
 # ---------------------------------------------------------------- memory per GPU
 
-def _dims(config) -> dict[str, int]:
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+@dataclass(frozen=True)
+class Shape:
+    """What the activation estimate reads from a config (:func:`shape_of`)."""
+
+    hidden: int
+    layers: int
+    vocab: int
+    q_width: int  # query heads x head size (also the output gate's width when the attention has one)
+    kv_width: int  # key-value heads x head size
+    output_gate: bool  # a sigmoid gate per head on the attention output (Beam)
+    dense_width: int  # a dense MLP's intermediate size
+    dense_layers: int  # decoder layers with a dense MLP (the rest route to experts)
+    expert_width: int  # one routed expert's intermediate size
+    num_experts: int
+    top_k: int
+    shared_width: int  # shared experts' intermediate size in all
+    fp32_mlp: bool  # the MLP's activation and product in fp32 (Beam)
+    softcap: bool  # logits soft-capped in fp32 (Beam: final_logit_softcapping)
+    layer_kinds: tuple[str, ...]  # attention kind per layer (sliding_attention / full_attention)
+
+
+def shape_of(config) -> Shape:
+    text = _text(config)
     hidden = int(text.hidden_size)
-    top_k = _config_int(config, TOP_K_KEYS)
-    expert_width = getattr(text, "moe_intermediate_size", None) or getattr(text, "intermediate_size", 4 * hidden)
-    if _config_int(config, NUM_EXPERTS_KEYS) and top_k:
-        width = top_k * expert_width + (getattr(text, "n_shared_experts", 0) or 0) * expert_width
+    heads = int(getattr(text, "num_attention_heads", 1) or 1)
+    head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
+    kv = int(getattr(text, "num_key_value_heads", None) or heads)
+    layers = int(text.num_hidden_layers)
+    experts = _config_int(config, NUM_EXPERTS_KEYS) or 0
+    top_k = _config_int(config, TOP_K_KEYS) or 0
+    mlp_kinds = getattr(text, "mlp_layer_types", None)
+    if not experts:
+        dense_layers = layers
+    elif mlp_kinds is not None:
+        dense_layers = sum(1 for kind in mlp_kinds if kind == "dense")
     else:
-        width = getattr(text, "intermediate_size", 4 * hidden)
-    return {"hidden": hidden, "mlp_width": int(width), "layers": int(text.num_hidden_layers),
-            "vocab": int(text.vocab_size)}
+        dense_layers = min(layers, int(getattr(text, "first_k_dense_replace", 0) or 0))
+    expert_width = int(getattr(text, "moe_intermediate_size", None) or getattr(text, "intermediate_size", 4 * hidden))
+    model_type = str(getattr(text, "model_type", ""))
+    return Shape(
+        hidden=hidden, layers=layers, vocab=int(text.vocab_size), q_width=heads * head_dim, kv_width=kv * head_dim,
+        output_gate=model_type == "beam", dense_width=int(getattr(text, "intermediate_size", None) or 4 * hidden),
+        dense_layers=dense_layers, expert_width=expert_width, num_experts=experts, top_k=top_k,
+        shared_width=int(getattr(text, "n_shared_experts", 0) or 0) * expert_width,
+        fp32_mlp=model_type == "beam", softcap=getattr(text, "final_logit_softcapping", None) is not None,
+        layer_kinds=tuple(getattr(text, "layer_types", None) or ("full_attention",) * layers))
+
+
+def _layer_bytes_per_token(shape: Shape, w: int, sparse: bool) -> int:
+    """Bytes one token keeps for the backward in one decoder layer (memory-efficient attention).
+
+    Attention: the input norm's input and output (2h), q and k raw, normed and rotated (3 each),
+    v, the attention output (q width), and with an output gate its pre-activation, its sigmoid and the
+    gated product (3 q widths), then o_proj's output and its norm (2h). A dense MLP keeps its norm
+    (2h) and gate, up and product (3 widths; Beam's fp32 activation adds gate, up and the activation
+    in fp32: 12 bytes a width). A sparse one keeps its norm (2h), the router's fp32 input and scores
+    (4h + 12 bytes an expert), and per routed copy of the token its input and output (3h with the
+    weighted copy) and the expert's gate-up, activation and product (3 widths, plus fp32 as above).
+    Sliding-window and full layers keep the same here: flash/sdpa keep no score matrix, so the window
+    changes the compute, not the activations (their masks are counted once, in activation_bytes).
+    """
+    h = shape.hidden
+    gate = 3 * shape.q_width if shape.output_gate else 0
+    attention = w * (4 * h + 4 * shape.q_width + 4 * shape.kv_width + gate)
+    fp32 = 12 if shape.fp32_mlp else 0
+
+    def mlp(width: int) -> int:
+        return (3 * w + fp32) * width
+
+    if not sparse:
+        return attention + w * 2 * h + mlp(shape.dense_width)
+    routed = shape.top_k * (3 * h * w + mlp(shape.expert_width))
+    return attention + w * 2 * h + 4 * h + 12 * shape.num_experts + routed + mlp(shape.shared_width)
+
+
+def logits_bytes_per_token(shape: Shape, w: int) -> int:
+    """The logits of one token: the head's output (w bytes a vocabulary entry), then fp32 for the loss:
+    its log-probabilities and their gradient (8); a soft cap (Beam's tanh at 30, in fp32) keeps its
+    tanh output and the capped logits too (8 more). TRL's token accuracy and entropy are transient."""
+    return shape.vocab * (w + (16 if shape.softcap else 8))
 
 
 def activation_bytes(config, setup: PlanSetup) -> int:
     """Estimated activation memory of one micro-batch on one GPU.
 
-    Per token and decoder layer, without checkpointing, ``8 h + 4 m`` values are kept for the
-    backward (norms, q/k/v/o, residuals: ~8 h; the MLP's gate, up, activation and product over the
-    active width ``m``: ~4 m; memory-efficient attention keeps no score matrix); with activation
-    checkpointing each layer keeps only its input (``h``) and one layer is recomputed at a time.
-    The logits add ``vocab x (w + 8)`` bytes a token (the logits, and their fp32 copy and gradient
-    in the loss). An estimate: it sets the margin, the weights and optimizer terms are exact.
+    Per token and decoder layer, :func:`_layer_bytes_per_token` (dense and sparse layers each by
+    their own widths); with activation checkpointing each layer keeps only its input (``h`` values)
+    and one layer, the largest, is recomputed at a time. The logits add
+    :func:`logits_bytes_per_token` a token: at Beam's 151,936-token vocabulary and 8,192 tokens that
+    is 20.9 GiB in fp32 with the soft cap, more than all checkpointed layer inputs (4.1 GiB). One
+    boolean mask per attention kind (sliding, full) of ``length^2`` bytes per sequence. An
+    estimate: it sets the margin, the weights and optimizer terms are exact.
     """
-    d = _dims(config)
+    shape = shape_of(config)
     w = DTYPE_BYTES[setup.dtype]
     tokens = setup.micro_batch * setup.max_length
-    per_layer = tokens * w * (8 * d["hidden"] + 4 * d["mlp_width"])
+    dense = _layer_bytes_per_token(shape, w, sparse=False)
+    sparse = _layer_bytes_per_token(shape, w, sparse=True) if shape.num_experts else dense
+    moe_layers = shape.layers - shape.dense_layers
     if setup.activation_checkpointing:
-        layers = d["layers"] * tokens * w * d["hidden"] + per_layer
+        layers = shape.layers * tokens * w * shape.hidden + tokens * max(dense if shape.dense_layers else 0,
+                                                                         sparse if moe_layers else 0)
     else:
-        layers = d["layers"] * per_layer
-    return layers + tokens * d["vocab"] * (w + 8)
+        layers = tokens * (shape.dense_layers * dense + moe_layers * sparse)
+    masks = len(set(shape.layer_kinds)) * setup.micro_batch * setup.max_length ** 2
+    return layers + tokens * logits_bytes_per_token(shape, w) + masks
 
 
-def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params: int = 0) -> dict[str, int]:
+def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params: int | None = None) -> dict[str, int]:
     """Bytes each GPU holds, by component, for ``setup`` over ``setup.gpus`` GPUs."""
     w = DTYPE_BYTES[setup.dtype]
+    lora_params = counts.lora if lora_params is None else lora_params
     shards = 1 if setup.strategy == "ddp" else setup.gpus
     weight_shards = 1 if setup.strategy in ("ddp", "zero2") else setup.gpus
     total = counts.total
@@ -250,7 +479,13 @@ def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params
     if setup.strategy in ("ddp", "zero2"):
         working = trainable * (4 if setup.lora_r is not None else w)  # gradient buckets
     else:
-        working = 2 * counts.largest_layer * w  # the running layer and the prefetched one, unsharded
+        # The running layer and the prefetched one, unsharded; under expert parallelism a rank
+        # gathers only its num_experts / ep_size experts of each, and holds the all-to-all buffers
+        # of its tokens' routed copies (sent and received).
+        layer = counts.largest_layer - counts.largest_layer_expert + counts.largest_layer_expert // setup.ep_size
+        working = 2 * layer * w
+        if setup.ep_size > 1 and counts.top_k:
+            working += 2 * setup.micro_batch * setup.max_length * counts.top_k * _text(config).hidden_size * w
     return {
         "weights": weights,
         "gradients": grads,
@@ -263,13 +498,16 @@ def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params
 
 
 def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust_remote_code: bool = False) -> Plan:
-    """Count the model of ``source`` (config, config.json, model dir) and plan ``setup`` on it."""
+    """Count the model of ``source`` (config, config.json, model dir; None: ``BeamConfig()``) and plan
+    ``setup`` on it."""
     import dataclasses
 
     config = load_model_config(source, trust_remote_code=trust_remote_code)
-    counts = count_parameters(config)
-    lora_params = lora_parameters(config, setup.lora_r, experts=setup.lora_experts) if setup.lora_r else 0
-    per_gpu = memory_per_gpu(counts, config, setup, lora_params=lora_params)
+    counts = count_parameters(config, lora_r=setup.lora_r, lora_experts=setup.lora_experts)
+    if setup.ep_size > 1 and (not counts.num_experts or counts.num_experts % setup.ep_size):
+        raise ConfigError("--ep-size", f"{setup.ep_size} must divide the model's routed experts "
+                                       f"({counts.num_experts or 'none: not a mixture of experts'})")
+    per_gpu = memory_per_gpu(counts, config, setup)
     usable = int(setup.gpu_memory_gib * GIB)
     total = sum(per_gpu.values())
     nodes = None
@@ -277,24 +515,43 @@ def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust
         nodes = 1 if total <= usable else None
         # (zero2 keeps every weight on every GPU: the search below finds its floor too)
     else:
-        # Memory per GPU only falls as nodes are added, so the first that fits is the fewest.
+        # Memory per GPU only falls as nodes are added, so the first that fits is the fewest
+        # (with expert parallelism, of the node counts whose GPUs the EP group divides).
         for n in range(1, max_nodes + 1):
+            if (n * setup.gpus_per_node) % setup.ep_size:
+                continue
             trial = dataclasses.replace(setup, gpus=n * setup.gpus_per_node)
-            if sum(memory_per_gpu(counts, config, trial, lora_params=lora_params).values()) <= usable:
+            if sum(memory_per_gpu(counts, config, trial).values()) <= usable:
                 nodes = n
                 break
     notes = []
     if counts.expert:
         notes.append(f"active per token: non-expert {counts.non_expert:,} + experts {counts.expert:,} "
                      f"x {counts.top_k}/{counts.num_experts}")
+        w = DTYPE_BYTES[setup.dtype]
+        notes.append(f"largest decoder layer {counts.largest_layer:,} parameters ({counts.largest_layer_expert:,} "
+                     f"in routed experts): {counts.largest_layer * w / 1e9:.1f} GB gathered in {setup.dtype}"
+                     + (f"; with --ep-size {setup.ep_size} a GPU gathers "
+                        f"{counts.num_experts // setup.ep_size} of its {counts.num_experts} experts"
+                        if setup.ep_size > 1 else ""))
+    shape = shape_of(config)
+    notes.append(f"logits: {shape.vocab:,} entries x {setup.micro_batch * setup.max_length:,} tokens, "
+                 f"{logits_bytes_per_token(shape, DTYPE_BYTES[setup.dtype]) * setup.micro_batch * setup.max_length / GIB:.2f} GiB"
+                 + (" (soft cap in fp32)" if shape.softcap else "") + ", in the activations")
     notes.append("activations are an estimate (see beam_sft/train/plan.py); weights, gradients and "
                  "optimizer state are exact for the strategy")
+    if source is None:
+        label = DEFAULT_MODEL
+    elif hasattr(source, "to_dict"):
+        label = getattr(config, "_name_or_path", "") or "config"
+    else:
+        label = str(source)
     return Plan(
-        model=str(source) if not hasattr(source, "to_dict") else (getattr(config, "_name_or_path", "") or "config"),
+        model=label,
         model_type=str(getattr(config, "model_type", "")),
         parameters={"total": counts.total, "active": counts.active, "expert": counts.expert,
                     "non_expert": counts.non_expert, "num_experts": counts.num_experts, "top_k": counts.top_k,
-                    "lora": lora_params},
+                    "lora": counts.lora},
         setup=asdict(setup),
         per_gpu_bytes=per_gpu,
         total_bytes=total,
@@ -318,7 +575,8 @@ def format_plan(p: Plan) -> str:
     s = p.setup
     lines.append(f"setup: {s['strategy']}, {s['gpus']} GPUs of {s['gpu_memory_gib']:g} GiB "
                  f"({s['gpus_per_node']} a node), {s['dtype']}, micro-batch {s['micro_batch']} x "
-                 f"{s['max_length']} tokens, activation checkpointing {'on' if s['activation_checkpointing'] else 'off'}")
+                 f"{s['max_length']} tokens, activation checkpointing {'on' if s['activation_checkpointing'] else 'off'}"
+                 + (f", expert parallelism over {s['ep_size']} GPUs" if s.get("ep_size", 1) > 1 else ""))
     lines.append("memory per GPU (GiB):")
     for name, value in p.per_gpu_bytes.items():
         lines.append(f"  {name:<12}{value / GIB:>12.2f}")
@@ -357,9 +615,12 @@ def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: st
     sft = recipe.sft
     dtype = recipe.model.dtype if recipe.model.dtype != "auto" else ("bfloat16" if sft.get("bf16") else "float32")
     lora = recipe.lora
+    ep_size = getattr(recipe.model, "ep_size", 1)
+    if ep_size > 1:  # sharded at load by transformers' FSDP2 with the experts split: fsdp2's profile
+        strategy = "fsdp2"
     return PlanSetup(
         gpus=world_size, gpu_memory_gib=gpu_memory_gib, gpus_per_node=max(1, min(world_size, 8)),
-        strategy=strategy or strategy_from_environment(), dtype=dtype,
+        strategy=strategy or strategy_from_environment(), dtype=dtype, ep_size=ep_size,
         lora_r=lora.r if lora is not None else None,
         max_length=int(sft.get("max_length") or 1024), micro_batch=int(sft.get("per_device_train_batch_size") or 8),
         activation_checkpointing=bool(sft.get("activation_checkpointing") or sft.get("gradient_checkpointing")),

@@ -71,6 +71,10 @@ def check_model_tokenizer(model_path: str, tokenizer, *, trust_remote_code: bool
     """
     from transformers import AutoConfig, AutoTokenizer
 
+    from beam_sft.model_support import missing_support, model_type_at
+
+    if problem := missing_support(model_type_at(model_path)):  # AutoConfig would not say what to install
+        raise PreflightError(f"pre-flight failed: {model_path}: {problem}")
     config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
     rows = getattr(config.get_text_config(), "vocab_size", None)
     try:

@@ -54,6 +54,9 @@ class ModelSection:
     dtype: Dtype = "auto"
     attn_implementation: AttnImplementation = "sdpa"
     trust_remote_code: bool = False
+    # Expert parallelism: the routed experts sharded over groups of ep_size processes at load
+    # (transformers' DistributedConfig(ep_size, fsdp_size=world size); train/expert_parallel.py).
+    ep_size: int = 1
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,9 @@ def recipe_from_dict(data: dict[str, Any]) -> Recipe:
     sft = {**SFT_DEFAULTS, **validate_sft(recipe.sft)}
     recipe = dataclasses.replace(recipe, sft=sft)
     _check_data(recipe.data)
+    from beam_sft.train.expert_parallel import check_recipe as check_expert_parallel
+
+    check_expert_parallel(recipe)
     _check_preflight(recipe.preflight)
     if recipe.lora is not None:
         _check_lora(recipe.lora)

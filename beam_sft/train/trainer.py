@@ -79,6 +79,7 @@ def load_model(recipe: Recipe):
     from transformers import AutoModelForCausalLM
 
     from beam_sft.errors import ConfigError
+    from beam_sft.train.expert_parallel import announce, distributed_config
     from beam_sft.train.packing import disable_cache, keep_packed_sequences_apart
 
     dtype = recipe.model.dtype if recipe.model.dtype == "auto" else getattr(torch, recipe.model.dtype)
@@ -88,12 +89,14 @@ def load_model(recipe: Recipe):
             dtype=dtype,
             attn_implementation=recipe.model.attn_implementation,
             trust_remote_code=recipe.model.trust_remote_code,
+            **distributed_config(recipe),  # model.ep_size > 1: sharded at load, not by the launcher
         )
     except ValueError as exc:
         if "attention implementation" in str(exc) or "attn_implementation" in str(exc):
             raise ConfigError("model.attn_implementation", f"{recipe.model.attn_implementation!r} cannot run "
                                                            f"{recipe.model.path}: {exc}") from exc
         raise
+    announce(model, recipe)
     disable_cache(model)
     keep_packed_sequences_apart(model)
     return model
@@ -225,11 +228,16 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
         check_plan_fits(recipe, world_size=args.world_size)
     from transformers import AutoConfig
 
+    from beam_sft.model_support import require_support
     from beam_sft.train import routers
 
+    require_support(recipe.model.path)  # with the pre-flight off too: which transformers the model needs
     # Before the weights load: no softmax aux loss on a bias-balanced router (routers.py).
-    routers.check_aux_loss(AutoConfig.from_pretrained(recipe.model.path, trust_remote_code=recipe.model.trust_remote_code),
-                           recipe.sft)
+    model_config = AutoConfig.from_pretrained(recipe.model.path, trust_remote_code=recipe.model.trust_remote_code)
+    routers.check_aux_loss(model_config, recipe.sft)
+    from beam_sft.train.expert_parallel import check_launch
+
+    check_launch(recipe, model_config, world_size=args.world_size)  # model.ep_size: sizes and launcher
     model = load_model(recipe)
     if recipe.preflight.enabled:
         check_generation_eos(model, tokenizer)

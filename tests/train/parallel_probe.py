@@ -103,28 +103,44 @@ MODES = {
 }
 
 
-def main() -> int:
-    out = Path(sys.argv[1])
-    if "--build" in sys.argv:
-        build(out)
-        return 0
+def failure(exc: Exception) -> dict:
+    """A mode that raised, recorded with where (file:line, inside site-packages) it was refused."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = [f"{Path(f.filename).as_posix().split('site-packages/')[-1]}:{f.lineno}" for f in frames]
+    return {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:400]}", "where": where[-1] if where else "",
+            "stack": where[-6:]}
+
+
+def run(build_fn, modes_fn) -> int:
+    """``SCRIPT OUT --build`` builds; ``SCRIPT OUT`` runs each mode of ``modes_fn(OUT)`` (name -> a
+    call returning its result), or only ``$PROBE_MODE``; rank 0 writes the results as JSON."""
     import os
 
+    out = Path(sys.argv[1])
+    if "--build" in sys.argv:
+        build_fn(out)
+        return 0
     only = os.environ.get("PROBE_MODE")
     rank = int(os.environ.get("RANK", "0"))
     results = {}
-    for mode, (fn, name, kwargs) in MODES.items():
+    for mode, call in modes_fn(out).items():
         if only and only != mode:
             continue
         try:
-            results[mode] = fn(out, name, **kwargs)
-        except Exception as exc:  # recorded: the point is to find out what runs
-            results[mode] = {"ok": False, "error": f"{type(exc).__name__}: {str(exc)[:300]}",
-                             "where": traceback.format_exc().splitlines()[-3][:300]}
+            results[mode] = call()
+        except Exception as exc:  # recorded: the point is to find out what runs, and where it stops
+            results[mode] = failure(exc)
     if rank == 0:
         name = f"results-{only.replace(' ', '_')}.json" if only else "results.json"
         (out / name).write_text(json.dumps(results, indent=2))
     return 0
+
+
+def main() -> int:
+    from functools import partial
+
+    return run(build, lambda out: {mode: partial(fn, out, name, **kwargs)
+                                   for mode, (fn, name, kwargs) in MODES.items()})
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ def test_moe_fixtures_when_present(tmp_path):
         pytest.skip("beam_sft.harmony.fixture has no --arch yet (MoE fixtures land with issue 13)")
     from transformers import AutoModelForCausalLM
 
-    for arch in ("gpt_oss", "deepseek_v3"):
+    for arch in ("beam", "gpt_oss", "deepseek_v3"):
         out = fixture.build_fixture(tmp_path / arch, arch=arch)
         model = AutoModelForCausalLM.from_pretrained(out)
         assert plan(out).parameters["total"] == sum(p.numel() for p in model.parameters())
@@ -204,15 +204,17 @@ def _header(path):
 
 
 @pytest.mark.parametrize("name", ["beam-full-zero3.yaml", "beam-lora.yaml"])
-def test_beam_recipe_header_figures_are_what_plan_says(name, capsys):
-    """Recompute the nodes and GPUs each Beam recipe's header states, with the header's own plan line,
-    and check that line describes the recipe (length, micro-batch, LoRA rank, checkpointing)."""
+def test_beam_recipe_header_figures_are_what_plan_says(name, capsys, monkeypatch):
+    """Recompute the nodes and GPUs each Beam recipe's header states, with the header's own plan line
+    (no --model: Beam's real config), and check that line describes the recipe (length, micro-batch,
+    LoRA rank, checkpointing)."""
     import re
     import shlex
 
     from beam_sft.cli import main
     from beam_sft.train.recipe import load_recipe
 
+    monkeypatch.delenv("BEAM_MODEL_ID", raising=False)
     path = REPO / "recipes" / name
     header = _header(path)
     text = "\n".join(header)
@@ -220,7 +222,7 @@ def test_beam_recipe_header_figures_are_what_plan_says(name, capsys):
     argv = shlex.split(plan_line.removeprefix("plan: beam-sft "))
     gpu_at = argv.index("--gpu-memory")
     argv = argv[:gpu_at] + argv[gpu_at + 2:]
-    assert "approximation" in text and "configs/models/beam-approx.json" in argv
+    assert "--model" not in argv and "approximation" not in text and "beam-approx" not in text
 
     recipe = load_recipe(path, ["--model.path", "m"])
     opts = dict(zip(argv, [*argv[1:], None], strict=True))
@@ -236,16 +238,96 @@ def test_beam_recipe_header_figures_are_what_plan_says(name, capsys):
         stated[gpu] = (int(match.group(1)), int(match.group(2)))
         assert main([*argv, "--gpu-memory", GPUS[gpu], "--json"]) == 0
         result = json.loads(capsys.readouterr().out)
+        assert result["parameters"]["total"] == BEAM_TOTAL and result["model_type"] == "beam"
         assert (result["nodes_needed"], result["gpus_needed"]) == stated[gpu], gpu
     sbatch = re.search(r"sbatch --nodes=(\d+) scripts/slurm/train.sbatch recipes/" + re.escape(name), text)
     assert sbatch and int(sbatch.group(1)) == stated["H200 141 GB"][0]
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    row = next(line for line in readme.splitlines() if line.startswith(f"| `recipes/{name}`"))
+    for gpu, (nodes, gpus) in stated.items():  # the README's recipe table says the same
+        assert f"{nodes} nodes ({gpus} GPUs)" in row, (gpu, row)
 
 
-def test_beam_approx_config_is_501b_total_23b_active():
-    result = plan(REPO / "configs" / "models" / "beam-approx.json")
-    assert round(result.parameters["total"] / 1e9) == 501
-    assert round(result.parameters["active"] / 1e9) == 23
-    assert result.model_type == "gpt_oss"
+# Beam-1.0-501B-A23B as transformers' BeamConfig() builds it (issue 21: the published 501.3B / 23.4B).
+BEAM_TOTAL, BEAM_ACTIVE = 501_267_599_808, 23_431_516_608
+
+
+def test_plan_without_a_model_is_beam_itself(capsys, monkeypatch):
+    """No --model, no BEAM_MODEL_ID: BeamConfig() defaults, counted exactly on the meta device; the
+    active count recomputed here by hand from the shape (3 dense layers, 49 sparse of 256 experts top-8)."""
+    from transformers import BeamConfig
+
+    from beam_sft.cli import main
+
+    c = BeamConfig()
+    h, q, kv = c.hidden_size, c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim
+    attention = 2 * h * q + 2 * h * kv + h * q + c.num_attention_heads + 2 * c.head_dim  # q, o, k, v, gate, norms
+    dense = 3 * h * c.intermediate_size
+    expert = 3 * h * c.moe_intermediate_size  # gate, up, down of one routed expert
+    router = c.num_experts * h
+    norms = 4 * h
+    dense_layers = c.mlp_layer_types.count("dense")
+    sparse_layers = c.num_hidden_layers - dense_layers
+    shared = 2 * c.vocab_size * h + h + c.num_hidden_layers * (attention + norms) + dense_layers * dense \
+        + sparse_layers * router
+    assert shared + sparse_layers * c.num_experts * expert == BEAM_TOTAL
+    assert shared + sparse_layers * c.num_experts_per_tok * expert == BEAM_ACTIVE
+
+    monkeypatch.delenv("BEAM_MODEL_ID", raising=False)
+    assert main(["plan"]) == 0
+    out = capsys.readouterr().out
+    assert "total 501,267,599,808  active per token 23,431,516,608" in out
+    assert "256 routed, top-8" in out and "(beam)" in out
+    assert main(["plan", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["parameters"]["total"], data["parameters"]["active"]) == (BEAM_TOTAL, BEAM_ACTIVE)
+    assert data["parameters"]["expert"] == sparse_layers * c.num_experts * expert
+
+
+def test_beam_layer_floor_and_logits_are_counted():
+    """A sparse layer is 256 x 3 x 5120 x 2560 = 10.07B expert parameters (20 GB in bf16): ZeRO-3's
+    two gathered layers; the fp32 soft-capped logits of 151,936 entries x 8192 tokens are in the
+    activations; expert parallelism divides the gathered experts."""
+    from transformers import BeamConfig
+
+    from beam_sft.train.plan import activation_bytes
+
+    config = BeamConfig()
+    counts = count_parameters(config)
+    assert counts.largest_layer_expert == 256 * 3 * 5120 * 2560 == 10_066_329_600
+    setup = PlanSetup(gpus=96, strategy="zero3", max_length=8192, activation_checkpointing=True)
+    mem = memory_per_gpu(counts, config, setup)
+    assert mem["buffers"] == counts.buffers_bytes + 2 * 2 * counts.largest_layer
+    logits = 8192 * 151_936 * (2 + 16)  # bf16 head output; fp32 tanh, capped logits, log-probs, gradient
+    assert activation_bytes(config, setup) > logits
+    uncapped = BeamConfig(final_logit_softcapping=None)
+    assert activation_bytes(config, setup) - activation_bytes(uncapped, setup) == 8192 * 151_936 * 8
+    # Longer sequences cost more; checkpointing keeps far less.
+    assert activation_bytes(config, dataclasses.replace(setup, activation_checkpointing=False)) > 10 * mem["activations"]
+    ep = dataclasses.replace(setup, strategy="fsdp2", ep_size=8)
+    ep_buffers = memory_per_gpu(counts, config, ep)["buffers"]
+    non_expert = counts.largest_layer - counts.largest_layer_expert
+    dispatch = 2 * 8192 * 8 * 5120 * 2
+    assert ep_buffers == counts.buffers_bytes + 2 * 2 * (non_expert + counts.largest_layer_expert // 8) + dispatch
+    assert ep_buffers < mem["buffers"] / 5
+
+
+def test_expert_parallelism_lowers_the_node_count_and_is_checked():
+    from transformers import BeamConfig
+
+    config = BeamConfig()
+    base = PlanSetup(gpus=8, gpu_memory_gib=79.6, strategy="fsdp2", max_length=8192, activation_checkpointing=True)
+    without = plan(config, base)
+    with_ep = plan(config, dataclasses.replace(base, ep_size=8))
+    assert with_ep.nodes_needed < without.nodes_needed
+    with pytest.raises(ConfigError, match="--ep-size.*--strategy fsdp2"):
+        PlanSetup(strategy="zero3", ep_size=8)
+    with pytest.raises(ConfigError, match="--ep-size: 3 must divide --gpus 8"):
+        PlanSetup(strategy="fsdp2", ep_size=3)
+    with pytest.raises(ConfigError, match="--ep-size: 16 must divide the model's routed experts"):
+        plan(tiny_gpt_oss(), PlanSetup(strategy="fsdp2", gpus=16, ep_size=16))
+    with pytest.raises(ConfigError, match="--ep-size.*not a mixture of experts"):
+        plan(llama3_8b(), PlanSetup(strategy="fsdp2", ep_size=2))
 
 
 def test_strategy_from_the_launcher_environment():
@@ -303,3 +385,115 @@ def test_check_plan_fits_stops_every_process_together(fixture_dir):
     assert "pre-flight failed" in results[0] and "pre-flight failed" in results[1]
     assert "another process has too little free memory" in results[1]
     assert "another process" not in results[0]
+
+
+# ---------------------------------------------------------------- issue 23 class 13: one line, exit 2, never a traceback
+
+TINY_BEAM = {"model_type": "beam", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+             "moe_intermediate_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "head_dim": 16, "num_experts": 8, "num_experts_per_tok": 2, "n_group": 2, "topk_group": 1,
+             "sliding_window": 4}
+
+
+def _plan_cli(argv, capsys):
+    from beam_sft.cli import main
+
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_tiny_beam_config_plans(tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_BEAM))
+    code, out, err = _plan_cli(["--model", str(path), "--gpu-memory", "1"], capsys)
+    assert code == 0 and "(beam)" in out and "8 routed, top-2" in out, err
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"num_experts": 10**12}, "num_experts"),
+    ({"hidden_size": -64}, "hidden_size"),
+    ({"num_attention_heads": 0}, "num_attention_heads"),
+    ({"num_experts": 128, "num_experts_per_tok": 500, "n_group": 1, "topk_group": 1}, "num_experts_per_tok"),
+    ({"num_experts_per_tok": 8, "topk_group": 1}, "num_experts_per_tok"),  # 8 of the 4 in one chosen group
+    ({"num_key_value_heads": 3}, "num_key_value_heads"),
+    ({"n_group": 3}, "n_group"),
+    ({"num_hidden_layers": True}, "num_hidden_layers"),
+    ({"vocab_size": 2.5}, "vocab_size"),
+    ({"head_dim": None, "hidden_size": "64"}, "hidden_size"),
+    ({"layer_types": ["full_attention"]}, "layer_types"),
+    ({"model_type": "no_such_model"}, "model_type"),
+    ({"model_type": None}, "model_type"),
+], ids=["1e12-experts", "negative-hidden", "zero-heads", "top-k-500-of-128", "top-k-past-chosen-groups",
+        "kv-heads-not-dividing", "groups-not-dividing", "bool-layers", "float-vocab", "string-hidden",
+        "layer-types-length", "unknown-model-type", "missing-model-type"])
+def test_bad_config_is_one_line_naming_the_key(change, key, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TINY_BEAM, **change}))
+    code, out, err = _plan_cli(["--model", str(path)], capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("beam-sft plan: error: ") and "Traceback" not in err
+    assert key in err, err
+
+
+@pytest.mark.parametrize("write, expected", [
+    (lambda p: p.write_text(json.dumps([TINY_BEAM])), "JSON object of keys, not a list"),
+    (lambda p: p.write_text("null"), "not a NoneType"),
+    (lambda p: p.write_text("{"), "not a JSON config"),
+    (lambda p: p.write_bytes(b"\xff\xfe\x00{"), "not a JSON config"),
+    (lambda p: p.write_text("[" * 100_000), "not a JSON config"),
+], ids=["json-list", "json-null", "truncated", "binary", "deep"])
+def test_config_file_that_is_not_an_object(write, expected, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    write(path)
+    code, out, err = _plan_cli(["--model", str(path)], capsys)
+    assert code == 2 and err.count("\n") == 1 and expected in err, err
+
+
+def test_folder_without_config_json(tmp_path, capsys):
+    (tmp_path / "weights").mkdir()
+    code, out, err = _plan_cli(["--model", str(tmp_path / "weights")], capsys)
+    assert code == 2 and err.count("\n") == 1 and "without config.json" in err, err
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["--gpu-memory", "nan"], "--gpu-memory"), (["--gpu-memory", "inf"], "--gpu-memory"),
+    (["--gpu-memory", "-80"], "--gpu-memory"), (["--gpu-memory", "0"], "--gpu-memory"),
+    (["--reserve", "nan"], "--reserve"), (["--reserve", "-1"], "--reserve"),
+    (["--gpus", "0"], "--gpus"), (["--gpus", "-8"], "--gpus"), (["--max-length", "0"], "--max-length"),
+    (["--micro-batch", str(10**12)], "--micro-batch"), (["--lora", "0"], "--lora"),
+    (["--ep-size", "0"], "--ep-size"), (["--ep-size", "2"], "--ep-size"),  # zero3 default: no EP
+    (["--strategy", "fsdp2", "--ep-size", "3"], "--ep-size"),
+], ids=lambda v: " ".join(v) if isinstance(v, list) else v)
+def test_bad_setup_is_one_line_naming_the_flag(argv, key, tmp_path, capsys):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(TINY_BEAM))
+    code, out, err = _plan_cli(["--model", str(path), *argv], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err
+    assert f"error: {key}:" in err, err
+
+
+def test_readme_plan_output_is_a_real_run(capsys, monkeypatch):
+    """The plan pasted in the README's "Fine-tuning Beam" is what its command prints now."""
+    import re
+    import shlex
+
+    from beam_sft.cli import main
+
+    monkeypatch.delenv("BEAM_MODEL_ID", raising=False)
+    section = (REPO / "README.md").read_text(encoding="utf-8").split("## Fine-tuning Beam", 1)[1]
+    command, output = re.search(r"```bash\n(beam-sft plan .*?)\n```\n```\n(.*?)\n```", section, re.S).groups()
+    argv = shlex.split(command.replace("\\\n", " "))[1:]
+    assert "--model" not in argv
+    assert main(argv) == 0
+    assert capsys.readouterr().out.rstrip("\n") == output
+
+
+@pytest.mark.parametrize("as_folder", [False, True], ids=["config.json", "folder"])
+def test_zero_layers_named_before_the_config_class_runs(as_folder, tmp_path, capsys):
+    """Found by the fuzz tier: BeamConfig's own __post_init__ fails on 0 layers ("list assignment
+    index out of range") before any check of ours; the raw config is checked first."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**TINY_BEAM, "num_hidden_layers": 0}))
+    code, out, err = _plan_cli(["--model", str(tmp_path if as_folder else path)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "num_hidden_layers: must be an integer from 1" in err, err

@@ -163,7 +163,7 @@ def load_model_config(source, *, trust_remote_code: bool = False):
 
         return BeamConfig()
     if isinstance(source, PretrainedConfig):
-        check_config(source, str(getattr(source, "_name_or_path", "") or "config"))
+        check_config(source, str(getattr(source, "name_or_path", "") or "config"))
         return source
     path = Path(source)
     require_support(path)  # a 'beam' config on a transformers without models/beam/: say which it needs
@@ -543,7 +543,7 @@ def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust
     if source is None:
         label = DEFAULT_MODEL
     elif hasattr(source, "to_dict"):
-        label = getattr(config, "_name_or_path", "") or "config"
+        label = getattr(config, "name_or_path", "") or "config"
     else:
         label = str(source)
     return Plan(

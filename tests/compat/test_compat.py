@@ -163,7 +163,6 @@ def _private_uses(path: Path) -> list[str]:
 # Private names of beam_sft's own objects, and reads the lead fences after merging.
 ALLOWED = {
     "train/packing.py": ["getattr(..., '_beam_packed_mask_hook')"],  # beam_sft's own hook attribute
-    "train/plan.py": ["getattr(..., '_name_or_path')"],  # (helper plan's file: to move into compat at merge)
 }
 
 

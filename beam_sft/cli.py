@@ -18,7 +18,7 @@ from beam_sft.errors import BeamError
 COMMAND_MODULES = (
     "beam_sft.convert.cli",  # convert
     "beam_sft.prepare.cli",  # prepare, merge-shards
-    "beam_sft.verify.cli",  # verify, inspect
+    "beam_sft.verify.cli",  # verify, inspect, report
     "beam_sft.train.cli",  # train, merge
     "beam_sft.harmony.cli",  # fixture, check-tokenizer
 )

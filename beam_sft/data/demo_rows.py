@@ -16,8 +16,9 @@ The shapes (``KINDS``), each with reasoning on every assistant turn and a reason
   with a string and a boolean); the assistant calls one, reads the result, answers.
 * ``tool_multi``: a tool turn, then a plain follow-up turn.
 
-``demo_split(n_train, n_eval, seed)`` returns training and held-out rows whose first prompts never
-coincide, so format health on the held-out rows measures generalisation, not recall.
+``demo_split(n_train, n_eval, seed)`` returns training and held-out rows whose first user messages
+never coincide, so format health on the held-out rows measures generalisation, not recall (the
+capital questions, eight in all, are therefore never held out; sums, weather and look-ups are).
 """
 
 from __future__ import annotations
@@ -26,15 +27,19 @@ import json
 import random
 from collections.abc import Iterator
 
-CITIES = ("Paris", "London", "Berlin", "Madrid", "Rome", "Oslo", "Tokyo", "Lima")
+CITIES = ("Paris", "London", "Berlin", "Madrid", "Rome", "Oslo", "Tokyo", "Lima", "Cairo", "Delhi", "Seoul",
+          "Dublin", "Vienna", "Prague", "Lisbon", "Athens")
 CONDITIONS = ("sunny", "cloudy", "rain", "snow", "windy")
 UNITS = ("celsius", "fahrenheit")
-WORDS = ("cat", "model", "parser", "report", "answer", "number", "tool", "poem")
 MEANINGS = {
     "cat": "a small animal", "model": "a thing that predicts text", "parser": "a program that reads text",
     "report": "a short summary", "answer": "the reply to a question", "number": "a count of things",
-    "tool": "a function the assistant can call", "poem": "a short piece of verse",
+    "tool": "a function the assistant can call", "poem": "a short piece of verse", "city": "a large town",
+    "river": "a stream of water", "forecast": "what the weather will be", "function": "code with a name",
+    "error": "something that went wrong", "deadline": "the last day to finish", "search": "a way to find things",
+    "message": "text sent to someone", "table": "rows and columns", "step": "one part of a plan",
 }
+WORDS = tuple(MEANINGS)
 CAPITALS = {"France": "Paris", "England": "London", "Germany": "Berlin", "Spain": "Madrid", "Italy": "Rome",
             "Norway": "Oslo", "Japan": "Tokyo", "Peru": "Lima"}
 EFFORTS = ("low", "medium", "high")
@@ -46,7 +51,8 @@ TOOLS = [
         "name": "get_weather", "description": "Get the weather for a city.",
         "parameters": {"type": "object", "properties": {
             "city": {"type": "string", "description": "The city."},
-            "unit": {"type": "string", "enum": list(UNITS)}},
+            "unit": {"type": "string", "enum": list(UNITS)},
+            "days": {"type": "integer", "description": "How many days ahead."}},
             "required": ["city", "unit"], "additionalProperties": False}}},
     {"type": "function", "function": {
         "name": "add", "description": "Add two integers.",
@@ -56,8 +62,8 @@ TOOLS = [
     {"type": "function", "function": {
         "name": "lookup", "description": "Look up a word.",
         "parameters": {"type": "object", "properties": {
-            "word": {"type": "string"}, "short": {"type": "boolean"}},
-            "required": ["word"], "additionalProperties": False}}},
+            "word": {"type": "string"}, "count": {"type": "integer"}, "short": {"type": "boolean"}},
+            "required": ["word", "count"], "additionalProperties": False}}},
 ]
 
 
@@ -80,8 +86,13 @@ def _tool_turn(rng: random.Random, index: int) -> tuple[str, dict, str, str, str
         city, unit = rng.choice(CITIES), rng.choice(UNITS)
         degrees = rng.randint(0, 30) if unit == "celsius" else rng.randint(32, 86)
         condition = rng.choice(CONDITIONS)
-        question = f"What is the weather in {city} in {unit}?"
         arguments: dict = {"city": city, "unit": unit}
+        if rng.random() < 0.6:
+            days = rng.randint(1, 7)
+            arguments["days"] = days
+            question = f"What is the weather in {city} for the next {days} days in {unit}?"
+        else:
+            question = f"What is the weather in {city} in {unit}?"
         reasoning = f"The user wants the weather in {city}. I call get_weather with unit {unit}."
         result = json.dumps({"city": city, "degrees": degrees, "sky": condition})
         answer = f"In {city} it is {degrees} degrees {unit} and {condition}."
@@ -93,10 +104,10 @@ def _tool_turn(rng: random.Random, index: int) -> tuple[str, dict, str, str, str
         result = json.dumps({"sum": a + b})
         answer = f"The sum is {a + b}."
     else:
-        word = rng.choice(WORDS)
+        word, count = rng.choice(WORDS), rng.randint(1, 5)
         short = rng.random() < 0.5
-        question = f"Look up the word {word}" + (", short please." if short else ".")
-        arguments = {"word": word, "short": True} if short else {"word": word}
+        question = f"Look up the word {word}, {count} meanings" + (", short please." if short else ".")
+        arguments = {"word": word, "count": count, "short": True} if short else {"word": word, "count": count}
         reasoning = f"The user wants the word {word}. I call lookup."
         result = json.dumps({"word": word, "meaning": MEANINGS[word]})
         answer = f"A {word} is {MEANINGS[word]}."
@@ -131,13 +142,9 @@ def demo_row(rng: random.Random, index: int, kind: str | None = None) -> dict:
 
 
 def first_prompt(row: dict) -> str:
-    """The conversation up to the first assistant turn, with its tools and effort (the held-out key)."""
-    head = []
-    for message in row["messages"]:
-        if message["role"] == "assistant":
-            break
-        head.append(message)
-    return json.dumps([head, bool(row.get("tools")), row.get("chat_template_kwargs")], sort_keys=True)
+    """The first user message: the held-out key. Stricter than the whole prompt: a held-out row never
+    asks a question a training row asked first, whatever its system prompt, tools or effort."""
+    return next(m["content"] for m in row["messages"] if m["role"] == "user")
 
 
 def demo_rows(n: int, *, seed: int = 0) -> Iterator[dict]:

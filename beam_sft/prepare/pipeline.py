@@ -122,7 +122,7 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
         timing = report.setdefault("timing", {})
         timing.setdefault("phases", {})["verify"] = seconds
         rep.write_report(staging, report)
-        write_page(staging)  # after verify: the page shows its result (a failed folder keeps its page too)
+        write_page(staging, final)  # after verify: the page shows its result (a failed folder keeps its page too)
         if not result.ok:
             failed = failed_dir(final)
             if failed.exists():
@@ -132,17 +132,17 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
                 f"{final}: {len(result.violations)} mask violation(s): nothing was published or cached. The dataset "
                 f"and verify_violations.jsonl are in {failed}")
     else:
-        write_page(staging)
+        write_page(staging, final)
     return output.publish(staging, final)
 
 
-def write_page(staging: Path) -> None:
+def write_page(staging: Path, final: Path) -> None:
     """report.html beside report.json, in the staging folder (so it is published with it; like the
     report it is not digested). A page that cannot be drawn costs a warning, never the prepared data."""
     from beam_sft.verify.report_page import write_report_page
 
     try:
-        write_report_page(staging)
+        write_report_page(staging, shown_as=final)
     except Exception as exc:  # noqa: BLE001 (the dataset is good; only its picture failed)
         logger.warning("%s: the report page could not be written (%s: %s); `beam-sft report %s` retries",
                        staging, type(exc).__name__, exc, staging)

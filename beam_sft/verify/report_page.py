@@ -312,18 +312,21 @@ def _rows_section(directory: Path, positions: Sequence[int]) -> str:
 # ---------------------------------------------------------------------------- the page
 
 
-def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS, seed: int = 0) -> str:
-    """The page for the prepared folder at ``directory``, as a string."""
+def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS, seed: int = 0,
+                       shown_as: str | Path | None = None) -> str:
+    """The page for the prepared folder at ``directory``, as a string; ``shown_as``: the path the page
+    names (prepare draws it in the staging folder, for the folder it publishes)."""
     from beam_sft.verify.view_html import STYLE as ROW_STYLE
 
     directory = Path(directory)
+    named = Path(shown_as) if shown_as is not None else directory
     report = _read_json(directory / "report.json")
     lengths, trained, sources = _columns(directory)
     positions = sample_positions(sources, sample_rows, seed)
-    title = f"beam-sft report: {directory.name}"
+    title = f"beam-sft report: {named.name}"
     verify = report.get("verify") if isinstance(report.get("verify"), dict) else None
     status = ("verified" if verify and verify.get("ok") else "verification failed" if verify else "not verified")
-    meta = (f"{directory} · {len(lengths):,} rows · fingerprint {str(report.get('fingerprint', '?'))[:16]} · "
+    meta = (f"{named} · {len(lengths):,} rows · fingerprint {str(report.get('fingerprint', '?'))[:16]} · "
             f"encoder {(report.get('encoder') or {}).get('name', '?')} · {status}")
     return "\n".join([
         "<!DOCTYPE html>",

@@ -80,6 +80,7 @@ def test_the_page_holds_every_section_with_the_reports_figures(prepared):
     assert page.count('<svg xmlns="http://www.w3.org/2000/svg"') == 3  # two histograms and the channel shares
     assert 'class="tok trained"' in page and 'class="tok ctx"' in page  # rows drawn with their masks
     assert "every rule holds on every checked row" in page
+    assert "<h1>beam-sft report: prepared</h1>" in page and "staging" not in page  # named as published
 
 
 def test_every_data_text_is_escaped(prepared):

@@ -157,3 +157,34 @@ def test_card_text_from_data_cannot_break_a_table_row(tmp_path):
     facts["sources"][0]["name"] = "a|b\nc"
     card = render_card(facts)
     assert "`a\\|b c`" in card
+
+
+def test_export_writes_the_runs_card_into_its_output(fixture_dir, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.export import export_checkpoint
+    from tests.train.test_export import write_dcp
+
+    run = _run(tmp_path)
+    write_dcp(AutoModelForCausalLM.from_pretrained(fixture_dir), run)  # the run folder holds the sharded weights
+    out = export_checkpoint(run, tmp_path / "exported", dtype="float32")
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "`beam-sft export`" in card and "| eval loss (step 30) | 0.8125 |" in card
+    assert f"{card_facts(out, run_folder=run, derived='exported')['parameters']:,} parameters" in card
+
+
+def test_merge_writes_the_runs_card_into_its_output(fixture_dir, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from beam_sft.train.merge import merge_adapter
+
+    run = _run(tmp_path, lora=True)
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(fixture_dir),
+                           LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], task_type="CAUSAL_LM"))
+    model.save_pretrained(str(run))
+    AutoTokenizer.from_pretrained(fixture_dir).save_pretrained(str(run))
+    assert "library_name: peft" in write_model_card(run).read_text(encoding="utf-8")  # the adapter's own card
+    out = merge_adapter(run, tmp_path / "merged", base=str(fixture_dir))
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "merged into its base (`beam-sft merge`)" in card and "library_name: transformers" in card

@@ -218,6 +218,7 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
         "train_rows": eval_summary.get("train_rows"),
         "eval_rows": eval_summary.get("eval_rows"),
         "eval_mode": eval_summary.get("mode"),
+        "eval_dir": eval_summary.get("eval_dir"),
         "tokens_seen": int(losses[-1]["num_tokens"]) if losses and "num_tokens" in losses[-1] else None,
         "final_train_loss": losses[-1]["loss"] if losses else None,
         "final_train_loss_step": losses[-1]["step"] if losses else None,
@@ -343,7 +344,8 @@ def render_card(facts: dict, *, path: str | None = None) -> str:
             f"| tokens | {_f(facts['tokens'])} |",
             f"| trained tokens (assistant mask) | {_f(facts['trained_tokens'])} |",
             f"| training rows / eval rows | {_f(facts['train_rows'])} / {_f(facts['eval_rows'])} "
-            f"({_md(facts['eval_mode'] or 'no eval set')}) |",
+            f"({_md(facts['eval_mode'] or 'no eval set')}"
+            + (f": `{_md(facts['eval_dir'])}`" if facts["eval_dir"] else "") + ") |",
             f"| tokens seen by the trainer (TRL `num_tokens`, context included) | {_f(facts['tokens_seen'])} |"]
     out += ["", "## Results at the end", "", "| | |", "|---|---|"]
     if facts["final_train_loss"] is not None:

@@ -15,7 +15,8 @@ def register(subparsers) -> None:
     verify = subparsers.add_parser(
         "verify", help="check every row's masks; exit 1 on any violation",
         description="Check the masks of a prepared dataset against every rule; write report.json's "
-                    "\"verify\" section, verify_violations.jsonl and report_lengths.png beside it.")
+                    "\"verify\" section, verify_violations.jsonl and report_lengths.png beside it (and redraw "
+                    "report.html where the folder has one).")
     verify.add_argument("directory", type=Path, metavar="DIR", help="prepared dataset directory")
     verify.add_argument("--num-proc", type=int, default=0,
                         help="worker processes (default: all cores for large datasets, else 1)")
@@ -77,6 +78,7 @@ def run_verify(args: argparse.Namespace) -> int:
                              sample=args.sample, seed=args.seed, max_length=args.max_length,
                              histogram=not args.no_histogram, parity_sample=parity)
     print(format_table(result.stats))
+    _refresh_page(args.directory)
     if result.ok:
         return 0
     shown = result.violations[: max(0, args.max_violations)]
@@ -101,6 +103,15 @@ def run_inspect(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _refresh_page(directory: Path) -> None:
+    """A folder's report page shows verify's result: redraw it after verify rewrote the report."""
+    from beam_sft.prepared.layout import REPORT_PAGE
+    from beam_sft.verify.report_page import write_report_page
+
+    if (directory / REPORT_PAGE).is_file():
+        write_report_page(directory)
 
 
 def run_report(args: argparse.Namespace) -> int:

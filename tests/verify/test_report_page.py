@@ -164,3 +164,16 @@ def test_the_page_loads_in_a_real_browser_without_console_messages(prepared, tmp
     assert size == (1280, 2400)
     assert inked > 0.05  # tables, text and bars, not a white page
     assert colours > 20  # the charts' and masks' colours, not black text alone
+
+
+def test_verify_redraws_the_page_with_its_new_result(prepared, tmp_path):
+    import shutil as sh
+
+    from beam_sft.cli import main
+
+    folder = tmp_path / "copy"
+    sh.copytree(prepared, folder)
+    (folder / "report.html").write_text("stale", encoding="utf-8")
+    assert main(["verify", str(folder), "--sample", "3"]) == 0
+    page = (folder / "report.html").read_text(encoding="utf-8")
+    assert "rows checked</td><td>3 of 12</td>" in page

@@ -188,3 +188,11 @@ def test_merge_writes_the_runs_card_into_its_output(fixture_dir, tmp_path):
     out = merge_adapter(run, tmp_path / "merged", base=str(fixture_dir))
     card = (out / "README.md").read_text(encoding="utf-8")
     assert "merged into its base (`beam-sft merge`)" in card and "library_name: transformers" in card
+
+
+def test_doctests():
+    import doctest
+
+    import beam_sft.train.model_card as module
+
+    assert doctest.testmod(module).failed == 0

@@ -380,13 +380,24 @@ def load_row(directory: str | Path, position: int) -> tuple[RowContext, CheckEnv
     return contexts[0], env
 
 
-def load_rows(directory: str | Path, positions: Sequence[int]) -> tuple[list[RowContext], CheckEnv]:
-    """A RowContext for each row at ``positions`` and the one CheckEnv they share (reads those rows only)."""
+class _NoRenderer:
+    """For views that only draw rows: the chat template is never compiled (a third of a second a
+    folder), and a rule that would render says so instead of passing."""
+
+    def render(self, *args, **kwargs):
+        raise RuntimeError("this CheckEnv was made to draw rows, not to check them (load_rows(check=False))")
+
+
+def load_rows(directory: str | Path, positions: Sequence[int], *,
+              check: bool = True) -> tuple[list[RowContext], CheckEnv]:
+    """A RowContext for each row at ``positions`` and the one CheckEnv they share (reads those rows only).
+    ``check=False``: the env can decode and draw the rows but not run ``check_row`` on them."""
     folder = open_prepared(directory)
     for position in positions:
         if not 0 <= position < len(folder.dataset):
             raise VerificationError(f"row {position} is out of range: the dataset has {len(folder.dataset)} rows")
-    env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report))
+    env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report),
+                          renderer=None if check else _NoRenderer())
     env.sampled = frozenset(positions)
     contexts = []
     for position in positions:
@@ -399,18 +410,17 @@ def load_rows(directory: str | Path, positions: Sequence[int]) -> tuple[list[Row
     return contexts, env
 
 
-def row_view(ctx: RowContext, env: CheckEnv) -> tuple[list[str], list[str], list]:
-    """(token texts, vocabulary strings, violations) of one row, as ``inspect`` shows it. Ids outside
-    the vocabulary are shown as ``⟨bad id N⟩``, never decoded."""
+def row_view(ctx: RowContext, env: CheckEnv) -> tuple[list[str], list[str]]:
+    """(token texts, vocabulary strings) of one row, as ``inspect`` shows it. Ids outside the vocabulary
+    are shown as ``⟨bad id N⟩``, never decoded."""
     from beam_sft.verify.tokens import token_texts
 
-    violations = check_row(ctx, env)
     safe = env.safe_ids(ctx.ids)
     texts = token_texts(safe, env.decode)
     raw = env.tokenizer.convert_ids_to_tokens(safe.tolist())
     for i in ctx.bad_ids:
         texts[i] = raw[i] = f"⟨bad id {int(ctx.ids[i])}⟩"
-    return texts, raw, violations
+    return texts, raw
 
 
 def inspect_row(directory: str | Path, position: int, *, color: bool = True,
@@ -420,7 +430,8 @@ def inspect_row(directory: str | Path, position: int, *, color: bool = True,
     from beam_sft.verify.view_terminal import render_terminal
 
     ctx, env = load_row(directory, position)
-    texts, raw, violations = row_view(ctx, env)
+    violations = check_row(ctx, env)
+    texts, raw = row_view(ctx, env)
     page = None
     if html:
         from beam_sft.verify.view_html import render_html

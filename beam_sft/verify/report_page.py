@@ -25,7 +25,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from beam_sft.prepared.layout import REJECTS_FILE, REPORT_PAGE
+from beam_sft.prepared.layout import REJECTS_FILE, REPORT_PAGE, VIOLATIONS_FILE
 
 EXAMPLES_PER_CODE = 3
 SAMPLE_ROWS = 4
@@ -75,6 +75,22 @@ def reject_examples(path: Path, per_code: int = EXAMPLES_PER_CODE) -> dict[str, 
             examples = out.setdefault(str(entry.get("code")), [])
             if len(examples) < per_code:
                 examples.append(entry)
+    return out
+
+
+def violations_by_row(path: Path, positions: set[int]) -> dict[int, list[str]]:
+    """``rule: message`` of every violation verify recorded for the rows at ``positions``."""
+    out: dict[int, list[str]] = {}
+    if not path.is_file() or not positions:
+        return out
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("row") in positions:
+                out.setdefault(entry["row"], []).append(f"{entry.get('rule')}: {entry.get('message')}")
     return out
 
 
@@ -295,15 +311,17 @@ def _rows_section(directory: Path, positions: Sequence[int]) -> str:
 
     if not positions:
         return ""
-    contexts, env = load_rows(directory, positions)
+    contexts, env = load_rows(directory, positions, check=False)  # verify's findings are in its file
+    flagged = violations_by_row(directory / VIOLATIONS_FILE, set(positions))
     parts = ['<h2>Rows and their masks</h2><p class="legend"><span class="tok trained">trained</span> '
              '<span class="tok ctx">context</span> (as <code>beam-sft inspect --html</code> draws them; '
              "hover a token for its index and id)</p>"]
     for ctx in contexts:
-        texts, raw, violations = row_view(ctx, env)
+        texts, raw = row_view(ctx, env)
         trained = sum(1 for m in ctx.mask if m)
         meta = f"row {ctx.position} · source {ctx.source} · row_index {ctx.row_index} · tokens {len(ctx.ids)} · trained {trained}"
-        flag = f' <span class="bad">{len(violations)} violation(s)</span>' if violations else ""
+        found = flagged.get(ctx.position) or []
+        flag = (f' <span class="bad">verify: {escape("; ".join(found))}</span>' if found else "")
         parts.append(f'<div class="row"><div class="muted">{escape(meta)}{flag}</div>'
                      + "".join(row_blocks(ctx, texts, raw)) + "</div>")
     return "".join(parts)

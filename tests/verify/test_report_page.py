@@ -177,3 +177,17 @@ def test_verify_redraws_the_page_with_its_new_result(prepared, tmp_path):
     assert main(["verify", str(folder), "--sample", "3"]) == 0
     page = (folder / "report.html").read_text(encoding="utf-8")
     assert "rows checked</td><td>3 of 12</td>" in page
+
+
+def test_a_drawn_row_that_verify_flagged_says_so(prepared, tmp_path):
+    import shutil as sh
+
+    from beam_sft.verify.report_page import render_report_page
+
+    folder = tmp_path / "flagged"
+    sh.copytree(prepared, folder)
+    (folder / "verify_violations.jsonl").write_text(json.dumps(
+        {"rule": "straddle", "row": 0, "source": "s", "row_index": 0, "message": "a span <b>crosses</b>"}) + "\n",
+        encoding="utf-8")
+    page = render_report_page(folder, sample_rows=1)
+    assert 'verify: straddle: a span &lt;b&gt;crosses&lt;/b&gt;' in page

@@ -38,7 +38,7 @@ class DemoSettings:
     train_rows: int = 1200
     heldout_rows: int = 64
     seed: int = 0
-    hidden_size: int = 128  # the fixture's default (64) needs about twice the steps to learn the tool calls
+    hidden_size: int = 128  # the fixture's default (64) learns the tool calls more slowly (README: What it takes)
     intermediate_size: int = 256
     steps: int | None = None  # None: the recipe's
     processes: int = 2

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -58,39 +58,37 @@ def _read_json(path: Path) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def reject_examples(path: Path, per_code: int = EXAMPLES_PER_CODE) -> dict[str, list[dict]]:
-    """The first ``per_code`` lines of ``rejects.jsonl`` for each code (read as a stream; a line
-    that is not a JSON object is skipped: the page shows, it does not judge)."""
-    out: dict[str, list[dict]] = {}
+def json_objects(path: Path) -> Iterator[dict]:
+    """The JSON objects of a JSONL file, streamed; a line that is not one is skipped (the page shows,
+    it does not judge: verify and prepare own those files' rules)."""
     if not path.is_file():
-        return out
+        return
     with path.open(encoding="utf-8", errors="replace") as fh:
         for line in fh:
             try:
                 entry = json.loads(line)
             except ValueError:
                 continue
-            if not isinstance(entry, dict):
-                continue
-            examples = out.setdefault(str(entry.get("code")), [])
-            if len(examples) < per_code:
-                examples.append(entry)
+            if isinstance(entry, dict):
+                yield entry
+
+
+def reject_examples(path: Path, per_code: int = EXAMPLES_PER_CODE) -> dict[str, list[dict]]:
+    """The first ``per_code`` lines of ``rejects.jsonl`` for each code."""
+    out: dict[str, list[dict]] = {}
+    for entry in json_objects(path):
+        examples = out.setdefault(str(entry.get("code")), [])
+        if len(examples) < per_code:
+            examples.append(entry)
     return out
 
 
 def violations_by_row(path: Path, positions: set[int]) -> dict[int, list[str]]:
     """``rule: message`` of every violation verify recorded for the rows at ``positions``."""
     out: dict[int, list[str]] = {}
-    if not path.is_file() or not positions:
-        return out
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line in fh:
-            try:
-                entry = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict) and entry.get("row") in positions:
-                out.setdefault(entry["row"], []).append(f"{entry.get('rule')}: {entry.get('message')}")
+    for entry in json_objects(path) if positions else ():
+        if isinstance(entry.get("row"), int) and entry["row"] in positions:
+            out.setdefault(entry["row"], []).append(f"{entry.get('rule')}: {entry.get('message')}")
     return out
 
 

@@ -341,9 +341,9 @@ def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS,
     positions = sample_positions(sources, sample_rows, seed)
     title = f"beam-sft report: {named.name}"
     verify = report.get("verify") if isinstance(report.get("verify"), dict) else None
-    status = ("verified" if verify and verify.get("ok") else "verification failed" if verify else "not verified")
+    verdict = ("verified" if verify and verify.get("ok") else "verification failed" if verify else "not verified")
     meta = (f"{named} · {len(lengths):,} rows · fingerprint {str(report.get('fingerprint', '?'))[:16]} · "
-            f"encoder {(report.get('encoder') or {}).get('name', '?')} · {status}")
+            f"encoder {(report.get('encoder') or {}).get('name', '?')} · {verdict}")
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',

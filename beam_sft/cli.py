@@ -19,7 +19,7 @@ COMMAND_MODULES = (
     "beam_sft.convert.cli",  # convert
     "beam_sft.reason.cli",  # reason
     "beam_sft.prepare.cli",  # prepare, merge-shards
-    "beam_sft.verify.cli",  # verify, inspect
+    "beam_sft.verify.cli",  # verify, inspect, report
     "beam_sft.train.cli",  # train, merge
     "beam_sft.harmony.cli",  # fixture, check-tokenizer
 )

@@ -15,6 +15,7 @@
    rename) only when every row passes. A failed verification publishes and caches nothing: the
    folder is kept aside, as ``.NAME.failed-verification``, with its verify_violations.jsonl, and
    marked (report.json ``kept_aside``) so that train refuses it wherever it is pointed at.
+   Either way the folder gets its report page (``report.html``, ``beam_sft.verify.report_page``).
 """
 
 from __future__ import annotations
@@ -130,6 +131,7 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
         if not result.ok:  # the folder is marked, so train refuses it wherever it is pointed at
             report[KEPT_ASIDE_KEY] = f"{len(result.violations)} violation(s); nothing was published"
         rep.write_report(staging, report)
+        write_page(staging, final)  # after verify: the page shows its result (a failed folder keeps its page too)
         if not result.ok:
             failed = failed_dir(final)
             if failed.exists():
@@ -138,7 +140,21 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
             raise VerificationError(
                 f"{final}: {len(result.violations)} mask violation(s): nothing was published or cached. The dataset "
                 f"and verify_violations.jsonl are in {failed}")
+    else:
+        write_page(staging, final)
     return output.publish(staging, final)
+
+
+def write_page(staging: Path, final: Path) -> None:
+    """report.html beside report.json, in the staging folder (so it is published with it; like the
+    report it is not digested). A page that cannot be drawn costs a warning, never the prepared data."""
+    from beam_sft.verify.report_page import write_report_page
+
+    try:
+        write_report_page(staging, shown_as=final)
+    except Exception as exc:  # noqa: BLE001 (the dataset is good; only its picture failed)
+        logger.warning("%s: the report page could not be written (%s: %s); `beam-sft report %s` retries",
+                       staging, type(exc).__name__, exc, staging)
 
 
 def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | None = None) -> Path:

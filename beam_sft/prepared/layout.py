@@ -7,6 +7,7 @@ A prepared folder is a ``datasets.save_to_disk`` directory plus what ``prepare``
     DIR/rejects.jsonl                                 every row left out, with its reason code
     DIR/report.json                                   counts, statistics, timings, digests, verify
     DIR/verify_violations.jsonl, report_lengths.png   written by verify
+    DIR/report.html                                   the report page (beam_sft.verify.report_page)
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ REJECTS_FILE = "rejects.jsonl"
 TOKENIZER_DIR = "tokenizer"
 VIOLATIONS_FILE = "verify_violations.jsonl"
 HISTOGRAM_FILE = "report_lengths.png"
+REPORT_PAGE = "report.html"
 DATASET_INFO_FILE = "dataset_info.json"
 STATE_FILE = "state.json"  # datasets' list of the data files (prepared.arrow_dataset writes it)
 
@@ -32,11 +34,11 @@ COLUMNS = {
 REQUIRED_COLUMNS = tuple(COLUMNS)
 
 # What a prepared folder of ours may hold; anything else in a target means the folder is the user's.
-OWN_ENTRIES = (TOKENIZER_DIR, REPORT_FILE, REJECTS_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE, DATASET_INFO_FILE,
-               STATE_FILE)
+OWN_ENTRIES = (TOKENIZER_DIR, REPORT_FILE, REJECTS_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE, REPORT_PAGE,
+               DATASET_INFO_FILE, STATE_FILE)
 OWN_PATTERNS = ("data-*.arrow", "cache-*.arrow")
-# Written after the digests are taken (verify's outputs, the report itself): not digested.
-UNDIGESTED = (REPORT_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE)
+# Written after the digests are taken (verify's outputs, the report itself and its page): not digested.
+UNDIGESTED = (REPORT_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE, REPORT_PAGE)
 
 
 def features():

@@ -238,6 +238,11 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | 
     model_config.dtype = dtype
     model_config.save_pretrained(str(out))
     _copy_side_files(checkpoint, out)
+    if any((folder / "beam_run.json").is_file() for folder in (checkpoint, checkpoint.parent)):
+        # The run's card, saying the folder was exported.
+        from beam_sft.train.model_card import write_model_card
+
+        write_model_card(out, run_folder=checkpoint, derived="exported")
     return out
 
 

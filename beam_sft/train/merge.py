@@ -37,6 +37,10 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | N
     model.save_pretrained(str(out))
     AutoTokenizer.from_pretrained(str(adapter_dir)).save_pretrained(str(out))
     _carry_run_record(adapter_dir, out, base)
+    if (adapter_dir / "beam_run.json").is_file():  # the run's card, saying the folder was merged
+        from beam_sft.train.model_card import write_model_card
+
+        write_model_card(out, run_folder=adapter_dir, derived="merged")
     return out
 
 

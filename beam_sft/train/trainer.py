@@ -309,4 +309,9 @@ def train(recipe: Recipe, *, callbacks: list | None = None) -> Path:
     run.trainer.add_callback(EndOfPreflightCallback(run.watch))  # after the packing check's callback
     with run.watch.naming_silent_ranks("training"):
         run.trainer.train(resume_from_checkpoint=run.resume)
-    return save_final(run, report)
+    out = save_final(run, report)
+    if run.trainer.accelerator.is_main_process:  # issue 25: our card replaces TRL's README.md
+        from beam_sft.train.model_card import launcher_of, write_model_card
+
+        write_model_card(out, launcher=launcher_of())
+    return out

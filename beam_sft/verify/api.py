@@ -424,33 +424,62 @@ def _verify_folder(directory: Path, provenance: list[Violation], writable: bool,
 
 def load_row(directory: str | Path, position: int) -> tuple[RowContext, CheckEnv]:
     """(RowContext, CheckEnv) for the row at ``position``, for inspection (reads that row only)."""
+    contexts, env = load_rows(directory, [position])
+    return contexts[0], env
+
+
+class _NoRenderer:
+    """For views that only draw rows: the chat template is never compiled (a third of a second a
+    folder), and a rule that would render says so instead of passing."""
+
+    def render(self, *args, **kwargs):
+        raise RuntimeError("this CheckEnv was made to draw rows, not to check them (load_rows(check=False))")
+
+
+def load_rows(directory: str | Path, positions: Sequence[int], *,
+              check: bool = True) -> tuple[list[RowContext], CheckEnv]:
+    """A RowContext for each row at ``positions`` and the one CheckEnv they share (reads those rows only).
+    ``check=False``: the env can decode and draw the rows but not run ``check_row`` on them."""
     folder = open_prepared(directory)
-    if not 0 <= position < len(folder.dataset):
-        raise VerificationError(f"row {position} is out of range: the dataset has {len(folder.dataset)} rows")
-    env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report))
-    env.sampled = frozenset({position})
-    batch = TokenBatch.from_table(_read(_columns(folder.dataset), range(position, position + 1)), [position])
-    bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
-    forbidden = batch.rows_where(env.forbidden_table, env.safe_ids(batch.ids))
-    ids, mask, columns = batch.row(0)
-    text = RowText(env.decoder, env.safe_ids(ids))
-    return build_context(position, ids, mask, columns, env, text, bad.get(0, ()), forbidden.get(0, ())), env
+    for position in positions:
+        if not 0 <= position < len(folder.dataset):
+            raise VerificationError(f"row {position} is out of range: the dataset has {len(folder.dataset)} rows")
+    env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report),
+                          renderer=None if check else _NoRenderer())
+    env.sampled = frozenset(positions)
+    contexts = []
+    for position in positions:
+        batch = TokenBatch.from_table(_read(_columns(folder.dataset), range(position, position + 1)), [position])
+        bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
+        forbidden = batch.rows_where(env.forbidden_table, env.safe_ids(batch.ids))
+        ids, mask, columns = batch.row(0)
+        text = RowText(env.decoder, env.safe_ids(ids))
+        contexts.append(build_context(position, ids, mask, columns, env, text, bad.get(0, ()), forbidden.get(0, ())))
+    return contexts, env
+
+
+def row_view(ctx: RowContext, env: CheckEnv) -> tuple[list[str], list[str]]:
+    """(token texts, vocabulary strings) of one row, as ``inspect`` shows it. Ids outside the vocabulary
+    are shown as ``⟨bad id N⟩``, never decoded."""
+    from beam_sft.verify.tokens import token_texts
+
+    safe = env.safe_ids(ctx.ids)
+    texts = token_texts(safe, env.decode)
+    raw = env.tokenizer.convert_ids_to_tokens(safe.tolist())
+    for i in ctx.bad_ids:
+        texts[i] = raw[i] = f"⟨bad id {int(ctx.ids[i])}⟩"
+    return texts, raw
 
 
 def inspect_row(directory: str | Path, position: int, *, color: bool = True,
                 html: bool = False) -> tuple[str, str | None]:
     """The terminal view of one row, and its HTML page when ``html``. Ids outside the vocabulary are
     shown as ``⟨bad id N⟩`` (and reported), never decoded."""
-    from beam_sft.verify.tokens import token_texts
     from beam_sft.verify.view_terminal import render_terminal
 
     ctx, env = load_row(directory, position)
     violations = check_row(ctx, env)
-    safe = env.safe_ids(ctx.ids)
-    texts = token_texts(safe, env.decode)
-    raw = env.tokenizer.convert_ids_to_tokens(safe.tolist())
-    for i in ctx.bad_ids:
-        texts[i] = raw[i] = f"⟨bad id {int(ctx.ids[i])}⟩"
+    texts, raw = row_view(ctx, env)
     page = None
     if html:
         from beam_sft.verify.view_html import render_html

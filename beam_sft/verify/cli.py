@@ -1,4 +1,5 @@
-"""``beam-sft verify DIR`` and ``beam-sft inspect DIR --row N [--html out.html]``."""
+"""``beam-sft verify DIR``, ``beam-sft inspect DIR --row N [--html out.html]`` and
+``beam-sft report DIR [-o report.html]``."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def register(subparsers) -> None:
     verify = subparsers.add_parser(
         "verify", help="check every row's masks; exit 1 on any violation",
         description="Check the masks of a prepared dataset against every rule; write report.json's "
-                    "\"verify\" section, verify_violations.jsonl and report_lengths.png beside it.")
+                    "\"verify\" section, verify_violations.jsonl and report_lengths.png beside it (and redraw "
+                    "report.html where the folder has one).")
     verify.add_argument("directory", type=Path, metavar="DIR", help="prepared dataset directory")
     verify.add_argument("--num-proc", type=count(0), default=0,
                         help="worker processes (default: all cores for large datasets, else 1)")
@@ -47,6 +49,19 @@ def register(subparsers) -> None:
                         help="no ANSI colours (trained text in ⟪ ⟫)")
     inspect.set_defaults(func=run_inspect)
 
+    report = subparsers.add_parser(
+        "report", help="one self-contained HTML page about a prepared folder",
+        description="Write one self-contained HTML page (no network) about a prepared folder: the sources, "
+                    "rejected rows by reason code with examples, length and trained-fraction histograms, "
+                    "trained share by channel, token statistics, verify's result and a few rows with their "
+                    "masks. prepare writes one beside every folder (DIR/report.html).")
+    report.add_argument("directory", type=Path, metavar="DIR", help="prepared dataset directory")
+    report.add_argument("-o", "--output", type=Path, default=None, metavar="PATH",
+                        help="where to write the page (default: DIR/report.html)")
+    report.add_argument("--rows", type=int, default=4, metavar="N", help="rows drawn with their masks (default 4)")
+    report.add_argument("--seed", type=int, default=0, help="seed for the rows drawn")
+    report.set_defaults(func=run_report)
+
 
 def _num_proc(requested: int, directory: Path) -> int:
     if requested > 0:
@@ -70,6 +85,7 @@ def run_verify(args: argparse.Namespace) -> int:
                              sample=args.sample, seed=args.seed, max_length=args.max_length,
                              histogram=not args.no_histogram, parity_sample=parity)
     print(format_table(result.stats))
+    _refresh_page(args.directory)
     if result.ok and not result.stats["full"]:
         return _partial(result, args.directory)
     if result.ok:
@@ -129,3 +145,23 @@ def _dataset_reasoning(directory) -> str | None:
         return None
     return (f"dataset reasoning of trained turns: {', '.join(f'{k} {v}' for k, v in turns.items())}; "
             f"teacher refused: {', '.join(f'{k} {v}' for k, v in refused.items()) or 'none'}")
+
+
+def _refresh_page(directory: Path) -> None:
+    """A folder's report page shows verify's result: redraw it after verify rewrote the report."""
+    from beam_sft.prepared.layout import REPORT_PAGE
+    from beam_sft.verify.report_page import write_report_page
+
+    if (directory / REPORT_PAGE).is_file():
+        write_report_page(directory)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from beam_sft.errors import VerificationError
+    from beam_sft.verify.report_page import write_report_page
+
+    if args.rows < 0:
+        raise VerificationError(f"--rows must be at least 0, got {args.rows}")
+    path = write_report_page(args.directory, args.output, sample_rows=args.rows, seed=args.seed)
+    print(f"wrote {path}")
+    return 0

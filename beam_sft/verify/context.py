@@ -110,7 +110,7 @@ class CheckEnv:
             self.renderer = Renderer(self.tokenizer)
 
     @classmethod
-    def create(cls, tokenizer, *, max_length: int | None = None) -> CheckEnv:
+    def create(cls, tokenizer, *, max_length: int | None = None, renderer: Renderer | None = None) -> CheckEnv:
         marker_ids = MarkerIds.from_tokenizer(tokenizer)
         added = {str(k): int(v) for k, v in tokenizer.get_added_vocab().items()}
         for token in getattr(tokenizer, "all_special_tokens", []) or []:
@@ -124,7 +124,7 @@ class CheckEnv:
                                                                      for t in added}
         decoder, note = build_decoder(tokenizer, vocab_size)
         return cls(tokenizer, marker_ids, decoder, vocab_size, forbidden, {v: k for k, v in added.items()},
-                   token_splitter(texts), decoder_note=note, max_length=max_length)
+                   token_splitter(texts), decoder_note=note, max_length=max_length, renderer=renderer)
 
     @cached_property
     def marker_table(self) -> np.ndarray:

@@ -43,17 +43,25 @@ def _token_span(index: int, token_id: int, text: str, trained: bool, raw: str) -
             f'title="{escape(title, quote=True)}">{escape(text, quote=False)}</span>')
 
 
-def render_html(ctx: RowContext, texts: list[str], raw_tokens: list[str],
-                violations: Sequence[Violation] = ()) -> str:
-    """The page as a string. ``raw_tokens`` are the vocabulary strings shown on hover."""
+def row_blocks(ctx: RowContext, texts: list[str], raw_tokens: list[str]) -> list[str]:
+    """One ``<div class="msg">`` per message of the row, its tokens coloured by mask (the report page
+    draws rows with these too)."""
     mask = ctx.mask if len(ctx.mask) == len(ctx.ids) else [0] * len(ctx.ids)
-    trained = sum(1 for m in mask if m)
     blocks = []
     for segment in segments(ctx):
         spans = "".join(_token_span(i, ctx.ids[i], texts[i], bool(mask[i]), raw_tokens[i])
                         for i in range(segment.start, segment.end))
         blocks.append(f'<div class="msg role-{escape(segment.role)}"><div class="label">'
                       f'[{escape(segment.label)}]</div><div class="body">{spans}</div></div>')
+    return blocks
+
+
+def render_html(ctx: RowContext, texts: list[str], raw_tokens: list[str],
+                violations: Sequence[Violation] = ()) -> str:
+    """The page as a string. ``raw_tokens`` are the vocabulary strings shown on hover."""
+    mask = ctx.mask if len(ctx.mask) == len(ctx.ids) else [0] * len(ctx.ids)
+    trained = sum(1 for m in mask if m)
+    blocks = row_blocks(ctx, texts, raw_tokens)
     found = "".join(f"<li><code>{escape(v.rule)}</code> {escape(v.message)}</li>" for v in violations)
     verdict = (f'<ul class="violations">{found}</ul>' if violations
                else '<p class="ok">no violations in this row</p>')

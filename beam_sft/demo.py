@@ -1,0 +1,278 @@
+"""``make demo``: the main job end to end on the CPU, and a model that learns Beam Harmony.
+
+1. fixture checkpoint: the offline tokenizer and a tiny random Llama (``DEMO_MODEL``)
+2. rows: seeded demo rows (``beam_sft.data.demo_rows``: chat, multi-turn, tool calls, three
+   reasoning efforts) plus the shipped samples (OpenAI, ShareGPT, Hermes, with rows that are rejected)
+3. prepare (convert, encode, masks, verify every row, report page) the training folder and a
+   held-out folder whose rows never ask a question a training row asked first
+4. train ``recipes/demo.yaml`` with 2 CPU processes (``accelerate launch``); eval loss and format
+   health (greedy turns on held-out prompts, parsed with the response template) as it trains
+5. generate from the trained model on held-out prompts and parse each turn back into a message
+
+Every stage is a public entry point of the package; ``scripts/demo.py`` only calls ``main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+RECIPE = REPO / "recipes" / "demo.yaml"
+SAMPLES = REPO / "beam_sft" / "data" / "samples"
+SAMPLE_SOURCES = (("chat_openai.jsonl", "openai", "samples/openai"), ("chat_sharegpt.json", "sharegpt", "samples/sharegpt"),
+                  ("tools_hermes.jsonl", "hermes", "samples/hermes"))
+
+
+@dataclass(frozen=True)
+class DemoSettings:
+    """What the demo trains on and how long (the figures in the README were measured with these)."""
+
+    train_rows: int = 1200
+    heldout_rows: int = 64
+    seed: int = 0
+    hidden_size: int = 128  # the fixture's default (64) learns the tool calls more slowly (README: What it takes)
+    intermediate_size: int = 256
+    steps: int | None = None  # None: the recipe's
+    processes: int = 2
+
+
+def fixture_options(settings: DemoSettings):
+    from beam_sft.harmony.fixture import FixtureOptions
+
+    return FixtureOptions(hidden_size=settings.hidden_size, intermediate_size=settings.intermediate_size)
+
+
+def write_rows(out: Path, settings: DemoSettings) -> tuple[Path, Path]:
+    """The demo's training and held-out rows as JSONL files (BeamRows: the ``openai`` reader takes them)."""
+    from beam_sft.data.demo_rows import demo_split
+
+    train, held = demo_split(settings.train_rows, settings.heldout_rows, seed=settings.seed)
+    paths = []
+    for name, rows in (("demo_train.jsonl", train), ("demo_heldout.jsonl", held)):
+        path = out / name
+        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def prepare_folders(out: Path, fixture: Path, train_rows: Path, heldout_rows: Path) -> tuple[Path, Path]:
+    """The training folder (demo rows + the samples) and the held-out folder (verified, with report pages)."""
+    from beam_sft.config_utils import from_dict
+    from beam_sft.prepare import PrepareConfig, prepare
+
+    sources = [{"path": str(train_rows), "format": "openai", "name": "demo"}]
+    sources += [{"path": str(SAMPLES / file), "format": fmt, "name": name} for file, fmt, name in SAMPLE_SOURCES]
+    folders = []
+    for name, srcs in (("prepared", sources), ("heldout", [{"path": str(heldout_rows), "format": "openai",
+                                                             "name": "demo-heldout"}])):
+        config = from_dict(PrepareConfig, {"sources": srcs, "tokenizer": str(fixture), "output": str(out / name),
+                                           "max_length": 1024})
+        folders.append(Path(prepare(config)))
+    return folders[0], folders[1]
+
+
+def train_command(fixture: Path, prepared: Path, heldout: Path, model_dir: Path, steps: int | None,
+                  processes: int) -> list[str]:
+    overrides = ["--model.path", str(fixture), "--data.prepared", str(prepared), "--data.eval.prepared", str(heldout),
+                 "--sft.output_dir", str(model_dir)]
+    if steps is not None:
+        overrides += ["--sft.max_steps", str(steps)]
+    train = ["-m", "beam_sft", "train", "--config", str(RECIPE), *overrides]
+    if processes == 1:
+        return [sys.executable, *train]
+    config = REPO / "configs" / "accelerate" / "cpu-ddp.yaml"
+    return [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config),
+            "--num_processes", str(processes), *train]
+
+
+def run_training(command: list[str], log: Path) -> int:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    with log.open("w", encoding="utf-8") as fh:
+        return subprocess.call(command, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+
+
+def heldout_prompts(heldout: Path, count: int = 2):
+    """The first held-out prompts, with and without tools (format health's own choice of prompts)."""
+    from datasets import load_from_disk
+
+    from beam_sft.train.format_health import select_prompts
+
+    rows = [json.loads(t) for t in load_from_disk(str(heldout)).select_columns(["row"])["row"][:256]]
+    return select_prompts(rows, count)
+
+
+def generate_and_parse(model_dir: Path, prompts) -> list[dict]:
+    """Greedy turns from the trained model, each parsed with the response template (``parse_response``)
+    and scored as format health scores it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from beam_sft.train.format_health import score_turn
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    results = []
+    for prompt in prompts:
+        text = tokenizer.apply_chat_template(prompt.messages, tools=prompt.tools, tokenize=False,
+                                             add_generation_prompt=True, **prompt.chat_template_kwargs)
+        ids = tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids
+        with torch.no_grad():  # stops at <|return|> or <|call|>: the generation config's eos ids
+            output = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=160, do_sample=False)
+        generated = tokenizer.decode(output[0, ids.shape[1]:], skip_special_tokens=False)
+        try:
+            parsed = tokenizer.parse_response(generated, prefix=text, tools=prompt.tools)
+        except Exception as exc:  # noqa: BLE001 (a model can write text the parser refuses: show it)
+            parsed = {"error": f"{type(exc).__name__}: {exc}"}
+        verdict = score_turn(generated, prompt.tools)
+        results.append({"prompt": prompt.messages, "tools": [t["function"]["name"] for t in prompt.tools or []],
+                        "reasoning_effort": prompt.chat_template_kwargs.get("reasoning_effort"),
+                        "generated": generated, "parsed": parsed, "valid": verdict.valid, "problem": verdict.problem})
+    return results
+
+
+class Clock:
+    """Wall and CPU seconds (this process and its finished children) since start."""
+
+    def __init__(self) -> None:
+        self.wall = time.perf_counter()
+        self.cpu = self._cpu()
+
+    @staticmethod
+    def _cpu() -> float:
+        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+    def since(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, self._cpu() - self.cpu
+
+
+def _stage(title: str) -> Clock:
+    print(f"\n== {title}", flush=True)
+    return Clock()
+
+
+def _done(clock: Clock, what: str, path: Path | None = None) -> None:
+    wall, cpu = clock.since()
+    where = f" -> {path}" if path is not None else ""
+    print(f"   {what} ({wall:.1f} s, CPU {cpu:.1f} s){where}", flush=True)
+
+
+def _relative(command: list[str]) -> str:
+    shown = " ".join(command).replace(f"{sys.executable} -m accelerate.commands.launch", "accelerate launch")
+    return shown.replace(sys.executable, "python").replace(f"{REPO}/", "")
+
+
+def run(out: Path, settings: DemoSettings) -> int:
+    """The demo into ``out``; returns the exit code."""
+    out.mkdir(parents=True, exist_ok=True)
+    begin = Clock()
+
+    from beam_sft.harmony.fixture import build_fixture
+
+    t = _stage("1. fixture checkpoint")
+    options = fixture_options(settings)
+    fixture = build_fixture(out / "fixture", options=options)
+    _done(t, f"tokenizer with the Beam Harmony markers, chat and response templates; tiny Llama "
+             f"(hidden {options.hidden_size}, {options.num_layers} layers)", fixture)
+
+    t = _stage("2. rows: seeded demo rows + the shipped samples")
+    train_rows, heldout_rows = write_rows(out, settings)
+    _done(t, f"{settings.train_rows} training rows, {settings.heldout_rows} held-out rows (no held-out row asks a "
+             "question a training row asked first); samples in beam_sft/data/samples", train_rows.parent)
+
+    t = _stage("3. prepare: convert, encode with the chat template, masks, verify every row, report page")
+    prepared, heldout = prepare_folders(out, fixture, train_rows, heldout_rows)
+    report = json.loads((prepared / "report.json").read_text(encoding="utf-8"))
+    for name, entry in report["sources"].items():
+        rejected = ", ".join(f"{c} {n}" for c, n in sorted(entry["rejected"].items())) or "-"
+        print(f"   {name:<18} {entry['format']:<9} read {entry['read']:>5}  kept {entry['kept']:>5}  rejected: {rejected}")
+    tokens, verify = report["tokens"], report.get("verify") or {}
+    print(f"   {tokens['rows']} rows, {tokens['total']} tokens, {tokens['trained_fraction']:.1%} trained; "
+          f"verify: {'every rule holds' if verify.get('ok') else 'FAILED'} on {verify.get('rows_checked')} rows")
+    _done(t, "training and held-out folders; open report.html in a browser", prepared / "report.html")
+
+    t = _stage("4. train recipes/demo.yaml (2 CPU processes; pre-flight first)")
+    model_dir = out / "model"
+    command = train_command(fixture, prepared, heldout, model_dir, settings.steps, settings.processes)
+    print("   $ " + _relative(command), flush=True)
+    log = out / "train.log"
+    code = run_training(command, log)
+    if code != 0:
+        print(log.read_text(encoding="utf-8")[-4000:])
+        print(f"   training failed (exit {code}); full log: {log}")
+        return code
+    from beam_sft.train.callbacks import read_losses
+    from beam_sft.train.format_health import read_health
+    from beam_sft.train.run_log import read_metrics
+
+    losses = read_losses(model_dir)
+    evals = [r for r in read_metrics(model_dir) if "eval_loss" in r]
+    health = read_health(model_dir)
+    _done(t, "trained; model card README.md, run record beam_run.json", model_dir)
+    print("   step  train loss  eval loss  format health (held-out prompts: all / with tools / plain)")
+    by_step = {r["step"]: r for r in losses}
+    for e, h in zip(evals, health, strict=False):
+        train = by_step.get(e["step"], {}).get("loss")
+        print(f"   {e['step']:>4}  {train if train is None else f'{train:10.3f}'}  {e['eval_loss']:9.3f}  "
+              f"{h['format_health']:.2f} / {h.get('format_health_tools', float('nan')):.2f} / "
+              f"{h.get('format_health_plain', float('nan')):.2f}  ({len(h['outputs'])} turns)")
+
+    t = _stage("5. generate on held-out prompts and parse with the response template")
+    results = generate_and_parse(model_dir, heldout_prompts(heldout))
+    for item in results:
+        tools = f" (tools: {', '.join(item['tools'])})" if item["tools"] else ""
+        effort = item["reasoning_effort"] or "the template's default"
+        print(f"   prompt: {item['prompt'][-1]['content']!r}{tools}, reasoning effort {effort}")
+        print(f"   generated: {item['generated']!r}")
+        print(f"   parsed:    {json.dumps(item['parsed'], ensure_ascii=False)}")
+        print(f"   {'valid Beam turn' if item['valid'] else 'invalid: ' + str(item['problem'])}")
+    generations = out / "generations.json"
+    generations.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    _done(t, "generations with their parsed messages", generations)
+
+    wall, cpu = begin.since()
+    print(f"\nDone in {wall:.0f} s (CPU {cpu:.0f} s over all processes).")
+    if losses:
+        print(f"  final train loss     {losses[-1]['loss']:.3f} (step {losses[-1]['step']})")
+    if evals:
+        print(f"  final eval loss      {evals[-1]['eval_loss']:.3f} (step {evals[-1]['step']}; held-out rows)")
+    if health:
+        last = health[-1]
+        print(f"  format health        {last['format_health']:.2f} of {len(last['outputs'])} held-out turns valid "
+              f"(step {last['step']})")
+    print("Artefacts:")
+    for name, path in [("fixture checkpoint", fixture), ("demo rows", train_rows), ("prepared (train)", prepared),
+                       ("report page", prepared / "report.html"), ("prepared (held-out)", heldout),
+                       ("trained model", model_dir), ("model card", model_dir / "README.md"), ("training log", log),
+                       ("eval + health log", model_dir / "metrics.jsonl"),
+                       ("health samples", model_dir / "format_health.jsonl"), ("generations", generations)]:
+        print(f"  {name:<20} {path}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
+    defaults = DemoSettings()
+    parser.add_argument("--out", default="out/demo", help="where every artefact goes (default: out/demo)")
+    parser.add_argument("--steps", type=int, help="training steps (default: the recipe's)")
+    parser.add_argument("--rows", type=int, default=defaults.train_rows,
+                        help=f"demo training rows (default {defaults.train_rows})")
+    parser.add_argument("--processes", type=int, default=defaults.processes,
+                        help=f"training processes on the CPU (default: {defaults.processes})")
+    parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the demo rows")
+    args = parser.parse_args(argv)
+    for name in ("steps", "rows", "processes"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name} must be at least 1, got {value}")
+    settings = DemoSettings(train_rows=args.rows, seed=args.seed, steps=args.steps, processes=args.processes)
+    return run(Path(args.out).resolve(), settings)

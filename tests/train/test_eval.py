@@ -14,6 +14,7 @@ from beam_sft.prepared.report import content_digest
 from beam_sft.train.recipe import recipe_from_dict
 from beam_sft.train.run_log import read_metrics
 from beam_sft.train.trainer import build, preflight, train
+from tests.prepared_reports import passed_verification
 
 from .conftest import recipe_dict, train_rows, write_prepared
 
@@ -96,7 +97,8 @@ def test_eval_prepared_with_another_tokenizer_is_refused(fixture_dir, prepared_d
     for directory, digest in ((train_dir, "aaa"), (eval_dir, "bbb")):
         report = json.loads((directory / "report.json").read_text())
         report["fingerprint_parts"] = {**report.get("fingerprint_parts", {}), "tokenizer": digest, "template": "t"}
-        write_report(directory, report)  # sealed: only the tokenizer differs
+        report["verify"] = passed_verification(report, "re-verified: only the tokenizer differs")
+        write_report(directory, report)  # sealed and verified: only the tokenizer differs
     with pytest.raises(ConfigError, match="another tokenizer"):
         build(_recipe(fixture_dir, train_dir, tmp_path / "out", data={"eval": {"prepared": str(eval_dir)}}))
 

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from beam_sft.prepared.layout import REPORT_FILE
+
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "demo.yaml"
 SAMPLES = REPO / "beam_sft" / "data" / "samples"
@@ -42,12 +44,14 @@ class DemoSettings:
     intermediate_size: int = 256
     steps: int | None = None  # None: the recipe's
     processes: int = 2
+    arch: str = "llama"  # "beam": the MoE path, a tiny transformers BeamForCausalLM (fixture --arch beam)
 
 
 def fixture_options(settings: DemoSettings):
     from beam_sft.harmony.fixture import FixtureOptions
 
-    return FixtureOptions(hidden_size=settings.hidden_size, intermediate_size=settings.intermediate_size)
+    return FixtureOptions(hidden_size=settings.hidden_size, intermediate_size=settings.intermediate_size,
+                          arch=settings.arch)
 
 
 def write_rows(out: Path, settings: DemoSettings) -> tuple[Path, Path]:
@@ -181,8 +185,10 @@ def run(out: Path, settings: DemoSettings) -> int:
     t = _stage("1. fixture checkpoint")
     options = fixture_options(settings)
     fixture = build_fixture(out / "fixture", options=options)
-    _done(t, f"tokenizer with the Beam Harmony markers, chat and response templates; tiny Llama "
-             f"(hidden {options.hidden_size}, {options.num_layers} layers)", fixture)
+    model_kind = ("tiny BeamForCausalLM (sliding + NoPE full layers, sigmoid-routed experts, soft cap)"
+                  if options.arch == "beam" else f"tiny Llama ({options.num_layers} layers)")
+    _done(t, f"tokenizer with the Beam Harmony markers, chat and response templates; {model_kind}, "
+             f"hidden {options.hidden_size}", fixture)
 
     t = _stage("2. rows: seeded demo rows + the shipped samples")
     train_rows, heldout_rows = write_rows(out, settings)
@@ -191,7 +197,7 @@ def run(out: Path, settings: DemoSettings) -> int:
 
     t = _stage("3. prepare: convert, encode with the chat template, masks, verify every row, report page")
     prepared, heldout = prepare_folders(out, fixture, train_rows, heldout_rows)
-    report = json.loads((prepared / "report.json").read_text(encoding="utf-8"))
+    report = json.loads((prepared / REPORT_FILE).read_text(encoding="utf-8"))
     for name, entry in report["sources"].items():
         rejected = ", ".join(f"{c} {n}" for c, n in sorted(entry["rejected"].items())) or "-"
         print(f"   {name:<18} {entry['format']:<9} read {entry['read']:>5}  kept {entry['kept']:>5}  rejected: {rejected}")
@@ -269,10 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--processes", type=int, default=defaults.processes,
                         help=f"training processes on the CPU (default: {defaults.processes})")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the demo rows")
+    parser.add_argument("--arch", choices=("llama", "beam"), default=defaults.arch,
+                        help="the fixture model: llama (default, the measured figures) or beam (Beam's own "
+                             "MoE architecture from transformers: the same recipe, format health and parsing)")
     args = parser.parse_args(argv)
     for name in ("steps", "rows", "processes"):
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name} must be at least 1, got {value}")
-    settings = DemoSettings(train_rows=args.rows, seed=args.seed, steps=args.steps, processes=args.processes)
+    settings = DemoSettings(train_rows=args.rows, seed=args.seed, steps=args.steps, processes=args.processes,
+                            arch=args.arch)
     return run(Path(args.out).resolve(), settings)

@@ -28,6 +28,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from beam_sft.prepared.layout import REPORT_FILE
+
 CARD_FILE = "README.md"
 RUN_FILE = "beam_run.json"  # beam_sft.train.save.RUN_FILE (not imported: save pulls in torch)
 
@@ -166,7 +168,7 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
     health = [r for r in _read_jsonl(records / "format_health.jsonl") if r.get("step", 0) <= step]
     losses = [r for r in _read_jsonl(records / "losses.jsonl") if r.get("step", 0) <= step]
     prepared = Path(str(run.get("prepared") or ""))
-    report = _read_json(prepared / "report.json") if run.get("prepared") else None
+    report = _read_json(prepared / REPORT_FILE) if run.get("prepared") else None
     report = report if isinstance(report, dict) else {}
     model = recipe.get("model") or {}
     sft = recipe.get("sft") or {}
@@ -204,7 +206,7 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
         "learning_rate": sft.get("learning_rate"),
         "batch_size": sft.get("per_device_train_batch_size"),
         "prepared": str(prepared) if run.get("prepared") else None,
-        "report_sha256": file_sha256(prepared / "report.json") if run.get("prepared") else None,
+        "report_sha256": file_sha256(prepared / REPORT_FILE) if run.get("prepared") else None,
         "fingerprint": report.get("fingerprint"),
         "sources": sources,
         "hub_datasets": hub_dataset_ids((report.get("config") or {}).get("sources") or []),

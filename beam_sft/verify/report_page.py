@@ -25,7 +25,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from beam_sft.prepared.layout import REJECTS_FILE, REPORT_PAGE, VIOLATIONS_FILE
+from beam_sft.prepared.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 
 EXAMPLES_PER_CODE = 3
 SAMPLE_ROWS = 4
@@ -254,9 +254,27 @@ def _rejects_section(report: dict, examples: dict[str, list[dict]]) -> str:
     return "".join(parts)
 
 
-def _figures_section(report: dict, lengths: Sequence[int], trained: Sequence[int]) -> str:
-    from beam_sft.plots import channel_fractions
+def channel_fractions(trained_by_channel: Mapping[str, Any] | None) -> dict[str, float]:
+    """``{channel: fraction of trained tokens}`` from verify's ``trained_by_channel`` section.
 
+    >>> channel_fractions({"analysis": {"tokens": 30, "fraction_of_trained": 0.3}, "final": {"tokens": 70}})
+    {'analysis': 0.3, 'final': 0.7}
+    """
+    if not trained_by_channel:
+        return {}
+    entries = dict(trained_by_channel)
+    tokens = {k: (v.get("tokens", 0) if isinstance(v, Mapping) else v) for k, v in entries.items()}
+    total = sum(t for t in tokens.values() if isinstance(t, (int, float)))
+    out = {}
+    for name, entry in entries.items():
+        if isinstance(entry, Mapping) and isinstance(entry.get("fraction_of_trained"), (int, float)):
+            out[name] = float(entry["fraction_of_trained"])
+        else:
+            out[name] = tokens[name] / total if total else 0.0
+    return out
+
+
+def _figures_section(report: dict, lengths: Sequence[int], trained: Sequence[int]) -> str:
     longest = max(lengths) if lengths else 1
     fractions = [t / n if n else 0.0 for t, n in zip(trained, lengths, strict=True)]
     charts = [
@@ -336,7 +354,7 @@ def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS,
 
     directory = Path(directory)
     named = Path(shown_as) if shown_as is not None else directory
-    report = _read_json(directory / "report.json")
+    report = _read_json(directory / REPORT_FILE)
     lengths, trained, sources = _columns(directory)
     positions = sample_positions(sources, sample_rows, seed)
     title = f"beam-sft report: {named.name}"

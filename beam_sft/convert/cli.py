@@ -128,9 +128,23 @@ def build_options(args: argparse.Namespace):
     return options_from_dict(data, "convert")
 
 
+def check_output_paths(args: argparse.Namespace) -> None:
+    """No output is an input (or inside an input folder), no two outputs are one file, and each output
+    can be a file: checked before anything is opened for writing (``beam_sft.paths``)."""
+    from beam_sft.paths import check_paths, check_writable_target
+
+    outputs = {"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json}
+    check_paths({"INPUT": args.inputs, "--config": args.config, "--tokenizer": getattr(args, "tokenizer", None)},
+                outputs)
+    for label, path in outputs.items():
+        if path is not None:
+            check_writable_target(path, kind="file", label=label)
+
+
 def run(args: argparse.Namespace) -> int:
     from beam_sft.convert.pipeline import convert_files
 
+    check_output_paths(args)
     options = build_options(args)
 
     def announce(conversion) -> None:

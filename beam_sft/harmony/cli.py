@@ -39,7 +39,9 @@ def register(subparsers) -> None:
 
 def run_fixture(args: argparse.Namespace) -> int:
     from beam_sft.harmony.fixture import build_fixture
+    from beam_sft.paths import check_writable_target
 
+    check_writable_target(args.out, kind="folder", label="--out")  # one line, not a traceback
     before = _snapshot(args.out)
     out = build_fixture(args.out, with_model=not args.no_model, arch=args.arch)
     after = _snapshot(out)

@@ -31,7 +31,7 @@ from pathlib import Path
 from beam_sft.errors import ConfigError, NothingKept, VerificationError
 from beam_sft.prepare import cache
 from beam_sft.prepare.config import PrepareConfig
-from beam_sft.prepared import output
+from beam_sft.prepared import output, owner
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
 from beam_sft.prepared.lock import output_lock
@@ -123,8 +123,11 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
         rep.write_report(staging, report)
         if not result.ok:
             failed = failed_dir(final)
-            if failed.exists():
-                shutil.rmtree(failed)
+            if failed.exists() or failed.is_symlink():
+                if not owner.is_ours(failed):  # named like ours, but the user's: kept, and so is this result
+                    failed = final.parent / f"{failed.name}-{os.getpid()}"
+                else:
+                    shutil.rmtree(failed)
             os.replace(staging, failed)
             raise VerificationError(
                 f"{final}: {len(result.violations)} mask violation(s): nothing was published or cached. The dataset "
@@ -154,7 +157,12 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     if not config.sources:
         raise ConfigError("sources", "no data sources given")
     if config.output:
-        output.check_output_target(Path(config.output))  # before any work: never the user's folder
+        from beam_sft.paths import check_paths
+
+        # before any work: never the user's folder, never over (or inside) what the run reads
+        check_paths({"sources": [s.path for s in config.sources], "tokenizer": config.tokenizer},
+                    {"output": config.output})
+        output.check_output_target(Path(config.output))
     loaded = load_run_tokenizer(config.tokenizer)
     tokenizer = loaded.tokenizer
     clock.phase("load_tokenizer")

@@ -62,8 +62,9 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
     order = sorted(range(len(shards)), key=lambda i: reports[i]["shard"]["index"])
     shards, reports = [shards[i] for i in order], [reports[i] for i in order]
     final = Path(output_dir)
-    if any(final.resolve() == s.resolve() for s in shards):
-        raise ConfigError("output", f"{final} is one of the shards being merged")
+    from beam_sft.paths import check_paths
+
+    check_paths({"SHARD_DIR": shards}, {"--output": final})  # not a shard, nor inside or around one
     from beam_sft.prepared.lock import output_lock
 
     with output_lock(final):

@@ -15,6 +15,7 @@ same one line, before a write turns it into a traceback.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -168,3 +169,27 @@ def check_new_or_empty_folder(path: str | os.PathLike, *, label: str) -> None:
         raise OutputRefused(path, f"{label}: {exc.strerror}", hint=False) from None
     if holds:
         raise OutputRefused(path, f"{label} is not empty; give a new or empty folder", hint=False)
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+
+
+def check_local_or_hub_id(value: str | os.PathLike, key: str) -> None:
+    """Refuse (ConfigError naming ``key``) a model or tokenizer that is neither an existing local path
+    nor spelled like a hub id (``NAME`` or ``ORG/NAME``): said here, in one line, instead of the hub
+    client's "Repo id must be in the form ..." from deep inside ``from_pretrained``.
+
+    >>> check_local_or_hub_id("openai/gpt-oss-20b", "model.path")
+    >>> check_local_or_hub_id("/no/such/model", "model.path")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.ConfigError: model.path: /no/such/model does not exist (and is not a hub id ORG/NAME)
+    """
+    from beam_sft.errors import ConfigError
+
+    text = os.fspath(value)
+    if os.path.lexists(text):
+        return
+    if _HUB_ID.fullmatch(text) and "--" not in text and ".." not in text and not text.endswith((".", "-")):
+        return
+    raise ConfigError(key, f"{text} does not exist (and is not a hub id ORG/NAME)")

@@ -64,9 +64,9 @@ def _train(args) -> int:
     recipe = load_recipe(args.config, overrides)
     if not recipe.model.path and os.environ.get("BEAM_MODEL_ID"):
         recipe = load_recipe(args.config, overrides + ["--model.path", os.environ["BEAM_MODEL_ID"]])
-    from beam_sft.train.data import check_output_dir
+    from beam_sft.train.data import check_run_paths
 
-    check_output_dir(recipe)  # before accelerate or torch start: never over the model or the data
+    check_run_paths(recipe)  # before accelerate or torch start: never over the model or the data
     out = train(recipe)
     from accelerate import PartialState
 

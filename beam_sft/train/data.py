@@ -30,6 +30,19 @@ def run_inputs(recipe) -> dict[str, object]:
     return inputs
 
 
+def check_run_paths(recipe) -> None:
+    """The paths of a run, before anything heavy: the model (and a prepare's tokenizer) is a local path
+    or a hub id, and ``sft.output_dir`` is apart from every input (``check_output_dir``)."""
+    from beam_sft.paths import check_local_or_hub_id
+
+    if recipe.model.path:
+        check_local_or_hub_id(recipe.model.path, "model.path")
+    spec = recipe.data.prepare
+    if isinstance(spec, dict) and isinstance(spec.get("tokenizer"), str) and spec["tokenizer"]:
+        check_local_or_hub_id(spec["tokenizer"], "data.prepare.tokenizer")
+    check_output_dir(recipe)
+
+
 def check_output_dir(recipe) -> None:
     """Refuse an ``sft.output_dir`` that is, contains or lies inside anything the run reads (the model,
     its tokenizer, a prepared folder, a source), or that is or lies inside the checkpoint it resumes
@@ -57,7 +70,7 @@ def resolve_prepared(recipe, state=None) -> Path:
     The other processes wait, then call ``prepare`` with the same spec, which finds the cache the
     main process wrote (same fingerprint) instead of preparing again.
     """
-    check_output_dir(recipe)  # before anything is prepared or written
+    check_run_paths(recipe)  # before anything is prepared or written
     allow = getattr(recipe.data, "allow_unverified", False)
     if recipe.data.prepared is not None:
         path = Path(recipe.data.prepared)

@@ -150,18 +150,28 @@ def run(args: argparse.Namespace) -> int:
     def announce(conversion) -> None:
         print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
 
-    report = convert_files(
-        args.inputs,
-        format=args.format,
-        options=options,
-        output=args.output,
-        rejects=args.rejects,
-        on_source=announce,
-    )
-    print(report.table())
-    if args.summary_json:
-        with open(args.summary_json, "w", encoding="utf-8") as fh:
-            json.dump(report.to_json(), fh, indent=2)
+    try:
+        report = convert_files(
+            args.inputs,
+            format=args.format,
+            options=options,
+            output=args.output,
+            rejects=args.rejects,
+            on_source=announce,
+        )
+        print(report.table())
+        if args.summary_json:
+            with open(args.summary_json, "w", encoding="utf-8") as fh:
+                json.dump(report.to_json(), fh, indent=2)
+    except OSError as exc:  # a full disk, a read-only folder: one line naming where (beam_sft.cli says the rest)
+        from pathlib import Path
+
+        from beam_sft.prepared.oserrors import unwritable
+
+        error = unwritable(Path(exc.filename).parent if exc.filename else Path(args.output).parent, exc)
+        if error is exc:
+            raise
+        raise error from exc
     status = 0
     if report.kept == 0:
         empty = [s.source for s in report.sources if s.empty]

@@ -12,7 +12,7 @@ UNWRITABLE = {errno.EACCES: "permission denied", errno.EPERM: "permission denied
               errno.EDQUOT: "disk quota exceeded", errno.ENOTDIR: "a part of the path is a file, not a folder",
               errno.EISDIR: "a folder is where a file goes", errno.EEXIST: "a file is in the way",
               errno.ENAMETOOLONG: "a name in the path is too long", errno.ELOOP: "too many symbolic links",
-              errno.EFBIG: "the file is too large for the file system", errno.EIO: "an input/output error"}
+              errno.EFBIG: "the file is too large for the file system"}
 
 
 def unwritable(folder: Path, exc: OSError) -> OSError | OutputUnwritable:

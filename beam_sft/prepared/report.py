@@ -9,6 +9,7 @@ small columns, with a length histogram whose size depends on the longest row, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from collections import Counter, defaultdict
@@ -56,8 +57,18 @@ def write_report(directory: str | Path, report: Mapping) -> Path:
     """Write DIR/report.json atomically (a reader sees the old file or the new one, never half)."""
     path = Path(directory) / REPORT_FILE
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dump_json(report), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(dump_json(report), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # read-only, full: one line naming the folder, and no temporary file left
+        from beam_sft.prepared.oserrors import unwritable
+
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        error = unwritable(Path(directory), exc)
+        if error is exc:
+            raise
+        raise error from exc
     return path
 
 

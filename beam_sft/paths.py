@@ -129,6 +129,8 @@ def check_writable_target(path: str | os.PathLike, *, kind: str, label: str) -> 
     """Refuse, with one line, an output ``path`` that cannot be written as a ``kind`` ("file" or
     "folder"): a folder where a file goes (or the reverse), or a path under an existing file.
     """
+    if kind == "file" and os.fspath(path).endswith(("/", os.sep)):
+        raise OutputRefused(path, f"{label} ends with a slash, which names a folder; give a file name", hint=False)
     path = Path(path)
     try:
         st = os.stat(path)

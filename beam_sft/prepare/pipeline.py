@@ -34,7 +34,7 @@ from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepared import output, owner
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.integrity import check_integrity, file_digests
-from beam_sft.prepared.lock import output_lock
+from beam_sft.prepared.lock import clear_stale_lock, output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 
 logger = logging.getLogger("beam_sft.prepare")
@@ -147,6 +147,11 @@ def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | Non
     return final
 
 
+def _needs_verify(final: Path, config: PrepareConfig) -> bool:
+    report = rep.read_report(final)
+    return bool(config.verify) and (not isinstance(report, dict) or "verify" not in report)
+
+
 def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     """Prepare (or reuse) the dataset ``config`` describes; returns its directory.
 
@@ -171,7 +176,9 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
     # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
     # other processes of a training run all read it at once, after the first one prepared it).
-    if config.cache and cache.is_cached(final, fingerprint):
+    # A hit that still needs verifying writes verify's outputs into the folder: that one takes the lock.
+    if config.cache and cache.is_cached(final, fingerprint) and not _needs_verify(final, config):
+        clear_stale_lock(final)  # a killed run's lock is never left behind by the runs that only read
         return _cache_hit(final, config, loaded)
     with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
         if config.cache and cache.is_cached(final, fingerprint):  # finished while we looked

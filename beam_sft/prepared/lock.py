@@ -83,6 +83,34 @@ def output_lock(final: Path) -> Iterator[Path]:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+def clear_stale_lock(final: Path) -> bool:
+    """Remove the lock file of ``final`` when its holder is gone (a killed run): a reader that takes a
+    cache hit never takes the lock, and would otherwise leave a dead run's lock there for good. A lock
+    held by a live process, or a file that is not one of our locks, is left as it is. True if removed."""
+    path = lock_path(final)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:  # none there, a link, unreadable: nothing of ours to clear
+        return False
+    try:
+        if not _is_lock_file(fd):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live writer holds it
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            return False
+        holder = _read_pid(fd)
+        path.unlink()
+        logger.info("removed the stale lock %s of process %s, which is gone", path, holder)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _acquire(final: Path) -> tuple[int, Path]:
     """Take the flock and write our pid; (the locked fd, the lock file)."""
     path = lock_path(final)

@@ -67,6 +67,9 @@ def _train(args) -> int:
     from beam_sft.train.data import check_run_paths
 
     check_run_paths(recipe)  # before accelerate or torch start: never over the model or the data
+    from beam_sft.train.extensions import clear_stale_build_locks
+
+    clear_stale_build_locks()  # a killed DeepSpeed op build's lock would hang this launch for good
     out = train(recipe)
     from accelerate import PartialState
 

@@ -160,3 +160,41 @@ def test_merge_shards_output_is_marked_and_never_a_shard(tmp_path, tokenizer_dir
     assert tree_digest(tmp_path / "s0") == before
     assert main(["merge-shards", *shards, "--output", str(tmp_path / "m"), "--quiet"]) == 0
     assert owner.is_ours(tmp_path / "m")
+
+
+def test_a_cache_hit_clears_a_dead_runs_lock_and_leaves_a_live_one(tmp_path, tokenizer_dir):
+    """Issue 23 (also noticed): a run killed after it published left its lock; the reruns were cache hits,
+    which never took the lock, so the dead run's lock stayed for good."""
+    import fcntl
+
+    from tests.prepare.test_faults import _dead_pid
+
+    _data(tmp_path)
+    assert _prepare(tmp_path, tokenizer_dir) == 0
+    lock = lock_path(tmp_path / "out")
+    lock.write_text(f"{_dead_pid()}\n")
+    assert _prepare(tmp_path, tokenizer_dir) == 0  # a cache hit
+    assert not lock.exists()
+    lock.write_text(f"{os.getppid()}\n")
+    with open(lock, "r+") as held:  # a live writer holds it (another open file description: conflicts)
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert _prepare(tmp_path, tokenizer_dir) == 0  # the hit reads the published folder, lock untouched
+        assert lock.read_text() == f"{os.getppid()}\n"
+    lock.unlink()
+
+
+def test_a_cache_hit_that_must_still_verify_takes_the_lock(tmp_path, tokenizer_dir, monkeypatch):
+    from beam_sft.prepared import lock as lock_module
+
+    _data(tmp_path)
+    assert _prepare(tmp_path, tokenizer_dir, "--no-verify") == 0
+    taken = []
+    real = lock_module.output_lock
+
+    def spy(final):
+        taken.append(final)
+        return real(final)
+
+    monkeypatch.setattr("beam_sft.prepare.pipeline.output_lock", spy)
+    assert _prepare(tmp_path, tokenizer_dir) == 0  # the hit verifies now: verify writes into the folder
+    assert taken and json.loads((tmp_path / "out" / "report.json").read_text())["verify"]["ok"] is True

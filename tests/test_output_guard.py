@@ -217,3 +217,47 @@ def test_fixture_out_that_is_a_file_is_one_line(tmp_path, capsys):
         assert main(["fixture", "--out", str(out)]) == 2
         assert_one_line_error(capsys.readouterr().err, "fixture", "refusing to write to")
     assert f.read_text() == "mine"
+
+
+def test_fixture_never_overwrites_a_users_model(tmp_path, capsys):
+    mine = tmp_path / "mymodel"
+    mine.mkdir()
+    (mine / "config.json").write_text("{\"my\": \"model\"}")
+    before = tree_digest(mine)
+    assert main(["fixture", "--out", str(mine), "--no-model"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "fixture", "did not write")
+    assert tree_digest(mine) == before
+    # a folder of ours (marked), or one an older version built (the same bytes), is built again
+    assert main(["fixture", "--out", str(tmp_path / "fx"), "--no-model"]) == 0
+    assert main(["fixture", "--out", str(tmp_path / "fx"), "--no-model"]) == 0
+    from beam_sft.prepared import owner
+
+    (tmp_path / "fx" / owner.MARKER).unlink()
+    assert main(["fixture", "--out", str(tmp_path / "fx"), "--no-model"]) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fx", "mymodel"]  # no check folder left
+
+
+# ------------------------------------------------------------------ prepare and merge-shards vs their inputs
+
+PREPARE_CASES = {
+    "the source folder": lambda d, t: d,
+    "inside the source folder": lambda d, t: d / "prep",
+    "around the source": lambda d, t: d.parent,
+    "the tokenizer": lambda d, t: t,
+    "inside the tokenizer": lambda d, t: t / "prep",
+}
+
+
+@pytest.mark.parametrize("case", sorted(PREPARE_CASES))
+def test_prepare_output_is_apart_from_its_sources_and_tokenizer(tmp_path, fixture_dir, case, capsys):
+    import shutil
+
+    data = tmp_path / "ws" / "data"
+    data.mkdir(parents=True)
+    (data / "rows.jsonl").write_text(json.dumps(ROW) + "\n")
+    tok = shutil.copytree(fixture_dir, tmp_path / "ws" / "tok", ignore=shutil.ignore_patterns("*.safetensors"))
+    out = PREPARE_CASES[case](data, tok)
+    before = tree_digest(tmp_path)
+    assert main(["prepare", "--data", str(data), "--tokenizer", str(tok), "--output", str(out), "--quiet"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "prepare", "refusing to write to")
+    assert tree_digest(tmp_path) == before

@@ -34,3 +34,33 @@ def assert_one_line_error(err: str, command: str, *needles: str) -> None:
     assert len(errors) == 1, err
     for needle in needles:
         assert needle in errors[0], (needle, err)
+
+
+def run_cli(argv: list[str]) -> tuple[int, str]:
+    """``beam-sft ARGV`` in this process: (exit code, stderr); stdout is dropped."""
+    import contextlib
+    import io
+
+    from beam_sft.cli import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(argv)
+    return code, err.getvalue()
+
+
+def chdir(path: Path):
+    """A context manager: the working directory is ``path`` inside it (hypothesis tests cannot take
+    pytest's function-scoped ``monkeypatch``)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def inside():
+        previous = os.getcwd()
+        os.chdir(path)
+        try:
+            yield path
+        finally:
+            os.chdir(previous)
+
+    return inside()

@@ -11,6 +11,7 @@ run's only when it holds our marker and the run the marker names is gone; names 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -147,6 +148,14 @@ def clean_stale(final: Path) -> list[Path]:
         return removed
     for entry in final.parent.iterdir():
         match = pattern.fullmatch(entry.name)
+        if match and not owner.is_ours(entry) and not entry.is_symlink() and entry.is_dir() \
+                and not owner.pid_alive(int(match.group(2))):
+            # a kill -9 between making a staging folder and marking it leaves it empty: rmdir removes
+            # only an empty folder, so nothing anyone wrote can go this way
+            with contextlib.suppress(OSError):
+                entry.rmdir()
+                removed.append(entry)
+            continue
         if not match or not owner.is_ours(entry):
             continue
         marker = owner.read_marker(entry)

@@ -84,6 +84,12 @@ def same_host(marker: dict) -> bool:
     return marker.get("host") == socket.gethostname() and marker.get("boot") == _boot_id()
 
 
+def pid_alive(pid: int) -> bool:
+    from beam_sft.prepared.lock import pid_alive as alive
+
+    return alive(pid)
+
+
 def run_alive(marker: dict, pid: int | None = None) -> bool:
     """Whether the run that wrote ``marker`` (or, with ``pid``, the process ``pid``) may still be
     running. True when it cannot be told (another host, another boot unknown): never taken for dead."""

@@ -7,8 +7,6 @@ For each: exit 2, one error line (no traceback) naming the key path or the file,
 from __future__ import annotations
 
 import contextlib
-import io
-import os
 import tempfile
 from pathlib import Path
 
@@ -17,8 +15,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.cli import main
-from tests.tree import assert_one_line_error, tree_digest
+from tests.tree import assert_one_line_error, chdir, run_cli, tree_digest
 
 pytestmark = pytest.mark.fuzz
 
@@ -53,22 +50,24 @@ def _dotted(path: tuple) -> str:
     return out
 
 
-def _run(argv: list[str]) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main(argv)
-    return code, err.getvalue()
-
-
 @contextlib.contextmanager
 def _workspace():
-    with tempfile.TemporaryDirectory() as tmp:
-        previous = os.getcwd()
-        os.chdir(tmp)
-        try:
-            yield Path(tmp)
-        finally:
-            os.chdir(previous)
+    with tempfile.TemporaryDirectory() as tmp, chdir(Path(tmp)) as root:
+        yield root
+
+
+def _refused(command: str, config: str | bytes, needle: str | None = None) -> None:
+    """``command`` with ``config`` as its --config: exit 2, one error line (holding ``needle``), and
+    nothing written where it ran."""
+    with _workspace() as root:
+        path = root / "c.yaml"
+        path.write_bytes(config if isinstance(config, bytes) else config.encode())
+        (root / "a.jsonl").write_text("{}\n")
+        before = tree_digest(root)
+        code, err = run_cli(_argv(command, path))
+        assert code == 2, (config, err)
+        assert_one_line_error(err, command, *([needle] if needle else []))
+        assert tree_digest(root) == before  # nothing written (no PWNED from a tag either)
 
 
 def _argv(command: str, config: Path) -> list[str]:
@@ -87,14 +86,7 @@ def test_a_non_finite_number_at_any_float_key_is_refused_with_its_path(which, in
                             else (PREPARE_BASE, PREPARE_FLOATS, ""))
     path = floats[index % len(floats)]
     text = yaml.safe_dump(_set(base, path, PLACEHOLDER), sort_keys=False).replace(PLACEHOLDER, spelling)
-    with _workspace() as root:
-        (root / "c.yaml").write_text(text)
-        (root / "a.jsonl").write_text("{}\n")
-        before = tree_digest(root)
-        code, err = _run(_argv(which, root / "c.yaml"))
-        assert code == 2, (text, err)
-        assert_one_line_error(err, which, prefix + _dotted(path))
-        assert tree_digest(root) == before
+    _refused(which, text, prefix + _dotted(path))
 
 
 def _yaml_with_duplicate(config: dict, path: tuple) -> str:
@@ -123,15 +115,7 @@ CONVERT_BASE = {"missing_reasoning": "drop"}
 def test_a_key_given_twice_is_refused_with_its_path(command, index):
     base = {"train": RECIPE_BASE, "prepare": PREPARE_BASE, "convert": CONVERT_BASE}[command]
     path = DUP_PATHS[command][index % len(DUP_PATHS[command])]
-    text = _yaml_with_duplicate(base, path)
-    with _workspace() as root:
-        (root / "c.yaml").write_text(text)
-        (root / "a.jsonl").write_text("{}\n")
-        before = tree_digest(root)
-        code, err = _run(_argv(command, root / "c.yaml"))
-        assert code == 2, (text, err)
-        assert_one_line_error(err, command, f"{_dotted(path)}: given twice")
-        assert tree_digest(root) == before
+    _refused(command, _yaml_with_duplicate(base, path), f"{_dotted(path)}: given twice")
 
 
 TAGS = ["!!python/object:os.system", "!!python/object/apply:os.system ['touch PWNED']",
@@ -146,14 +130,7 @@ def test_a_tag_is_refused_in_one_line_and_never_run(command, tag, index):
     path = DUP_PATHS[command][index % len(DUP_PATHS[command])]
     text = yaml.safe_dump(_set(base, path, PLACEHOLDER), sort_keys=False).replace(f"'{PLACEHOLDER}'", tag) \
         .replace(PLACEHOLDER, tag)
-    with _workspace() as root:
-        (root / "c.yaml").write_text(text)
-        (root / "a.jsonl").write_text("{}\n")
-        before = tree_digest(root)
-        code, err = _run(_argv(command, root / "c.yaml"))
-        assert code == 2, (text, err)
-        assert_one_line_error(err, command)
-        assert tree_digest(root) == before  # no PWNED, nothing written
+    _refused(command, text)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -163,13 +140,14 @@ def test_binary_bytes_as_a_config_are_one_line(command, data):
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = None
+    if text is None or "\x00" in text:
+        _refused(command, data, "not a YAML text file")
+        return
     with _workspace() as root:
         (root / "c.yaml").write_bytes(data)
         (root / "a.jsonl").write_text("{}\n")
         before = tree_digest(root)
-        code, err = _run(_argv(command, root / "c.yaml"))
-        if text is None or "\x00" in text:
-            assert code == 2 and "not a YAML text file" in err, err
+        code, err = run_cli(_argv(command, root / "c.yaml"))
         assert code != 0 or command == "convert", err  # convert may read harmless text as no options
         if code != 0:
             assert "Traceback" not in err

@@ -9,11 +9,8 @@ share the code under test (``beam_sft.paths`` resolves through the file system).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
-import random
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -23,8 +20,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.cli import main
-from tests.tree import assert_one_line_error, tree_digest
+from tests.tree import assert_one_line_error, chdir, run_cli, tree_digest
 
 pytestmark = pytest.mark.fuzz
 
@@ -98,7 +94,7 @@ def _lines(path: Path) -> int:
 @given(inputs=st.sampled_from(sorted(INPUTS)), out_index=st.integers(0, 22),
        rejects_index=st.one_of(st.none(), st.integers(0, 22)))
 def test_convert_outputs_never_alias_inputs_or_each_other(inputs, out_index, rejects_index):
-    with tempfile.TemporaryDirectory() as tmp, _cwd(Path(tmp)):
+    with tempfile.TemporaryDirectory() as tmp, chdir(Path(tmp)):
         root = Path(tmp)
         _workspace(root)
         spellings = _spellings(root)
@@ -111,7 +107,7 @@ def test_convert_outputs_never_alias_inputs_or_each_other(inputs, out_index, rej
             or (rejects is not None and _overlap(out.target, rejects.target))
         argv = ["convert", *ins, "-o", out.text] + (["--rejects", rejects.text] if rejects else [])
         before = tree_digest(root)
-        code, err = _run(argv)
+        code, err = run_cli(argv)
         if refused:
             assert code == 2, (argv, err)
             assert_one_line_error(err, "convert", "refusing to write to")
@@ -129,23 +125,6 @@ def test_convert_outputs_never_alias_inputs_or_each_other(inputs, out_index, rej
         kept = _lines(root / out.target)
         rejected = _lines(root / rejects.target) if rejects else ROWS[inputs] - kept
         assert kept + rejected == ROWS[inputs] and kept == ROWS[inputs] - (1 if inputs != "dir" else 0)
-
-
-@contextlib.contextmanager
-def _cwd(path: Path):
-    previous = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
-def _run(argv: list[str]) -> tuple[int, str]:
-    err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-        code = main(argv)
-    return code, err.getvalue()
 
 
 # ---------------------------------------------------------------------- train and export: class 1
@@ -166,7 +145,7 @@ def test_train_output_dir_is_apart_from_everything_the_run_reads(spelling, absol
     from beam_sft.train.data import check_output_dir
     from beam_sft.train.recipe import recipe_from_dict
 
-    with tempfile.TemporaryDirectory() as tmp, _cwd(Path(tmp)):
+    with tempfile.TemporaryDirectory() as tmp, chdir(Path(tmp)):
         root = Path(tmp)
         for d in ("model", "prep", "src", "runs", "ckpt/checkpoint-1"):
             (root / d).mkdir(parents=True)
@@ -231,7 +210,7 @@ def test_prepare_never_removes_or_replaces_what_is_not_its_own(fixture_dir, left
         before = {k: v for k, v in tree_digest(root).items() if not k.startswith(("tok", "rows.jsonl"))}
         if lock in ("", "12345\n"):  # our lock's own format (empty, or a pid line): a dead run's, taken over
             before.pop(".out.lock")
-        code, err = _run(["prepare", "--data", str(root / "rows.jsonl"), "--tokenizer", str(root / "tok"),
+        code, err = run_cli(["prepare", "--data", str(root / "rows.jsonl"), "--tokenizer", str(root / "tok"),
                           "--output", str(root / "out"), "--num-proc", "1", "--quiet"])
         after = tree_digest(root)
         assert {k: after.get(k) for k in before} == before, err  # nothing of the user's changed or went
@@ -251,4 +230,3 @@ def test_the_case_oracle_holds_here(tmp_path):
     (tmp_path / "a").write_text("x")
     if (tmp_path / "A").exists():
         pytest.skip("case-insensitive file system: data/X.jsonl would be data/x.jsonl")
-    random.seed(0)

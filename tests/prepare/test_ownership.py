@@ -198,3 +198,17 @@ def test_a_cache_hit_that_must_still_verify_takes_the_lock(tmp_path, tokenizer_d
     monkeypatch.setattr("beam_sft.prepare.pipeline.output_lock", spy)
     assert _prepare(tmp_path, tokenizer_dir) == 0  # the hit verifies now: verify writes into the folder
     assert taken and json.loads((tmp_path / "out" / "report.json").read_text())["verify"]["ok"] is True
+
+
+def test_an_empty_staging_folder_of_a_dead_pid_goes_a_full_one_stays(tmp_path, tokenizer_dir):
+    """A kill -9 between making the staging folder and marking it leaves it empty and unmarked: only
+    an empty one is removed (rmdir), so nothing anyone wrote is lost that way."""
+    from tests.prepare.test_faults import _dead_pid
+
+    _data(tmp_path)
+    empty, full = tmp_path / f".out.staging-{_dead_pid()}", tmp_path / f".out.old-{_dead_pid()}"
+    empty.mkdir()
+    full.mkdir()
+    (full / "x").write_text("mine")
+    assert _prepare(tmp_path, tokenizer_dir) == 0
+    assert not empty.exists() and (full / "x").read_text() == "mine"

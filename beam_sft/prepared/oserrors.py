@@ -33,7 +33,10 @@ def describe(exc: OSError) -> str:
     >>> import errno
     >>> describe(IsADirectoryError(errno.EISDIR, "Is a directory", "out"))
     'out: a folder is where a file goes'
+    >>> describe(OSError("We couldn't connect.\\nCheck your internet connection."))
+    "We couldn't connect. Check your internet connection."
     """
     reason = UNWRITABLE.get(exc.errno) or exc.strerror or str(exc) or type(exc).__name__
+    reason = " ".join(str(reason).split())  # a library's message over several lines, as one
     where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
     return f"{where}: {reason}" if where else reason

@@ -260,7 +260,8 @@ def _tree(root: Path, skip: str | None = None) -> dict[str, tuple]:
 # - report.json "timing" and "verify.timing": seconds per phase, records per second;
 # - state.json "_fingerprint": datasets' fingerprint of the encoded dataset, which prepare derives from a
 #   per-run key (pid and time) so that datasets can never reuse another run's cache file;
-# - report.json files.files["state.json"]: the digest of that state.json.
+# - report.json files.files["state.json"]: the digest of that state.json;
+# - .beam-sft-owner: the marker names the run that made the folder (pid, start time; issue 23).
 # Everything else, report.json's fingerprints, counts, statistics, encoder, verify and digests included,
 # must be equal.
 def _canonical(folder: Path) -> dict:
@@ -276,7 +277,7 @@ def _canonical(folder: Path) -> dict:
     report["files"]["files"].pop("state.json")
     state = json.loads((folder / "state.json").read_text())
     state.pop("_fingerprint")
-    for name in ("report.json", "state.json"):
+    for name in ("report.json", "state.json", ".beam-sft-owner"):
         files.pop(name)
     dataset = load_from_disk(str(folder))
     return {"files": files, "report": report, "state": state, "rows": dataset.data.table.to_pydict(),

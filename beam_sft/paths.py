@@ -40,7 +40,10 @@ def _chain(path: str | os.PathLike) -> list[tuple[int, int]]:
     The path is made absolute and resolved first (symbolic links followed, ``..`` applied after that, as
     the kernel does), so an output spelled through a link or ``..`` is placed where a write would land.
     """
-    real = Path(os.path.realpath(os.path.abspath(os.fspath(path))))
+    try:
+        real = Path(os.path.realpath(os.path.abspath(os.fspath(path))))
+    except (OSError, ValueError):  # a NUL in the name: refused by name in check_paths
+        return []
     out = []
     for candidate in (real, *real.parents):
         ident = _identity(candidate)
@@ -111,6 +114,8 @@ def check_paths(inputs: Named, outputs: Named) -> None:
     # An input that does not exist is not a local path (a hub id) or fails on its own when read.
     ins = [(label, p) for label, p in _flatten(inputs) if _identity(p) is not None]
     outs = _flatten(outputs)
+    for label, path in outs:
+        _check_name(path, label)
     for out_label, out in outs:
         for in_label, inp in ins:
             how = relation(out, inp)
@@ -125,10 +130,16 @@ def check_paths(inputs: Named, outputs: Named) -> None:
                                        "two outputs must be different files", hint=False)
 
 
+def _check_name(path, label: str) -> None:
+    if "\x00" in os.fspath(path):
+        raise OutputRefused(repr(os.fspath(path)), f"{label} holds a NUL byte, which no file name can", hint=False)
+
+
 def check_writable_target(path: str | os.PathLike, *, kind: str, label: str) -> None:
     """Refuse, with one line, an output ``path`` that cannot be written as a ``kind`` ("file" or
     "folder"): a folder where a file goes (or the reverse), or a path under an existing file.
     """
+    _check_name(path, label)
     if kind == "file" and os.fspath(path).endswith(("/", os.sep)):
         raise OutputRefused(path, f"{label} ends with a slash, which names a folder; give a file name", hint=False)
     path = Path(path)

@@ -155,3 +155,22 @@ def test_binary_bytes_as_a_config_are_one_line(command, data):
             if code == 2:
                 assert_one_line_error(err, command)
         assert {k: v for k, v in tree_digest(root).items() if k in before} == before
+
+
+hostile_text = st.lists(st.sampled_from(["\x00", "/", ".", "..", "\n", " ", "a", "é", "\u202e", "~", "*", "\\",
+                                        ":", "x" * 120]), min_size=1, max_size=8).map("".join)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(key=st.sampled_from([("sft", "output_dir"), ("data", "prepared"), ("model", "path")]), value=hostile_text)
+def test_hostile_path_strings_in_a_recipe_are_one_line(key, value):
+    """Any string at a path key (NUL bytes, newlines, names too long, `..`): exit 2 and one line, nothing
+    written; the data folder never exists here, so no run gets past its checks."""
+    config = _set(RECIPE_BASE, key, value)
+    with _workspace() as root:
+        (root / "c.yaml").write_text(yaml.safe_dump(config))
+        before = tree_digest(root)
+        code, err = run_cli(["train", "--config", str(root / "c.yaml")])
+        assert code == 2, (value, err)
+        assert_one_line_error(err, "train")
+        assert tree_digest(root) == before

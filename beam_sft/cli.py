@@ -50,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     except BeamError as exc:
         print(f"beam-sft {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the file system said no (full, read-only, a folder where a file goes): one line
+        from beam_sft.prepared.oserrors import describe
+
+        print(f"beam-sft {args.command}: error: {describe(exc)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

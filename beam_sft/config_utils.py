@@ -7,6 +7,7 @@ overrides them, and ``--section.key value`` pairs on the command line override t
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
@@ -101,7 +102,13 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     if tp is float:
         value = yaml_number(value, float)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
+            try:
+                number = float(value)
+            except OverflowError:  # an int too large for a float
+                number = math.inf
+            if not math.isfinite(number):  # NaN, .inf, 1e400 (read as inf): never a setting
+                raise ConfigError(path, f"expected a finite number, got {value!r}")
+            return number
         raise ConfigError(path, f"expected a number, got {value!r}")
     if tp is int:
         value = yaml_number(value, int)
@@ -175,6 +182,8 @@ def parse_overrides(pairs: list[str], value: Callable[[list[str], str], Any] | N
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(key, "conflicts with an earlier override")
+        if parts[-1] in node:  # two values for one key: which one was meant is not ours to guess
+            raise ConfigError(key, "given twice on the command line")
         node[parts[-1]] = value(parts, raw)
     return out
 
@@ -191,12 +200,68 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML config file as a mapping; every way it can be unfit is a ConfigError, one line: the file
+    cannot be read or is not UTF-8 text, the YAML does not parse or holds a tag (``!!python/object``:
+    never constructed), or a key is given twice (named by its key path: ``sft.learning_rate``)."""
     import yaml
 
-    with open(path, encoding="utf-8") as fh:
-        data = yaml.safe_load(fh)
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        from beam_sft.prepared.oserrors import describe
+
+        raise ConfigError("", f"cannot read the config {describe(exc)}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"{path}: not a YAML text file (not UTF-8 at byte {exc.start})") from None
+    if "\x00" in text:
+        raise ConfigError("", f"{path}: not a YAML text file (it holds NUL bytes)")
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is not None:
+                _check_unique_keys(node, path)
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError("", f"{path}:{where}: not valid YAML for a config: {problem}") from None
+    except RecursionError:
+        raise ConfigError("", f"{path}: nested too deeply") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError("", f"{path}: top level must be a mapping")
     return data
+
+
+def _check_unique_keys(node: Any, file: str | Path, path: str = "") -> None:
+    """Refuse a mapping that gives one key twice (YAML would keep the last silently), naming its key path."""
+    import yaml
+
+    stack = [(node, path)]
+    seen_nodes: set[int] = set()
+    while stack:
+        current, where = stack.pop()
+        if id(current) in seen_nodes:  # an alias: checked once
+            continue
+        seen_nodes.add(id(current))
+        if isinstance(current, yaml.MappingNode):
+            keys: dict[str, int] = {}
+            for key_node, value_node in current.value:
+                key = str(key_node.value) if isinstance(key_node, yaml.ScalarNode) else None
+                if key is not None and key != "<<":
+                    line = key_node.start_mark.line + 1
+                    if key in keys:
+                        raise ConfigError(_join(where, key), f"given twice in {file} (lines {keys[key]} and {line}); "
+                                                             "keep one")
+                    keys[key] = line
+                stack.append((value_node, _join(where, key) if key is not None else where))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend((item, f"{where}[{i}]") for i, item in enumerate(current.value))

@@ -108,10 +108,11 @@ class PreflightError(BeamError):
 class OutputRefused(BeamError):
     """The output target is not ours to replace: a file, a link, or a folder holding the user's files."""
 
-    def __init__(self, target, reason: str):
+    def __init__(self, target, reason: str, *, hint: bool = True):
         self.target = target
-        super().__init__(f"refusing to write to {target}: {reason}. Give an empty or new folder, "
-                         f"or a folder an earlier prepare wrote (with nothing else in it)")
+        tail = (". Give an empty or new folder, or a folder an earlier prepare wrote (with nothing else in it)"
+                if hint else "")
+        super().__init__(f"refusing to write to {target}: {reason}{tail}")
 
 
 class PreparedError(BeamError):

@@ -146,26 +146,50 @@ def build_options(args: argparse.Namespace):
     return options_from_dict(data, "convert")
 
 
+def check_output_paths(args: argparse.Namespace) -> None:
+    """No output is an input (or inside an input folder), no two outputs are one file, and each output
+    can be a file: checked before anything is opened for writing (``beam_sft.paths``)."""
+    from beam_sft.paths import check_paths, check_writable_target
+
+    outputs = {"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json}
+    check_paths({"INPUT": args.inputs, "--config": args.config, "--tokenizer": getattr(args, "tokenizer", None)},
+                outputs)
+    for label, path in outputs.items():
+        if path is not None:
+            check_writable_target(path, kind="file", label=label)
+
+
 def run(args: argparse.Namespace) -> int:
     from beam_sft.convert.pipeline import convert_files
 
+    check_output_paths(args)
     options = build_options(args)
 
     def announce(conversion) -> None:
         print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
 
-    report = convert_files(
-        args.inputs,
-        format=args.format,
-        options=options,
-        output=args.output,
-        rejects=args.rejects,
-        on_source=announce,
-    )
-    print(report.table())
-    if args.summary_json:
-        with open(args.summary_json, "w", encoding="utf-8") as fh:
-            json.dump(report.to_json(), fh, indent=2)
+    try:
+        report = convert_files(
+            args.inputs,
+            format=args.format,
+            options=options,
+            output=args.output,
+            rejects=args.rejects,
+            on_source=announce,
+        )
+        print(report.table())
+        if args.summary_json:
+            with open(args.summary_json, "w", encoding="utf-8") as fh:
+                json.dump(report.to_json(), fh, indent=2)
+    except OSError as exc:  # a full disk, a read-only folder: one line naming where (beam_sft.cli says the rest)
+        from pathlib import Path
+
+        from beam_sft.prepared.oserrors import unwritable
+
+        error = unwritable(Path(exc.filename).parent if exc.filename else Path(args.output).parent, exc)
+        if error is exc:
+            raise
+        raise error from exc
     status = 0
     if report.kept == 0:
         empty = [s.source for s in report.sources if s.empty]

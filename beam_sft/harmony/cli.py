@@ -10,6 +10,7 @@ from beam_sft import compat
 from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
 from beam_sft.harmony.fixture import ARCHES, build_fixture
 from beam_sft.model_support import missing_support, model_type_at
+from beam_sft.paths import check_writable_target
 
 
 def register(subparsers) -> None:
@@ -45,14 +46,48 @@ def register(subparsers) -> None:
 
 
 def run_fixture(args: argparse.Namespace) -> int:
+    check_writable_target(args.out, kind="folder", label="--out")  # one line, not a traceback
+    _check_not_the_users(args)
     before = _snapshot(args.out)
     out = build_fixture(args.out, with_model=not args.no_model, arch=args.arch)
+    from beam_sft.prepared import owner
+
+    if not (out / owner.MARKER).exists():
+        owner.write_marker(out)  # a later build may write here again
     after = _snapshot(out)
     written = sorted(name for name, stamp in after.items() if before.get(name) != stamp)
     print(f"wrote the fixture checkpoint to {out} (arch {args.arch}):")
     for name in written:
         print(f"  {name} ({(out / name).stat().st_size} bytes)")
     return 0
+
+
+def _check_not_the_users(args: argparse.Namespace) -> None:
+    """Refuse an --out folder holding anything a fixture build would not write byte for byte, unless a
+    build of ours marked it (``prepared.owner``): a user's model there must not be overwritten. A folder
+    an older version built (no marker) is recognised by its bytes, since builds are byte-identical."""
+    import filecmp
+    import os
+    import tempfile
+
+    from beam_sft.errors import OutputRefused
+    from beam_sft.harmony.fixture import build_fixture
+    from beam_sft.prepared import owner
+
+    out = Path(args.out)
+    if out.is_symlink():
+        raise OutputRefused(out, "--out is a symbolic link; give a new or empty folder", hint=False)
+    if not out.is_dir() or not any(out.iterdir()) or owner.is_ours(out):
+        return
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.check-", dir=out.parent) as tmp:
+        build_fixture(tmp, with_model=not args.no_model, arch=args.arch)
+        for root, _, files in os.walk(out):
+            for name in files:
+                rel = (Path(root) / name).relative_to(out)
+                ours = Path(tmp) / rel
+                if not ours.is_file() or not filecmp.cmp(out / rel, ours, shallow=False):
+                    raise OutputRefused(out, f"--out holds {out / rel}, which this fixture build did not write; give "
+                                             "a new or empty folder", hint=False)
 
 
 def _snapshot(directory: Path) -> dict[str, int]:

@@ -64,7 +64,13 @@ _WORKER: dict = {}
 
 def _init_worker(job: batch_mod.EncodeJob, records_path: str, work: str) -> None:
     _WORKER.clear()
-    _WORKER.update(job=job, records=RecordsFile(records_path), work=Path(work), pid=os.getpid())
+    try:
+        records = RecordsFile(records_path)
+    except FileNotFoundError:
+        if not Path(work).exists():  # the run is ending (interrupted while starting its workers) and
+            raise SystemExit(0) from None  # removed its staging folder: leave without a traceback
+        raise
+    _WORKER.update(job=job, records=records, work=Path(work), pid=os.getpid())
 
 
 def _run(task: Task) -> Part:

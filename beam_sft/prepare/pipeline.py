@@ -42,13 +42,13 @@ from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
 from beam_sft.prepare.progress import Counter, bar, heartbeat
 from beam_sft.prepare.resolved import ResolvedPrepare, resolve
-from beam_sft.prepared import output
+from beam_sft.prepared import output, owner
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.arrow_dataset import DatasetWriter
 from beam_sft.prepared.integrity import check_integrity, file_digests
 from beam_sft.prepared.layout import REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
-from beam_sft.prepared.lock import output_lock
+from beam_sft.prepared.lock import clear_stale_lock, output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 from beam_sft.verify import verify_prepared
 from beam_sft.verify.caller_tokenizer import tokenizer_files
@@ -134,8 +134,11 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
         write_page(staging, final)  # after verify: the page shows its result (a failed folder keeps its page too)
         if not result.ok:
             failed = failed_dir(final)
-            if failed.exists():
-                shutil.rmtree(failed)
+            if failed.exists() or failed.is_symlink():
+                if not owner.is_ours(failed):  # named like ours, but the user's: kept, and so is this result
+                    failed = final.parent / f"{failed.name}-{os.getpid()}"
+                else:
+                    shutil.rmtree(failed)
             os.replace(staging, failed)
             raise VerificationError(
                 f"{final}: {len(result.violations)} mask violation(s): nothing was published or cached. The dataset "
@@ -173,6 +176,11 @@ def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | Non
     return final
 
 
+def _needs_verify(final: Path, config: PrepareConfig) -> bool:
+    report = rep.read_report(final)
+    return bool(config.verify) and (not isinstance(report, dict) or "verify" not in report)
+
+
 def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     """Prepare (or reuse) the dataset ``config`` describes; returns its directory.
 
@@ -183,7 +191,12 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     if not config.sources:
         raise ConfigError("sources", "no data sources given")
     if config.output:
-        output.check_output_target(Path(config.output))  # before any work: never the user's folder
+        from beam_sft.paths import check_paths
+
+        # before any work: never the user's folder, never over (or inside) what the run reads
+        check_paths({"sources": [s.path for s in config.sources], "tokenizer": config.tokenizer},
+                    {"output": config.output})
+        output.check_output_target(Path(config.output))
     loaded = load_run_tokenizer(config.tokenizer)
     tokenizer = loaded.tokenizer
     clock.phase("load_tokenizer")
@@ -193,7 +206,9 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
     # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
     # other processes of a training run all read it at once, after the first one prepared it).
-    if config.cache and cache.is_cached(final, fingerprint):
+    # A hit that still needs verifying writes verify's outputs into the folder: that one takes the lock.
+    if config.cache and cache.is_cached(final, fingerprint) and not _needs_verify(final, config):
+        clear_stale_lock(final)  # a killed run's lock is never left behind by the runs that only read
         return _cache_hit(final, config, loaded)
     with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
         if config.cache and cache.is_cached(final, fingerprint):  # finished while we looked

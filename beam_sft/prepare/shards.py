@@ -20,6 +20,7 @@ from pathlib import Path
 
 from beam_sft.data.fingerprint import combine
 from beam_sft.errors import ConfigError
+from beam_sft.paths import check_paths
 from beam_sft.prepare.pipeline import verify_then_publish
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
@@ -76,8 +77,7 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
     order = sorted(range(len(shards)), key=lambda i: reports[i]["shard"]["index"])
     shards, reports = [shards[i] for i in order], [reports[i] for i in order]
     final = Path(output_dir)
-    if any(final.resolve() == s.resolve() for s in shards):
-        raise ConfigError("output", f"{final} is one of the shards being merged")
+    check_paths({"SHARD_DIR": shards}, {"--output": final})  # not a shard, nor inside or around one
 
     with output_lock(final):
         return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc)

@@ -9,6 +9,7 @@ refused with the first one's pid, instead of the two mixing their data.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -45,6 +46,14 @@ def _read_pid(fd: int) -> int | None:
     return int(text) if text.isdigit() else None
 
 
+def _is_lock_file(fd: int) -> bool:
+    """Whether the file open at ``fd`` is one of our lock files: empty (made, not yet written) or a pid
+    line; anything else is a user's file that only has the name, and is neither written nor removed."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    data = os.read(fd, 65)
+    return len(data) <= 64 and (not data.strip() or data.strip().isdigit())
+
+
 _SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
@@ -74,15 +83,55 @@ def output_lock(final: Path) -> Iterator[Path]:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
+def clear_stale_lock(final: Path) -> bool:
+    """Remove the lock file of ``final`` when its holder is gone (a killed run): a reader that takes a
+    cache hit never takes the lock, and would otherwise leave a dead run's lock there for good. A lock
+    held by a live process, or a file that is not one of our locks, is left as it is. True if removed."""
+    path = lock_path(final)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    except OSError:  # none there, a link, unreadable: nothing of ours to clear
+        return False
+    try:
+        if not _is_lock_file(fd):
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # a live writer holds it
+        if os.fstat(fd).st_ino != os.stat(path).st_ino:
+            return False
+        holder = _read_pid(fd)
+        path.unlink()
+        logger.info("removed the stale lock %s of process %s, which is gone", path, holder)
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _acquire(final: Path) -> tuple[int, Path]:
     """Take the flock and write our pid; (the locked fd, the lock file)."""
     path = lock_path(final)
     while True:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # O_NOFOLLOW: a link named like the lock must not make us write through it
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
         except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OutputLocked(f"{path} is a symbolic link, not a lock of beam-sft; move it away") from None
             raise unwritable(path.parent, exc) from exc
+        try:
+            ours = _is_lock_file(fd)
+        except OSError as exc:
+            os.close(fd)
+            raise unwritable(path.parent, exc) from exc
+        if not ours:
+            os.close(fd)
+            raise OutputLocked(f"{path} is in the way of the lock for {final} and is not a lock of beam-sft (it "
+                               "holds other data); move it away")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -106,9 +155,11 @@ def _acquire(final: Path) -> tuple[int, Path]:
         os.ftruncate(fd, 0)
         os.lseek(fd, 0, os.SEEK_SET)
         os.write(fd, f"{os.getpid()}\n".encode())
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             path.unlink()
         os.close(fd)
+        if isinstance(exc, OSError):  # a full disk or a read-only file system while writing the pid
+            raise unwritable(path.parent, exc) from exc
         raise
     return fd, path

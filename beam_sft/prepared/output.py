@@ -3,51 +3,90 @@
 A run writes into a staging directory beside the target and renames it into place only when
 everything (dataset, tokenizer, report, rejects) is written, so a directory that exists is complete,
 and a reader (another training process, a rerun) never sees half a result. A target is replaced
-only when it is absent, empty, or a prepared folder of ours (identified by its report).
+only when it is absent, empty, or a prepared folder of ours: it holds our marker
+(``prepared.owner``) and every file in it, at any depth, is one its report recorded or one that
+prepare and verify write beside them. A staging or old folder beside the target is removed as a dead
+run's only when it holds our marker and the run the marker names is gone; names prove nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from beam_sft.errors import OutputRefused
-from beam_sft.prepared.layout import OWN_ENTRIES, OWN_PATTERNS
-from beam_sft.prepared.lock import pid_alive
+from beam_sft.prepared import owner
+from beam_sft.prepared.layout import UNDIGESTED
 from beam_sft.prepared.oserrors import unwritable
 from beam_sft.prepared.report import read_report
 
 logger = logging.getLogger("beam_sft.prepare")
 
+EARLIER_VERSION = ("it was prepared by an earlier beam-sft, which did not mark its folders (no {marker}), so it "
+                   "cannot be told from a folder of yours: remove it yourself (rm -r {target}) or give another "
+                   "--output")
+
 
 def check_output_target(final: Path) -> None:
     """Raise OutputRefused unless ``final`` is absent, an empty folder, or a prepared folder of ours.
 
-    Ours means: a parseable report.json with a fingerprint, and no entry beyond what prepare writes,
-    so that replacing it can only ever remove what an earlier run of ours wrote.
+    Ours means: our marker, and no file (at any depth, hidden ones too) beyond what the report
+    recorded and what is written after it, so that replacing it can only remove what a run of ours wrote.
     """
+    from beam_sft.paths import check_writable_target
+
     final = Path(final)
     if final.is_symlink():
         raise OutputRefused(final, "it is a symbolic link")
+    check_writable_target(final, kind="folder", label="the output")  # a file, or a path under a file
     if not final.exists():
         return
-    if not final.is_dir():
-        raise OutputRefused(final, "it is a file, not a folder")
-    entries = sorted(p.name for p in final.iterdir())
+    try:
+        entries = sorted(p.name for p in final.iterdir())
+    except OSError as exc:
+        raise unwritable(final, exc) from exc
     if not entries:
         return
-    report = read_report(final)
-    if report is None or "fingerprint" not in report:
+    if not owner.is_ours(final):
+        report = read_report(final)
+        if isinstance(report, dict) and "fingerprint" in report:
+            raise OutputRefused(final, EARLIER_VERSION.format(marker=owner.MARKER, target=final), hint=False)
         shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
         raise OutputRefused(final, f"it holds files that no prepare wrote ({shown})")
-    foreign = [n for n in entries if n not in OWN_ENTRIES and not any(Path(n).match(g) for g in OWN_PATTERNS)]
+    foreign = foreign_files(final)
     if foreign:
-        raise OutputRefused(final, f"it is a prepared folder but also holds {', '.join(foreign[:5])}")
+        shown = ", ".join(str(final / rel) for rel in foreign[:5])
+        raise OutputRefused(final, f"it is a prepared folder but also holds {shown}, which no prepare wrote")
+
+
+def foreign_files(folder: Path) -> list[str]:
+    """Every file or folder in ``folder`` (at any depth) that its report does not account for."""
+    report = read_report(folder)
+    recorded = report.get("files", {}).get("files") if isinstance(report, dict) else None
+    if not isinstance(recorded, dict):
+        return ["no report.json recording its files"]
+    allowed = set(recorded) | set(UNDIGESTED) | {owner.MARKER}
+    parents = {p.as_posix() for rel in recorded for p in Path(rel).parents if p.as_posix() != "."}
+    out = []
+    for root, dirs, files in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        for name in sorted(dirs):
+            rel = (base / name).as_posix()
+            if rel not in parents or (Path(root) / name).is_symlink():
+                out.append(rel + "/")
+        dirs[:] = [d for d in dirs if (base / d).as_posix() in parents and not (Path(root) / d).is_symlink()]
+        for name in sorted(files):
+            rel = (base / name).as_posix()
+            if rel not in allowed:
+                out.append(rel)
+    return sorted(out)
 
 
 def staging_path(final: Path) -> Path:
@@ -65,24 +104,63 @@ def staging_dir(final: Path) -> Path:
         final.parent.mkdir(parents=True, exist_ok=True)
         clean_stale(final)
         staging = staging_path(final)
-        if staging.exists():
+        if staging.exists() or staging.is_symlink():
+            if not owner.is_ours(staging):  # our pid's name, but not a folder we made
+                raise OutputRefused(staging, "it is in the way of this run's staging folder and is not one "
+                                             f"of ours (no {owner.MARKER}); move it away", hint=False)
             shutil.rmtree(staging)
-        staging.mkdir()
+        _make_marked(staging)
     except OSError as exc:
         raise unwritable(final.parent, exc) from exc
     return staging
 
 
+def _make_marked(folder: Path) -> None:
+    """Make ``folder`` and mark it ours as one step: SIGINT/SIGTERM wait while it is made (an interrupt
+    between the two would leave a folder no clean-up may remove), and a marker that cannot be written
+    takes the folder with it."""
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        folder.mkdir()
+        try:
+            owner.write_marker(folder)
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+def remove_own(folder: Path) -> None:
+    """Remove ``folder`` when this process made it (its marker names this run); else leave it."""
+    marker = owner.read_marker(folder) if owner.is_ours(folder) else None
+    if marker is not None and marker.get("pid") == os.getpid() and marker.get("started") == owner.process_start(os.getpid()):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def clean_stale(final: Path) -> list[Path]:
-    """Remove ``.NAME.staging-PID`` and ``.NAME.old-PID`` folders beside ``final`` whose process is
-    dead; returns what was removed."""
+    """Remove ``.NAME.staging-PID`` and ``.NAME.old-PID`` folders beside ``final`` that a dead run of
+    ours left: the folder holds our marker and the process is gone (a folder without the marker is a
+    user's, whatever its name, and stays); returns what was removed."""
     pattern = re.compile(rf"\.{re.escape(final.name)}\.(staging|old)-(\d+)")
     removed = []
     if not final.parent.is_dir():
         return removed
     for entry in final.parent.iterdir():
         match = pattern.fullmatch(entry.name)
-        if match and entry.is_dir() and not entry.is_symlink() and not pid_alive(int(match.group(2))):
+        if match and not owner.is_ours(entry) and not entry.is_symlink() and entry.is_dir() \
+                and not owner.pid_alive(int(match.group(2))):
+            # a kill -9 between making a staging folder and marking it leaves it empty: rmdir removes
+            # only an empty folder, so nothing anyone wrote can go this way
+            with contextlib.suppress(OSError):
+                entry.rmdir()
+                removed.append(entry)
+            continue
+        if not match or not owner.is_ours(entry):
+            continue
+        marker = owner.read_marker(entry)
+        # staging: the marker names its writer; old: the folder was renamed by the process in its name
+        if not owner.run_alive(marker, int(match.group(2))):
             logger.info("removing %s, left by process %s which is gone", entry, match.group(2))
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
@@ -94,6 +172,9 @@ def publish(staging: Path, final: Path) -> Path:
     check_output_target(final)
     if final.exists():
         old = final.parent / f".{final.name}.old-{os.getpid()}"
+        if old.exists() or old.is_symlink():
+            raise OutputRefused(old, f"it is in the way of replacing {final} and is not ours to remove; move it "
+                                     "away", hint=False)
         os.replace(final, old)
         os.replace(staging, final)
         shutil.rmtree(old, ignore_errors=True)
@@ -112,8 +193,8 @@ def staged(final: Path) -> Iterator[Path]:
         staging_dir(final)
         yield staging
     except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
+        remove_own(staging)
         raise unwritable(final.parent, exc) from exc
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # (a failed verification moved it aside first)
+        remove_own(staging)  # (a failed verification moved it aside first); never a folder not ours
         raise

@@ -9,6 +9,7 @@ small columns, with a length histogram whose size depends on the longest row, no
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -110,8 +111,18 @@ def write_report(directory: str | Path, report: Mapping) -> Path:
     one, never half)."""
     path = Path(directory) / REPORT_FILE
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(dump_json(seal(report)), encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(dump_json(seal(report)), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:  # read-only, full: one line naming the folder, and no temporary file left
+        from beam_sft.prepared.oserrors import unwritable
+
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        error = unwritable(Path(directory), exc)
+        if error is exc:
+            raise
+        raise error from exc
     return path
 
 

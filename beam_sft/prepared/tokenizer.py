@@ -19,6 +19,9 @@ def load_tokenizer(name: str | Path | None, *, key: str = "tokenizer"):
     """A tokenizer from a local folder or hub id; ConfigError naming ``key`` when it cannot be loaded."""
     if not name:
         raise ConfigError(key, "no tokenizer: set data.prepare.tokenizer, --tokenizer or $BEAM_MODEL_ID")
+    from beam_sft.paths import check_local_or_hub_id
+
+    check_local_or_hub_id(name, key)
     try:
         if is_plain_fast_tokenizer(Path(name)):
             # The class AutoTokenizer would pick, without importing torch on the way.

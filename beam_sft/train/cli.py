@@ -15,7 +15,9 @@ import os
 from beam_sft.cli_args import count, non_negative_float, positive_float
 from beam_sft.train import plan as planner
 from beam_sft.train import trainer
+from beam_sft.train.data import check_run_paths
 from beam_sft.train.export import export_checkpoint, parse_size
+from beam_sft.train.extensions import clear_stale_build_locks
 from beam_sft.train.merge import merge_adapter
 from beam_sft.train.plan import PlanSetup, format_plan
 from beam_sft.train.recipe import load_recipe
@@ -70,6 +72,8 @@ def _train(args) -> int:
     recipe = load_recipe(args.config, overrides)
     if not recipe.model.path and os.environ.get("BEAM_MODEL_ID"):
         recipe = load_recipe(args.config, overrides + ["--model.path", os.environ["BEAM_MODEL_ID"]])
+    check_run_paths(recipe)  # before accelerate or torch start: never over the model or the data
+    clear_stale_build_locks()  # a killed DeepSpeed op build's lock would hang this launch for good
     out = trainer.train(recipe)
     from accelerate import PartialState
 

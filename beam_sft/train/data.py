@@ -10,6 +10,59 @@ from beam_sft.errors import ConfigError, PreflightError, PreparedError
 logger = logging.getLogger("beam_sft.train")
 
 
+def run_inputs(recipe) -> dict[str, object]:
+    """Every local path the run reads, by its key path: the model, the tokenizer, the prepared folders
+    (train and eval, given or to be prepared) and their sources."""
+    inputs: dict[str, object] = {"model.path": recipe.model.path or None,
+                                 "data.prepared": recipe.data.prepared}
+    specs = {"data.prepare": recipe.data.prepare}
+    if recipe.data.eval is not None:
+        inputs["data.eval.prepared"] = recipe.data.eval.prepared
+        specs["data.eval.prepare"] = recipe.data.eval.prepare
+    for key, spec in specs.items():
+        if not isinstance(spec, dict):
+            continue
+        for name in ("tokenizer", "output"):
+            if isinstance(spec.get(name), str):
+                inputs[f"{key}.{name}"] = spec[name]
+        sources = spec.get("sources") if isinstance(spec.get("sources"), list) else []
+        inputs[f"{key}.sources"] = [s["path"] for s in sources if isinstance(s, dict) and isinstance(s.get("path"), str)]
+    return inputs
+
+
+def check_run_paths(recipe) -> None:
+    """The paths of a run, before anything heavy: the model (and a prepare's tokenizer) is a local path
+    or a hub id, and ``sft.output_dir`` is apart from every input (``check_output_dir``)."""
+    from beam_sft.paths import check_local_or_hub_id
+
+    if recipe.model.path:
+        check_local_or_hub_id(recipe.model.path, "model.path")
+    spec = recipe.data.prepare
+    if isinstance(spec, dict) and isinstance(spec.get("tokenizer"), str) and spec["tokenizer"]:
+        check_local_or_hub_id(spec["tokenizer"], "data.prepare.tokenizer")
+    check_output_dir(recipe)
+
+
+def check_output_dir(recipe) -> None:
+    """Refuse an ``sft.output_dir`` that is, contains or lies inside anything the run reads (the model,
+    its tokenizer, a prepared folder, a source), or that is or lies inside the checkpoint it resumes
+    from (a checkpoint-N inside output_dir is the normal case): training there would overwrite the base
+    weights or the data (issue 23). Compared on disk: links, ``..`` and hard links included."""
+    from beam_sft.paths import check_paths, check_writable_target, relation
+
+    out = recipe.sft.get("output_dir")
+    if not out:
+        return
+    check_paths(run_inputs(recipe), {"sft.output_dir": out})
+    resume = recipe.sft.get("resume_from_checkpoint")
+    if isinstance(resume, str) and Path(resume).exists() and relation(out, resume) in ("is", "lies inside"):
+        from beam_sft.errors import OutputRefused
+
+        raise OutputRefused(out, f"sft.output_dir {relation(out, resume)} the checkpoint it resumes from "
+                                 f"({resume}, sft.resume_from_checkpoint)", hint=False)
+    check_writable_target(out, kind="folder", label="sft.output_dir")
+
+
 def resolve_prepared(recipe, state=None) -> Path:
     """The prepared directory, checked fit to train on (``check_trainable``): ``data.prepared``, or
     ``data.prepare`` run on the main process first.
@@ -17,6 +70,7 @@ def resolve_prepared(recipe, state=None) -> Path:
     The other processes wait, then call ``prepare`` with the same spec, which finds the cache the
     main process wrote (same fingerprint) instead of preparing again.
     """
+    check_run_paths(recipe)  # before anything is prepared or written
     allow = getattr(recipe.data, "allow_unverified", False)
     if recipe.data.prepared is not None:
         path = Path(recipe.data.prepared)

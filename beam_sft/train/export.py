@@ -27,7 +27,7 @@ import re
 import shutil
 from pathlib import Path
 
-from beam_sft.errors import BeamError, OutputRefused
+from beam_sft.errors import BeamError
 from beam_sft.train.plan import load_model_config, meta_model
 
 FSDP_DIR = "pytorch_model_fsdp_0"
@@ -74,11 +74,12 @@ def _find_config(checkpoint: Path, config: str | Path | None) -> Path:
                     f"or config.json)")
 
 
-def _check_output(out: Path) -> None:
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise OutputRefused(out, "it is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        raise OutputRefused(out, "it is not empty")
+def _check_output(out: Path, checkpoint: Path, config) -> None:
+    """A new or empty folder, apart from everything export reads (``beam_sft.paths``)."""
+    from beam_sft.paths import check_new_or_empty_folder, check_paths
+
+    check_paths({"CHECKPOINT": checkpoint, "--config": config}, {"-o": out})
+    check_new_or_empty_folder(out, label="-o")
 
 
 def expected_tensors(config) -> dict[str, tuple[tuple[int, ...], object]]:
@@ -181,7 +182,7 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | 
         hint = " (it already is a from_pretrained folder)" if any(checkpoint.glob("*.safetensors")) else ""
         raise BeamError(f"{checkpoint}: no sharded checkpoint (DeepSpeed `latest` + global_step*/, or "
                         f"{FSDP_DIR}/.metadata){hint}")
-    _check_output(out)
+    _check_output(out, checkpoint, config)
     config_file = _find_config(checkpoint, config)
     model_config = load_model_config(config_file)
     expected = expected_tensors(model_config)

@@ -27,6 +27,11 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | N
     base = base or json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
     if not base:
         raise BeamError(f"{config_path}: no base_model_name_or_path; pass --base")
+    from beam_sft.paths import check_new_or_empty_folder, check_paths
+
+    # before the base loads: never over the base model, the adapter or a folder of the user's
+    check_paths({"ADAPTER": adapter_dir, "--base": base}, {"-o": out})
+    check_new_or_empty_folder(out, label="-o")
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
     model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()

@@ -120,6 +120,11 @@ def _partial(result, directory: Path) -> int:
 def run_inspect(args: argparse.Namespace) -> int:
     from beam_sft.verify.api import inspect_row
 
+    if args.html is not None:  # beam_sft.paths: never over (or into) the folder read, never onto a folder
+        from beam_sft.paths import check_paths, check_writable_target
+
+        check_paths({"DIR": args.directory}, {"--html": args.html})
+        check_writable_target(args.html, kind="file", label="--html")
     color = args.color if args.color is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
     text, page = inspect_row(args.directory, args.row, color=color, html=args.html is not None)
     if args.html is not None:

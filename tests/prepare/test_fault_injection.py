@@ -262,6 +262,7 @@ def _tree(root: Path, skip: str | None = None) -> dict[str, tuple]:
 #   per-run key (pid and time) so that datasets can never reuse another run's cache file;
 # - report.json files.files["state.json"]: the digest of that state.json, and so verify.verified_files's
 #   entry for it, verify.verified_report (over the files section) and the report's seal ("integrity").
+# - .beam-sft-owner: the marker names the run that made the folder (pid, start time; issue 23).
 # Everything else, report.json's fingerprints, counts, statistics, encoder, verify and digests included,
 # must be equal.
 def _canonical(folder: Path) -> dict:
@@ -280,7 +281,7 @@ def _canonical(folder: Path) -> dict:
     report["verify"]["verified_files"].pop("state.json")
     state = json.loads((folder / "state.json").read_text())
     state.pop("_fingerprint")
-    for name in ("report.json", "state.json"):
+    for name in ("report.json", "state.json", ".beam-sft-owner"):
         files.pop(name)
     dataset = load_from_disk(str(folder))
     return {"files": files, "report": report, "state": state, "rows": dataset.data.table.to_pydict(),

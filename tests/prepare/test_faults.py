@@ -62,14 +62,26 @@ def test_a_stale_lock_of_a_dead_process_is_reported_and_taken_over(tmp_path, cap
     assert not lock_path(target).exists()  # released
 
 
+def _marked(folder: Path, pid: int) -> Path:
+    """A folder as a run of ours with ``pid`` left it (its marker names that run)."""
+    import json
+
+    from beam_sft.prepared import owner
+
+    (folder / "tokenizer").mkdir(parents=True)
+    (folder / owner.MARKER).write_text(json.dumps({**owner.this_run(), "pid": pid,
+                                                   "started": owner.process_start(pid)}))
+    return folder
+
+
 def test_staging_left_by_a_dead_run_is_cleaned(tmp_path, fixture_dir):
     config = _config(tmp_path, fixture_dir)
-    dead = tmp_path / f".out.staging-{_dead_pid()}"
-    (dead / "tokenizer").mkdir(parents=True)
-    alive = tmp_path / f".out.staging-{os.getppid()}"  # a live process's: left alone
-    alive.mkdir()
+    dead_pid = _dead_pid()
+    dead = _marked(tmp_path / f".out.staging-{dead_pid}", dead_pid)
+    old = _marked(tmp_path / f".out.old-{dead_pid}", os.getpid())  # renamed by the dead process
+    alive = _marked(tmp_path / f".out.staging-{os.getppid()}", os.getppid())  # a live process's: left alone
     prepare(config)
-    assert not dead.exists() and alive.is_dir()
+    assert not dead.exists() and not old.exists() and alive.is_dir()
 
 
 def test_an_unwritable_output_is_a_clear_error(tmp_path, fixture_dir, monkeypatch):

@@ -1,0 +1,208 @@
+"""The one guard every writing command calls before it opens anything for writing: no output is,
+contains or lies inside one of the command's inputs, and no two outputs are one file.
+
+Paths are compared as the file system sees them, not as they are spelled: each existing path is
+identified by ``(st_dev, st_ino)`` after following symbolic links, so a symlink, a hard link, ``..``,
+a trailing slash or another case (on a case-insensitive file system) of an input is that input. A
+path that does not exist yet is placed by its nearest existing ancestor (resolved the same way), so
+``new/../x.jsonl`` and a not-yet-made folder inside an input are caught too.
+
+``check_paths(inputs, outputs)`` raises OutputRefused with one line naming both sides; ``check_writable_target``
+refuses an output that cannot be one (a folder where a file is written, a path under a file) with the
+same one line, before a write turns it into a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from beam_sft.errors import OutputRefused
+
+Named = Mapping[str, "str | os.PathLike | Iterable[str | os.PathLike] | None"]
+
+
+def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of what ``path`` names, following links; None when nothing is there."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):  # missing, a dangling link, a NUL in the name, too long
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _chain(path: str | os.PathLike) -> list[tuple[int, int]]:
+    """The identities of ``path`` (when it exists) and of every existing folder above it, nearest first.
+
+    The path is made absolute and resolved first (symbolic links followed, ``..`` applied after that, as
+    the kernel does), so an output spelled through a link or ``..`` is placed where a write would land.
+    """
+    try:
+        real = Path(os.path.realpath(os.path.abspath(os.fspath(path))))
+    except (OSError, ValueError):  # a NUL in the name: refused by name in check_paths
+        return []
+    out = []
+    for candidate in (real, *real.parents):
+        ident = _identity(candidate)
+        if ident is not None and ident not in out:
+            out.append(ident)
+    return out
+
+
+def relation(output: str | os.PathLike, other: str | os.PathLike) -> str | None:
+    """How ``output`` and ``other`` overlap on disk: "is", "lies inside", "contains", or None.
+
+    >>> relation("/tmp", "/tmp/"), relation("/tmp/x/y", "/tmp"), relation("/tmp", "/tmp/x"), relation("/tmp", "/usr")
+    ('is', 'lies inside', 'contains', None)
+    """
+    out_ident, other_ident = _identity(output), _identity(other)
+    if out_ident is not None and out_ident == other_ident:
+        return "is"
+    if _same_spelling(output, other):
+        return "is"  # neither exists yet: two outputs spelled alike (through links, .., slashes)
+    if other_ident is not None and other_ident in _chain(output)[(1 if out_ident is not None else 0):]:
+        return "lies inside"
+    if out_ident is not None and out_ident in _chain(other)[1:]:
+        return "contains"
+    # ``other`` does not exist yet (an output not made so far) but would be made inside ``output``
+    if other_ident is None and _inside_spelling(other, output):
+        return "contains"
+    if out_ident is None and _inside_spelling(output, other):
+        return "lies inside"
+    return None
+
+
+def _real(path: str | os.PathLike) -> Path:
+    return Path(os.path.realpath(os.path.abspath(os.fspath(path))))
+
+
+def _same_spelling(a, b) -> bool:
+    try:
+        return _real(a) == _real(b)
+    except (OSError, ValueError):
+        return False
+
+
+def _inside_spelling(inner, outer) -> bool:
+    try:
+        inner, outer = _real(inner), _real(outer)
+    except (OSError, ValueError):
+        return False
+    return inner != outer and outer in inner.parents
+
+
+def _flatten(named: Named) -> list[tuple[str, str]]:
+    out = []
+    for label, value in named.items():
+        if value is None:
+            continue
+        values = [value] if isinstance(value, (str, os.PathLike)) else list(value)
+        out.extend((label, os.fspath(v)) for v in values if v is not None and os.fspath(v) != "")
+    return out
+
+
+def check_paths(inputs: Named, outputs: Named) -> None:
+    """Refuse (OutputRefused, one line) any output that is, contains or lies inside an input, and any
+    two outputs that are, contain or lie inside one another. ``inputs`` and ``outputs`` map a label
+    (the flag or key that gave the path: ``-o``, ``model.path``) to a path, a list of paths or None.
+
+    Called before anything is opened for writing, so a refusal changes nothing.
+    """
+    # An input that does not exist is not a local path (a hub id) or fails on its own when read.
+    ins = [(label, p) for label, p in _flatten(inputs) if _identity(p) is not None]
+    outs = _flatten(outputs)
+    for label, path in outs:
+        _check_name(path, label)
+    for out_label, out in outs:
+        for in_label, inp in ins:
+            how = relation(out, inp)
+            if how is not None:
+                raise OutputRefused(out, f"the output ({out_label}) {how} the input {inp} ({in_label}); "
+                                         "writing it would destroy what is read", hint=False)
+    for i, (a_label, a) in enumerate(outs):
+        for b_label, b in outs[i + 1:]:
+            how = relation(a, b)
+            if how is not None:
+                raise OutputRefused(a, f"the output ({a_label}) {how} the output {b} ({b_label}); "
+                                       "two outputs must be different files", hint=False)
+
+
+def _check_name(path, label: str) -> None:
+    if "\x00" in os.fspath(path):
+        raise OutputRefused(repr(os.fspath(path)), f"{label} holds a NUL byte, which no file name can", hint=False)
+
+
+def check_writable_target(path: str | os.PathLike, *, kind: str, label: str) -> None:
+    """Refuse, with one line, an output ``path`` that cannot be written as a ``kind`` ("file" or
+    "folder"): a folder where a file goes (or the reverse), or a path under an existing file.
+    """
+    _check_name(path, label)
+    if kind == "file" and os.fspath(path).endswith(("/", os.sep)):
+        raise OutputRefused(path, f"{label} ends with a slash, which names a folder; give a file name", hint=False)
+    path = Path(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except NotADirectoryError:
+        st = None  # a part of the path is a file: named below
+    except OSError as exc:
+        raise OutputRefused(path, f"{label}: {exc.strerror}", hint=False) from None
+    if st is not None:
+        if kind == "file" and stat.S_ISDIR(st.st_mode):
+            raise OutputRefused(path, f"{label} is a folder; give a file name", hint=False)
+        if kind == "folder" and not stat.S_ISDIR(st.st_mode):
+            raise OutputRefused(path, f"{label} is a file, not a folder", hint=False)
+        return
+    for parent in _real(path).parents:
+        try:
+            pst = os.stat(parent)
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return
+        if not stat.S_ISDIR(pst.st_mode):
+            raise OutputRefused(path, f"{label} lies under {parent}, which is a file, not a folder", hint=False)
+        return
+
+
+def check_new_or_empty_folder(path: str | os.PathLike, *, label: str) -> None:
+    """Refuse an output folder that holds anything (its files are the user's until proven otherwise),
+    is a link, or cannot be a folder (``check_writable_target``)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise OutputRefused(path, f"{label} is a symbolic link; give a new or empty folder", hint=False)
+    check_writable_target(path, kind="folder", label=label)
+    try:
+        holds = path.is_dir() and any(path.iterdir())
+    except OSError as exc:
+        raise OutputRefused(path, f"{label}: {exc.strerror}", hint=False) from None
+    if holds:
+        raise OutputRefused(path, f"{label} is not empty; give a new or empty folder", hint=False)
+
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?")
+
+
+def check_local_or_hub_id(value: str | os.PathLike, key: str) -> None:
+    """Refuse (ConfigError naming ``key``) a model or tokenizer that is neither an existing local path
+    nor spelled like a hub id (``NAME`` or ``ORG/NAME``): said here, in one line, instead of the hub
+    client's "Repo id must be in the form ..." from deep inside ``from_pretrained``.
+
+    >>> check_local_or_hub_id("openai/gpt-oss-20b", "model.path")
+    >>> check_local_or_hub_id("/no/such/model", "model.path")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.ConfigError: model.path: /no/such/model does not exist (and is not a hub id ORG/NAME)
+    """
+    from beam_sft.errors import ConfigError
+
+    text = os.fspath(value)
+    if os.path.lexists(text):
+        return
+    if _HUB_ID.fullmatch(text) and "--" not in text and ".." not in text and not text.endswith((".", "-")):
+        return
+    raise ConfigError(key, f"{text} does not exist (and is not a hub id ORG/NAME)")

@@ -1,0 +1,85 @@
+"""Issue 23, class 12 (and the recipe half of class 6): a config that cannot be meant is refused with
+exit 2 and one line holding the key path or the file, never a traceback and never the last of two
+values: non-finite numbers (NaN, inf, 1e400), a key given twice, a tag (``!!python/object``: never
+constructed), a missing, binary or unparsable file, a model path that is neither here nor a hub id."""
+
+from __future__ import annotations
+
+import pytest
+
+from beam_sft.cli import main
+from beam_sft.config_utils import load_yaml, parse_overrides
+from beam_sft.errors import ConfigError
+from tests.tree import assert_one_line_error
+
+RECIPE_TAIL = "sft:\n  output_dir: {out}\n  use_cpu: true\n"
+
+BAD_RECIPES = {
+    "weight NaN": ("data:\n  prepare:\n    sources:\n      - {path: a.jsonl, weight: .nan}\n",
+                   "data.prepare.sources[0].weight"),
+    "weight inf": ("data:\n  prepare:\n    sources:\n      - {path: a.jsonl, weight: .inf}\n",
+                   "data.prepare.sources[0].weight"),
+    "weight 1e400": ("data:\n  prepare:\n    sources:\n      - {path: a.jsonl, weight: 1e400}\n",
+                     "data.prepare.sources[0].weight"),
+    "learning_rate twice": ("sft:\n  learning_rate: 1e-4\n  output_dir: o\n  learning_rate: 2e-4\n",
+                            "sft.learning_rate: given twice"),
+    "nested key twice": ("data:\n  prepare:\n    sources:\n      - {path: a.jsonl, path: b.jsonl}\n",
+                         "data.prepare.sources[0].path: given twice"),
+    "learning_rate NaN": ("sft:\n  learning_rate: .nan\n", "sft.learning_rate"),
+    "python tag": ("model: !!python/object/apply:os.system ['echo pwned > PWNED']\n", "python/object"),
+    "not yaml": ("sft: [unclosed\n", "not valid YAML"),
+    "model path nowhere": ("model:\n  path: /no/such/model/here\ndata:\n  prepared: .\n", "model.path"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECIPES))
+def test_train_refuses_a_bad_recipe_in_one_line(tmp_path, case, capsys, monkeypatch):
+    text, needle = BAD_RECIPES[case]
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(text)
+    assert main(["train", "--config", str(path)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "train", needle)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipe.yaml"]  # nothing ran: no file written
+
+
+@pytest.mark.parametrize("command", ["train", "prepare", "convert"])
+def test_a_missing_or_binary_config_file_is_one_line(tmp_path, command, capsys):
+    binary = tmp_path / "b.yaml"
+    binary.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe")
+    nul = tmp_path / "n.yaml"
+    nul.write_bytes(b"a: 1\x00\n")
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    extra = ["x.jsonl", "-o", str(tmp_path / "o.jsonl")] if command == "convert" else []
+    for path, needle in ((tmp_path / "missing.yaml", "No such file"), (binary, "not a YAML text file"),
+                         (nul, "not a YAML text file"), (folder, "cannot read the config")):
+        assert main([command, *extra, "--config", str(path)]) == 2
+        assert_one_line_error(capsys.readouterr().err, command, needle)
+
+
+@pytest.mark.parametrize("weight", ["nan", "inf", "-inf", "1e400"])
+def test_prepare_weight_flag_must_be_finite(tmp_path, weight, capsys):
+    assert main(["prepare", "--data", "a.jsonl", f"--weight={weight}", "--tokenizer", "t",
+                 "--output", str(tmp_path / "o")]) == 2
+    assert_one_line_error(capsys.readouterr().err, "prepare", "sources[0].weight", "finite")
+
+
+def test_a_tag_is_never_constructed(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "r.yaml"
+    path.write_text("x: !!python/object/apply:os.system ['touch PWNED']\n")
+    with pytest.raises(ConfigError):
+        load_yaml(path)
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_anchors_and_merge_keys_are_not_duplicates(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("base: &b {lr: 1}\nsft:\n  <<: *b\n  other: 2\nagain: *b\n")
+    assert load_yaml(path) == {"base": {"lr": 1}, "sft": {"lr": 1, "other": 2}, "again": {"lr": 1}}
+
+
+def test_an_override_given_twice_is_refused():
+    with pytest.raises(ConfigError, match="sft.learning_rate: given twice"):
+        parse_overrides(["--sft.learning_rate", "1e-4", "--sft.learning_rate=2e-4"])

@@ -75,6 +75,28 @@ def test_convert_refuses_before_anything_is_written(data, case, capsys, monkeypa
     assert tree_digest(data) == before
 
 
+REASON_CASES = {
+    "-o is the input": ["x.jsonl", "-o", "x.jsonl"],
+    "--rejects is the input": ["x.jsonl", "-o", "rows.jsonl", "--rejects", "x.jsonl"],
+    "-o and --rejects one file": ["x.jsonl", "-o", "r.jsonl", "--rejects", "r.jsonl"],
+    "--cache-dir is the input folder": ["sub/y.jsonl", "-o", "r.jsonl", "--cache-dir", "sub"],
+    "--cache-dir holds -o": ["x.jsonl", "-o", "cache/r.jsonl", "--cache-dir", "cache"],
+    "--cache-dir is a file": ["x.jsonl", "-o", "r.jsonl", "--cache-dir", "x.jsonl"],
+}
+
+
+@pytest.mark.parametrize("case", sorted(REASON_CASES))
+def test_reason_refuses_before_anything_is_written_or_asked(data, case, capsys, monkeypatch):
+    # The base URL names no server: a refusal must come before any request (or the run would fail
+    # on the connection instead, with another message).
+    monkeypatch.chdir(data)
+    before = tree_digest(data)
+    argv = ["reason", *REASON_CASES[case], "--base-url", "http://127.0.0.1:9/v1", "--model", "m", "-q"]
+    assert main(argv) == 2
+    assert_one_line_error(capsys.readouterr().err, "reason", "refusing to write to")
+    assert tree_digest(data) == before
+
+
 def test_convert_into_new_files_still_works(data, capsys, monkeypatch):
     monkeypatch.chdir(data)
     assert main(["convert", "x.jsonl", "-o", "out/rows.jsonl", "--rejects", "out/rejects.jsonl"]) == 0

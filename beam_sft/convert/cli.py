@@ -146,14 +146,19 @@ def build_options(args: argparse.Namespace):
     return options_from_dict(data, "convert")
 
 
-def check_output_paths(args: argparse.Namespace) -> None:
+def check_output_paths(args: argparse.Namespace, *, inputs: dict | None = None, folders: dict | None = None) -> None:
     """No output is an input (or inside an input folder), no two outputs are one file, and each output
-    can be a file: checked before anything is opened for writing (``beam_sft.paths``)."""
+    can be a file: checked before anything is opened for writing (``beam_sft.paths``). ``inputs`` and
+    ``folders`` (output folders, e.g. ``reason``'s cache) add a command's own paths."""
     from beam_sft.paths import check_paths, check_writable_target
 
     outputs = {"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json}
-    check_paths({"INPUT": args.inputs, "--config": args.config, "--tokenizer": getattr(args, "tokenizer", None)},
-                outputs)
+    check_paths({"INPUT": args.inputs, "--config": getattr(args, "config", None),
+                 "--tokenizer": getattr(args, "tokenizer", None), **(inputs or {})},
+                {**outputs, **(folders or {})})
+    for label, path in (folders or {}).items():
+        if path is not None:
+            check_writable_target(path, kind="folder", label=label)
     for label, path in outputs.items():
         if path is not None:
             check_writable_target(path, kind="file", label=label)

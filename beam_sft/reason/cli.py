@@ -97,9 +97,12 @@ def teacher_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from beam_sft.convert.cli import build_options
+    from beam_sft.convert.cli import build_options, check_output_paths
     from beam_sft.reason.run import reason_files
 
+    # Before anything is opened for writing: -o, --rejects, --summary-json and the cache are not the
+    # inputs (nor the prompt file), nor one another (beam_sft.paths).
+    check_output_paths(args, inputs={"--prompt": args.prompt}, folders={"--cache-dir": args.cache_dir})
     config = teacher_config(args)
     options = build_options(args)
 

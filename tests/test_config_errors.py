@@ -60,9 +60,11 @@ def test_a_missing_or_binary_config_file_is_one_line(tmp_path, command, capsys):
 
 @pytest.mark.parametrize("weight", ["nan", "inf", "-inf", "1e400"])
 def test_prepare_weight_flag_must_be_finite(tmp_path, weight, capsys):
-    assert main(["prepare", "--data", "a.jsonl", f"--weight={weight}", "--tokenizer", "t",
-                 "--output", str(tmp_path / "o")]) == 2
-    assert_one_line_error(capsys.readouterr().err, "prepare", "sources[0].weight", "finite")
+    # refused by the flag's own type (beam_sft.cli_args), before any config is built: one line, exit 2
+    with pytest.raises(SystemExit) as exc:
+        main(["prepare", "--data", "a.jsonl", f"--weight={weight}", "--tokenizer", "t", "--output", str(tmp_path / "o")])
+    assert exc.value.code == 2
+    assert_one_line_error(capsys.readouterr().err, "prepare", "--weight", "finite")
 
 
 def test_a_tag_is_never_constructed(tmp_path, monkeypatch):

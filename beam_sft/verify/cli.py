@@ -153,12 +153,24 @@ def _dataset_reasoning(directory) -> str | None:
 
 
 def _refresh_page(directory: Path) -> None:
-    """A folder's report page shows verify's result: redraw it after verify rewrote the report."""
+    """A folder's report page shows verify's result: redraw it after verify rewrote the report. Not
+    from a report whose seal is broken (or missing): verify wrote nothing into it, and the page would
+    show edited figures as the folder's. A page that cannot be written is said in one line; the
+    verification's own result stands."""
+    from beam_sft.errors import BeamError
     from beam_sft.prepared.layout import REPORT_PAGE
+    from beam_sft.prepared.report import read_report, seal_problem
     from beam_sft.verify.report_page import write_report_page
 
-    if (directory / REPORT_PAGE).is_file():
+    if not (directory / REPORT_PAGE).is_file():
+        return
+    report = read_report(directory)
+    if not isinstance(report, dict) or seal_problem(report) is not None:
+        return
+    try:
         write_report_page(directory)
+    except (OSError, BeamError) as exc:
+        print(f"beam-sft verify: warning: the report page was not redrawn: {exc}", file=sys.stderr)
 
 
 def run_report(args: argparse.Namespace) -> int:

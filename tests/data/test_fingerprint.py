@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 from beam_sft.data import fingerprint
 from beam_sft.prepare import cache
@@ -101,14 +102,17 @@ def test_cache_needs_matching_fingerprint_and_complete_dir(tmp_path):
     out = tmp_path / "out"
     staging = output.staging_dir(out)
     (staging / "tokenizer").mkdir()
+    (staging / "tokenizer" / "tokenizer.json").write_text("{}")
     (staging / "dataset_info.json").write_text("{}")
-    (staging / "report.json").write_text('{"fingerprint": "abc"}')
+    # the report records its files: a prepared folder is replaced only when nothing else is in it
+    files = {"dataset_info.json": {}, "tokenizer/tokenizer.json": {}}
+    (staging / "report.json").write_text(json.dumps({"fingerprint": "abc", "files": {"files": files}}))
     assert not cache.is_cached(out, "abc")
     output.publish(staging, out)
     assert cache.is_cached(out, "abc") and not cache.is_cached(out, "abd")
     newer = output.staging_dir(out)
     (newer / "report.json").write_text('{"fingerprint": "new"}')
     output.publish(newer, out)
-    assert output.read_report(out) == {"fingerprint": "new"}
+    assert output.read_report(out)["fingerprint"] == "new"
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
     assert cache.default_output("0123456789abcdef0123").name == "0123456789abcdef"

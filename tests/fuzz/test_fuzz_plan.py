@@ -41,7 +41,10 @@ def _run(argv):
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(["plan", *argv])
+        try:
+            code = main(["plan", *argv])
+        except SystemExit as exc:  # a flag refused by its argparse type (beam_sft.cli_args): one line too
+            code = exc.code
     return code, out.getvalue(), err.getvalue()
 
 

@@ -42,14 +42,14 @@ from beam_sft.cli import main
 from beam_sft.errors import BeamError, PreflightError
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from beam_sft.prepared import read_report, write_report
-from beam_sft.prepared.layout import HISTOGRAM_FILE, REPORT_FILE, VIOLATIONS_FILE
+from beam_sft.prepared.layout import HISTOGRAM_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.train.data import check_trainable
 from beam_sft.verify.provenance import check_provenance
 from tests.encode.conftest import simple_row, write_jsonl
 
 pytestmark = pytest.mark.fuzz
 
-VERIFY_OUTPUTS = (REPORT_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE)
+VERIFY_OUTPUTS = (REPORT_FILE, VIOLATIONS_FILE, HISTOGRAM_FILE, REPORT_PAGE)  # the page shows verify's result
 
 
 @dataclasses.dataclass(frozen=True)

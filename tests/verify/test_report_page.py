@@ -191,3 +191,21 @@ def test_a_drawn_row_that_verify_flagged_says_so(prepared, tmp_path):
         encoding="utf-8")
     page = render_report_page(folder, sample_rows=1)
     assert 'verify: straddle: a span &lt;b&gt;crosses&lt;/b&gt;' in page
+
+
+def test_verify_never_redraws_the_page_from_an_edited_report(prepared, tmp_path):
+    """A report whose seal is broken is not verify's to write into, and the page would show the edit
+    as the folder's figures: verify fails and leaves the page as it was."""
+    import shutil as sh
+
+    from beam_sft.cli import main
+
+    folder = tmp_path / "edited"
+    sh.copytree(prepared, folder)
+    report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
+    first = next(iter(report["sources"]))
+    report["sources"][first]["kept"] += 1  # by hand: the seal no longer holds
+    (folder / "report.json").write_text(json.dumps(report), encoding="utf-8")
+    page = (folder / "report.html").read_bytes()
+    assert main(["verify", str(folder)]) != 0
+    assert (folder / "report.html").read_bytes() == page

@@ -16,6 +16,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from beam_sft.prepared.report import read_report
 from beam_sft.train.provenance import recorded_provenance
 
 
@@ -43,14 +44,6 @@ def prepare_figures(report: dict) -> dict[str, float]:
     return out
 
 
-def _read_report(directory: Path) -> dict:
-    try:
-        report = json.loads((Path(directory) / "report.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return report if isinstance(report, dict) else {}
-
-
 def tensorboard_writer(trainer):
     """The SummaryWriter of transformers' TensorBoardCallback, once it has made it (train begin)."""
     from transformers.integrations import TensorBoardCallback
@@ -71,10 +64,10 @@ class RunRecordCallback(TrainerCallback):
         self.eval_dir = eval_dir
 
     def figures(self) -> dict[str, float]:
-        out = prepare_figures(_read_report(self.prepared_dir))
+        out = prepare_figures(read_report(self.prepared_dir) or {})
         if self.eval_dir is not None:
             out.update({k.replace("prepare/", "prepare_eval/", 1): v
-                        for k, v in prepare_figures(_read_report(self.eval_dir)).items()})
+                        for k, v in prepare_figures(read_report(self.eval_dir) or {}).items()})
         for key in ("train_rows", "eval_rows"):
             if isinstance(self.record.get("eval", {}).get(key), int):
                 out[f"split/{key}"] = float(self.record["eval"][key])

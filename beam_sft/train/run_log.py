@@ -2,7 +2,7 @@
 record and the prepared data's key figures at the start, and every logged metric (loss,
 ``eval_loss``, ``format_health``) as training goes, through transformers' own TensorBoardCallback.
 
-``attach(trainer, recipe, eval_data, prepared_dir)`` adds the callbacks a recipe asks for:
+``attach(trainer, recipe, eval_data, prepared_dir, prepared_data=...)`` adds the callbacks a recipe asks for:
 ``RunRecordCallback`` always (it does nothing without a TensorBoard writer), ``MetricsLogCallback``
 (``output_dir/metrics.jsonl``: eval loss and format health by step) and ``FormatHealthCallback`` when
 ``format_health.steps`` is set.
@@ -17,7 +17,6 @@ from typing import Any
 from transformers import TrainerCallback
 
 from beam_sft.prepared.report import read_report
-from beam_sft.train.provenance import recorded_provenance
 
 
 def prepare_figures(report: dict) -> dict[str, float]:
@@ -120,21 +119,23 @@ def read_metrics(output_dir: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def run_record(recipe, prepared_dir: Path, eval_data) -> dict[str, Any]:
-    """What ``beam_run.json`` holds that is known before step 1 (the data by digest, not only by path)."""
+def run_record(recipe, prepared_dir: Path, eval_data, *, prepared_data: dict[str, Any]) -> dict[str, Any]:
+    """What ``beam_run.json`` holds that is known before step 1 (the data by digest, not only by path:
+    ``prepared_data`` is ``provenance.folder_provenance`` as the run took it at the start)."""
     return {"recipe": recipe.to_dict(), "prepared": str(prepared_dir), "lora": recipe.lora is not None,
-            "prepared_data": recorded_provenance(prepared_dir),
+            "prepared_data": prepared_data,
             "eval": eval_data.summary if eval_data is not None else None}
 
 
-def attach(trainer, recipe, eval_data, prepared_dir: Path):
+def attach(trainer, recipe, eval_data, prepared_dir: Path, *, prepared_data: dict[str, Any]):
     """Add the run-record and (when asked for) format-health callbacks; returns the latter or None."""
     from beam_sft.train.eval_set import eval_rows_json
     from beam_sft.train.format_health import FormatHealthCallback, select_prompts
 
     eval_dir = Path(eval_data.summary["eval_dir"]) if eval_data is not None and "eval_dir" in eval_data.summary \
         else None
-    trainer.add_callback(RunRecordCallback(trainer, run_record(recipe, prepared_dir, eval_data), prepared_dir,
+    trainer.add_callback(RunRecordCallback(trainer, run_record(recipe, prepared_dir, eval_data, prepared_data=prepared_data),
+                                           prepared_dir,
                                            eval_dir))
     trainer.add_callback(MetricsLogCallback(trainer.args.output_dir))
     health = recipe.format_health

@@ -85,10 +85,6 @@ def _rebuild_rejection(code, message, raw, source, row) -> Rejection:
     return Rejection(code, message, raw, source=source, row=row)
 
 
-# The name the encoder and the Harmony parser use; the same class.
-RowError = Rejection
-
-
 class TokenizerError(BeamError):
     """The tokenizer is unfit for Beam Harmony; ``problems`` lists every rule it breaks."""
 

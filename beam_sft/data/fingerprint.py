@@ -73,9 +73,22 @@ def files_digest(files: Iterable[Path]) -> str:
 RESULT_ENTRIES = ("beam_sft.prepare.pipeline",)
 
 
+def _const_part(value: Any) -> Any:
+    """A constant as the same value in every process. ``repr`` of a frozenset (what ``x in {"a", "b"}``
+    compiles to) lists its members in hash order, and string hashes are salted per process
+    (PYTHONHASHSEED): sorted here, or the code digest (and so every cache key) changes each run."""
+    if isinstance(value, types.CodeType):
+        return _code_parts(value)
+    if isinstance(value, frozenset):
+        return ["frozenset", sorted(json.dumps(_const_part(v), sort_keys=True) for v in value)]
+    if isinstance(value, tuple):
+        return ["tuple", [_const_part(v) for v in value]]
+    return repr(value)
+
+
 def _code_parts(code: types.CodeType) -> list:
     """What a code object computes, without where it sits (file name, line numbers)."""
-    consts = [_code_parts(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    consts = [_const_part(c) for c in code.co_consts]
     return [code.co_name, code.co_code.hex(), consts, code.co_names, code.co_varnames, code.co_freevars,
             code.co_cellvars, code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount, code.co_flags]
 

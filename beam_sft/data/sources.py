@@ -68,6 +68,7 @@ from typing import IO, Any
 
 from beam_sft.data import hub, jsontext
 from beam_sft.errors import BeamError
+from beam_sft.prepared.layout import DATASET_INFO_FILE, STATE_FILE
 
 CHUNK = 1 << 20
 # What a directory's files are read as (a .gz is read through gzip). A .txt file given on its own is
@@ -267,7 +268,7 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
         if not path.exists():
             raise BeamError(f"{path}: no such file or directory")
         return [path], []
-    if (path / "dataset_info.json").is_file() or (path / "state.json").is_file():
+    if (path / DATASET_INFO_FILE).is_file() or (path / STATE_FILE).is_file():
         return [path], []
     files: list[Path] = []
     skipped: list[SkippedFile] = []

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 
 
 def turn_cuts(messages: list[dict]) -> list[int]:
@@ -48,12 +48,12 @@ def trim_row(row: dict, count: int) -> dict:
     return {**row, "messages": row["messages"][:count], "meta": meta}
 
 
-def too_long(length: int, max_length: int) -> RowError:
-    return RowError("too_long", f"{length} tokens, more than max_length={max_length}")
+def too_long(length: int, max_length: int) -> Rejection:
+    return Rejection("too_long", f"{length} tokens, more than max_length={max_length}")
 
 
 def fit_by_trimming(row: dict, length: int, max_length: int, encode: Callable[[dict], object]):
-    """The longest prefix of whole turns that fits: ``(trimmed_row, encoded)``; RowError when none does.
+    """The longest prefix of whole turns that fits: ``(trimmed_row, encoded)``; Rejection when none does.
 
     ``encode(row)`` returns an object with ``input_ids``; ``length`` is the full row's token count.
     Rows only grow as turns are added, so a binary search over the cut points finds it in a few
@@ -108,6 +108,6 @@ def char_bound(tokenizer, max_length: int | None, policy: str) -> int | None:
     return None if per_token is None else max_length * per_token
 
 
-def too_many_chars(chars: int, bound: int) -> RowError:
-    return RowError("too_long", f"{chars} characters rendered: more than max_length tokens whatever the "
+def too_many_chars(chars: int, bound: int) -> Rejection:
+    return Rejection("too_long", f"{chars} characters rendered: more than max_length tokens whatever the "
                                 f"tokenization (the bound is {bound} characters), so it was not tokenized")

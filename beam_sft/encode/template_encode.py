@@ -13,7 +13,7 @@ import numpy as np
 from beam_sft.encode.encoded import ID_DTYPE, MASK_DTYPE, Encoded
 from beam_sft.encode.length import too_many_chars
 from beam_sft.encode.weights import apply_weights, assistant_weights
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from beam_sft.harmony.spans import mask_runs
 from beam_sft.harmony.template import RESERVED_TEMPLATE_KWARGS
 
@@ -27,26 +27,26 @@ def template_args(row: dict) -> tuple[list[dict], list[dict] | None, dict[str, A
     """
     messages = row.get("messages")
     if not isinstance(messages, list) or not messages:
-        raise RowError("no_messages", "row has no messages")
+        raise Rejection("no_messages", "row has no messages")
     tools = row.get("tools") or None
     kwargs = row.get("chat_template_kwargs") or {}
     if not isinstance(kwargs, dict):
-        raise RowError("bad_template_kwargs", f"chat_template_kwargs must be a mapping, got {type(kwargs).__name__}")
+        raise Rejection("bad_template_kwargs", f"chat_template_kwargs must be a mapping, got {type(kwargs).__name__}")
     clash = sorted(RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
     if clash:
-        raise RowError("bad_template_kwargs", f"chat_template_kwargs uses reserved names: {clash}")
+        raise Rejection("bad_template_kwargs", f"chat_template_kwargs uses reserved names: {clash}")
     return messages, tools, dict(kwargs)
 
 
-def template_error(exc: Exception) -> RowError:
-    """Turn an exception from rendering into a RowError with a stable code."""
+def template_error(exc: Exception) -> Rejection:
+    """Turn an exception from rendering into a Rejection with a stable code."""
     import jinja2
 
-    if isinstance(exc, RowError):
+    if isinstance(exc, Rejection):
         return exc
     if isinstance(exc, jinja2.exceptions.TemplateError):
-        return RowError("template_error", str(exc) or type(exc).__name__)
-    return RowError("template_error", f"{type(exc).__name__}: {exc}")
+        return Rejection("template_error", str(exc) or type(exc).__name__)
+    return Rejection("template_error", f"{type(exc).__name__}: {exc}")
 
 
 def template_encode_raw(row: dict, tokenizer) -> tuple[np.ndarray, np.ndarray]:
@@ -88,7 +88,7 @@ def text_chars(value) -> int:
 def encode_row(row: dict, tokenizer) -> dict[str, list[int]]:
     """Encode one BeamRow exactly as ``apply_chat_template`` does, then zero weight-0 turns.
 
-    Returns ``{"input_ids": [...], "assistant_masks": [...]}``; raises RowError for a row the
+    Returns ``{"input_ids": [...], "assistant_masks": [...]}``; raises Rejection for a row the
     template rejects.
     """
     ids, mask = template_encode_raw(row, tokenizer)
@@ -117,7 +117,7 @@ class TemplateEncoder:
                         raise too_many_chars(chars, max_chars)
                 ids, mask = template_encode_raw(row, self.tokenizer)
                 mask = apply_weights(mask, mask_runs(mask), assistant_weights(row["messages"]))
-            except RowError as exc:
+            except Rejection as exc:
                 out.append(exc)
                 continue
             self.stats["rows"] += 1
@@ -126,6 +126,6 @@ class TemplateEncoder:
 
     def encode(self, row: dict):
         result = self.encode_batch([row])[0]
-        if isinstance(result, RowError):
+        if isinstance(result, Rejection):
             raise result
         return result

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 
 
 def assistant_weights(messages: list[dict]) -> list[int]:
@@ -25,7 +25,7 @@ def assistant_weights(messages: list[dict]) -> list[int]:
             if weight is None:
                 weight = 1
             if weight not in (0, 1) or isinstance(weight, bool):
-                raise RowError("bad_weight", f"assistant weight must be 0 or 1, got {weight!r}")
+                raise Rejection("bad_weight", f"assistant weight must be 0 or 1, got {weight!r}")
             weights.append(int(weight))
     return weights
 
@@ -43,7 +43,7 @@ def apply_weights(mask: np.ndarray, turn_spans: list[tuple[int, int]], weights: 
     if all(weights):
         return mask
     if len(turn_spans) != len(weights):
-        raise RowError(
+        raise Rejection(
             "weight_unmapped",
             f"{len(weights)} assistant messages but the template marked {len(turn_spans)} trained spans, "
             "so per-turn weights cannot be applied",

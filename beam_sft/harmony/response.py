@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from beam_sft.harmony import markers
 
 # Everything that can end a message, plus the next header's <|start|> (see the module docstring).
@@ -203,7 +203,7 @@ def _split(text: str, *, shift: int) -> list[HarmonyMessage]:
     while pos < size:
         m = match(text, pos)
         if m is None:
-            raise RowError(
+            raise Rejection(
                 "harmony_malformed",
                 f"no well-formed Harmony message at offset {max(pos - shift, 0)}: {text[pos : pos + 60]!r}",
             )
@@ -245,18 +245,18 @@ def _strict_arguments(body: str, where: str) -> dict[str, str]:
     while pos < len(body):
         if args:
             if body[pos] != "\n":
-                raise RowError(
+                raise Rejection(
                     "harmony_malformed_arguments", f"{where}: expected a newline between parameters at {pos}"
                 )
             pos += 1
         m = _PARAM_STRICT_RE.match(body, pos)
         if m is None:
-            raise RowError(
+            raise Rejection(
                 "harmony_malformed_arguments",
                 f"{where}: no rfl:parameter element at {pos}: {body[pos : pos + 60]!r}",
             )
         if m["key"] in args:
-            raise RowError("harmony_malformed_arguments", f"{where}: parameter {m['key']!r} given twice")
+            raise Rejection("harmony_malformed_arguments", f"{where}: parameter {m['key']!r} given twice")
         args[m["key"]] = m["value"]
         pos = m.end()
     return args
@@ -264,24 +264,24 @@ def _strict_arguments(body: str, where: str) -> dict[str, str]:
 
 def _strict_turn(text: str) -> dict:
     if not text.startswith(markers.CHANNEL):
-        raise RowError(
+        raise Rejection(
             "harmony_malformed_turn", f"an assistant turn starts at {markers.CHANNEL}, got {text[:40]!r}"
         )
     header = markers.START + "assistant"
     messages = _split(header + text, shift=len(header))
     first, rest = messages[0], messages[1:]
     if first.header != "assistant" + _ANALYSIS_HEADER or first.end != markers.END:
-        raise RowError(
+        raise Rejection(
             "harmony_malformed_turn", f"the turn must open with an analysis message ending {markers.END}"
         )
     if not rest:
-        raise RowError(
+        raise Rejection(
             "harmony_malformed_turn", "the analysis message is followed by neither an answer nor a call"
         )
     message: dict[str, Any] = {"role": "assistant", "thinking": first.body}
     if rest[0].header == "assistant" + _FINAL_HEADER:
         if len(rest) != 1 or rest[0].end != markers.RETURN:
-            raise RowError(
+            raise Rejection(
                 "harmony_malformed_turn",
                 f"the final message must be the last one and end with {markers.RETURN}",
             )
@@ -291,13 +291,13 @@ def _strict_turn(text: str) -> dict:
     for i, msg in enumerate(rest):
         call_header = _CALL_HEADER_RE.fullmatch(msg.header)
         if call_header is None:
-            raise RowError(
+            raise Rejection(
                 "harmony_malformed_turn",
                 f"message {i + 1} is neither a final answer nor a tool call: {msg.header!r}",
             )
         expected_end = markers.CALL if i == len(rest) - 1 else markers.END
         if msg.end != expected_end:
-            raise RowError(
+            raise Rejection(
                 "harmony_malformed_turn", f"tool call {i} must end with {expected_end}, got {msg.end}"
             )
         name = call_header["name"]
@@ -334,7 +334,7 @@ def _template_parse(text: str, tools: list | None) -> dict:
 def parse_assistant_turn(
     text: str, tools: list | None = None, *, check_response_template: bool = True
 ) -> dict:
-    """The message of one rendered assistant turn, read strictly (raises ``RowError`` otherwise).
+    """The message of one rendered assistant turn, read strictly (raises ``Rejection`` otherwise).
 
     ``text`` starts at the turn's first ``<|channel|>`` (where the training mask starts) and ends
     with its ``<|return|>`` or ``<|call|>``. The result is the normal form of
@@ -353,7 +353,7 @@ def parse_assistant_turn(
     if check_response_template:
         read = _template_parse(text, None)
         if read != strict:
-            raise RowError(
+            raise Rejection(
                 "harmony_response_template_mismatch",
                 f"the response template reads {read!r}, the turn is {strict!r}",
             )

@@ -21,13 +21,12 @@ from typing import Any
 import numpy as np
 
 from beam_sft.convert import pipeline as conversion
-from beam_sft.convert.rows import Rejection
 from beam_sft.data import jsontext
 from beam_sft.data.mix import copies
 from beam_sft.data.sources import BadRecord, bad_line
 from beam_sft.encode.length import fit_by_trimming, too_long
 from beam_sft.encode.select import make_encoder
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from beam_sft.prepared.layout import features
 from beam_sft.prepared.rejects import reject_json, reject_line
 from beam_sft.prepared.tokenizer import load_tokenizer
@@ -163,7 +162,7 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
 
 
 def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
-    """``(row, encoded, trimmed_messages)`` within max_length, or RowError."""
+    """``(row, encoded, trimmed_messages)`` within max_length, or Rejection."""
     length = len(encoded.input_ids)
     if job.max_length is None or length <= job.max_length:
         return row, encoded, 0
@@ -185,13 +184,13 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
         encoded = next(encoded_rows)
         fallback = bool(getattr(encoded, "fallback", False))
         try:
-            if isinstance(encoded, RowError):
+            if isinstance(encoded, Rejection):
                 raise encoded
             row, encoded, dropped = _apply_length_policy(job, encoder, item.row, encoded)
             trained = int(np.count_nonzero(encoded.assistant_masks))
             if not trained:
-                raise RowError("no_trained_tokens", "no token is left in the loss after weights")
-        except RowError as exc:
+                raise Rejection("no_trained_tokens", "no token is left in the loss after weights")
+        except Rejection as exc:
             out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
             continue
         out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback,
@@ -208,7 +207,7 @@ def _reasoning_status(row: dict) -> str:
     return json.dumps([sources, refused], separators=(",", ":"))
 
 
-def _reject(item: Pending, exc: RowError) -> str:
+def _reject(item: Pending, exc: Rejection) -> str:
     """The rejects.jsonl line of a converted row: named by its own file and row (its ``meta``)."""
     meta = item.row.get("meta") or {}
     return reject_line(meta.get("source", item.source), meta.get("row", item.row_index), exc.code, exc.detail,

@@ -169,6 +169,13 @@ def data_files(directory: str | Path) -> list[Path]:
     return [directory / entry["filename"] for entry in state["_data_files"]]
 
 
+def dataset_file_names(directory: str | Path) -> list[str]:
+    """Every file the saved dataset is made of, relative to ``directory``: state.json,
+    dataset_info.json, then its Arrow files in row order (what a view of the dataset links to)."""
+    directory = Path(directory)
+    return [STATE_FILE, INFO_FILE] + [path.relative_to(directory).as_posix() for path in data_files(directory)]
+
+
 def features_of(directory: str | Path):
     """The dataset's ``datasets.Features`` (from dataset_info.json)."""
     from datasets import Features

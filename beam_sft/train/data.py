@@ -120,19 +120,18 @@ def dataset_view(prepared_dir: Path, run_dir: Path, state=None) -> Path:
     prepared directory stays exactly as ``prepare`` and ``verify`` left it (and may be read-only).
     Each machine's first process makes the view; making it again is harmless.
     """
-    import json
     import os
 
     from accelerate import PartialState
+
+    from beam_sft.prepared.arrow_dataset import dataset_file_names
 
     prepared_dir, view = Path(prepared_dir).resolve(), Path(run_dir) / "prepared_view"
     state = state or PartialState()
     with state.local_main_process_first():
         if state.is_local_main_process:
-            files = ["state.json", "dataset_info.json"]
-            files += [f["filename"] for f in json.loads((prepared_dir / "state.json").read_text())["_data_files"]]
             view.mkdir(parents=True, exist_ok=True)
-            for name in files:
+            for name in dataset_file_names(prepared_dir):
                 link, temporary = view / name, view / f".{name}.{os.getpid()}"
                 temporary.unlink(missing_ok=True)
                 temporary.symlink_to(prepared_dir / name)

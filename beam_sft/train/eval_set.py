@@ -105,10 +105,10 @@ def resolve_eval(recipe, dataset, prepared_dir: Path, run_dir: Path, state=None)
     _same_encoding(prepared_dir, eval_dir)
     # Its own view, so TRL's cache files land in the run's directory, not beside the eval data.
     eval_rows = data.load_prepared(data.dataset_view(eval_dir, Path(run_dir) / "eval", state))
-    from beam_sft.train.provenance import recorded_provenance
+    from beam_sft.train.provenance import folder_provenance
 
     summary = {"mode": "prepare" if ev.prepare is not None else "prepared", "eval_dir": str(eval_dir),
-               "eval_data": recorded_provenance(eval_dir), "train_rows": len(dataset), "eval_rows": len(eval_rows)}
+               "eval_data": folder_provenance(eval_dir), "train_rows": len(dataset), "eval_rows": len(eval_rows)}
     return EvalData(train=dataset, eval=eval_rows, index_dataset=eval_rows, summary=summary)
 
 

@@ -121,7 +121,7 @@ def score_turn(text: str, tools: Sequence[dict] | None = None) -> Verdict:
     turn = text[: end + len(marker)]  # generation stops there; anything after (padding) is not the turn
     try:
         message = parse_assistant_turn(turn, list(tools) if tools else None)
-    except Exception as exc:  # RowError from the strict reader, or the response template refusing it
+    except Exception as exc:  # Rejection from the strict reader, or the response template refusing it
         return Verdict(False, f"parse: {exc}")
     if not (message.get("thinking") or "").strip():
         return Verdict(False, "no reasoning (empty analysis message)", message)

@@ -1,6 +1,10 @@
 """Which data a run read, by digest: a prepared folder's path may hold other data later (a new
 prepare replaces it), so ``beam_run.json`` and the TensorBoard run record name the data by its
-report's digest, its fingerprint and its files' digests, taken when the run starts."""
+report's digest, its fingerprint and its files' digests, taken when the run starts.
+
+The caller takes it once and keeps it: the trainer on ``TrainingRun.prepared_data`` (the run record
+and the final save read that), the eval set in its summary (``eval_set.resolve_eval``). Nothing here
+remembers a folder, so a second look is a fresh one (and shows a replaced folder as replaced)."""
 
 from __future__ import annotations
 
@@ -10,14 +14,12 @@ from typing import Any
 
 from beam_sft.prepared.layout import REPORT_FILE
 
-_TAKEN: dict[str, dict[str, Any]] = {}  # folder -> its provenance when this run first looked
-
 
 def folder_provenance(directory: str | Path) -> dict[str, Any]:
     """What names the data of a prepared folder, not only its path (which a later prepare may fill
     with other data): report.json's own SHA-256 and seal, the fingerprint, every data file's
     SHA-256 as recorded (and checked by ``data.check_trainable`` before training), and the
-    verification. Taken once per folder and run (``recorded_provenance``), at the start."""
+    verification, as they are now: the caller takes it once, at the start, and keeps the value."""
     import hashlib
 
     from beam_sft.prepared.load import recorded_digests
@@ -35,12 +37,3 @@ def folder_provenance(directory: str | Path) -> dict[str, Any]:
             "report_seal": seal.get("report"), "fingerprint": report.get("fingerprint"),
             "files": recorded_digests(report),
             "verified": {k: verify.get(k) for k in ("ok", "full", "rows", "sample", "max_length")}}
-
-
-def recorded_provenance(directory: str | Path) -> dict[str, Any]:
-    """``folder_provenance`` as this process first took it (the final save records what the run
-    started on, even if the folder was replaced meanwhile)."""
-    key = str(Path(directory).resolve())
-    if key not in _TAKEN:
-        _TAKEN[key] = folder_provenance(directory)
-    return _TAKEN[key]

@@ -2,7 +2,7 @@
 record and the prepared data's key figures at the start, and every logged metric (loss,
 ``eval_loss``, ``format_health``) as training goes, through transformers' own TensorBoardCallback.
 
-``attach(trainer, recipe, eval_data, prepared_dir)`` adds the callbacks a recipe asks for:
+``attach(trainer, recipe, eval_data, prepared_dir, prepared_data=...)`` adds the callbacks a recipe asks for:
 ``RunRecordCallback`` always (it does nothing without a TensorBoard writer), ``MetricsLogCallback``
 (``output_dir/metrics.jsonl``: eval loss and format health by step) and ``FormatHealthCallback`` when
 ``format_health.steps`` is set.
@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from beam_sft.train.provenance import recorded_provenance
+from beam_sft.prepared.report import read_report
 
 
 def prepare_figures(report: dict) -> dict[str, float]:
@@ -43,14 +43,6 @@ def prepare_figures(report: dict) -> dict[str, float]:
     return out
 
 
-def _read_report(directory: Path) -> dict:
-    try:
-        report = json.loads((Path(directory) / "report.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return report if isinstance(report, dict) else {}
-
-
 def tensorboard_writer(trainer):
     """The SummaryWriter of transformers' TensorBoardCallback, once it has made it (train begin)."""
     from transformers.integrations import TensorBoardCallback
@@ -71,10 +63,10 @@ class RunRecordCallback(TrainerCallback):
         self.eval_dir = eval_dir
 
     def figures(self) -> dict[str, float]:
-        out = prepare_figures(_read_report(self.prepared_dir))
+        out = prepare_figures(read_report(self.prepared_dir) or {})
         if self.eval_dir is not None:
             out.update({k.replace("prepare/", "prepare_eval/", 1): v
-                        for k, v in prepare_figures(_read_report(self.eval_dir)).items()})
+                        for k, v in prepare_figures(read_report(self.eval_dir) or {}).items()})
         for key in ("train_rows", "eval_rows"):
             if isinstance(self.record.get("eval", {}).get(key), int):
                 out[f"split/{key}"] = float(self.record["eval"][key])
@@ -127,21 +119,23 @@ def read_metrics(output_dir: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def run_record(recipe, prepared_dir: Path, eval_data) -> dict[str, Any]:
-    """What ``beam_run.json`` holds that is known before step 1 (the data by digest, not only by path)."""
+def run_record(recipe, prepared_dir: Path, eval_data, *, prepared_data: dict[str, Any]) -> dict[str, Any]:
+    """What ``beam_run.json`` holds that is known before step 1 (the data by digest, not only by path:
+    ``prepared_data`` is ``provenance.folder_provenance`` as the run took it at the start)."""
     return {"recipe": recipe.to_dict(), "prepared": str(prepared_dir), "lora": recipe.lora is not None,
-            "prepared_data": recorded_provenance(prepared_dir),
+            "prepared_data": prepared_data,
             "eval": eval_data.summary if eval_data is not None else None}
 
 
-def attach(trainer, recipe, eval_data, prepared_dir: Path):
+def attach(trainer, recipe, eval_data, prepared_dir: Path, *, prepared_data: dict[str, Any]):
     """Add the run-record and (when asked for) format-health callbacks; returns the latter or None."""
     from beam_sft.train.eval_set import eval_rows_json
     from beam_sft.train.format_health import FormatHealthCallback, select_prompts
 
     eval_dir = Path(eval_data.summary["eval_dir"]) if eval_data is not None and "eval_dir" in eval_data.summary \
         else None
-    trainer.add_callback(RunRecordCallback(trainer, run_record(recipe, prepared_dir, eval_data), prepared_dir,
+    trainer.add_callback(RunRecordCallback(trainer, run_record(recipe, prepared_dir, eval_data, prepared_data=prepared_data),
+                                           prepared_dir,
                                            eval_dir))
     trainer.add_callback(MetricsLogCallback(trainer.args.output_dir))
     health = recipe.format_health

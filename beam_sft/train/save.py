@@ -33,15 +33,13 @@ def save_final(run, report=None) -> Path:
     trainer.accelerator.wait_for_everyone()
     if trainer.accelerator.is_main_process:
         from beam_sft.train.export import checkpoint_format
-        from beam_sft.train.provenance import recorded_provenance
-
         sharded = checkpoint_format(out)
         run.tokenizer.save_pretrained(str(out))
         _save_generation_config(trainer.model, out)
         meta = {
             "recipe": run.recipe.to_dict(),
             "prepared": str(run.prepared_dir),
-            "prepared_data": recorded_provenance(run.prepared_dir),  # by digest: the path may hold other data later
+            "prepared_data": run.prepared_data,  # by digest, as taken at the start: the path may hold other data now
             "lora": run.recipe.lora is not None,
             "checkpoint_format": sharded or "from_pretrained",
             "distributed": distributed_info(trainer),

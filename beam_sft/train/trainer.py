@@ -22,6 +22,7 @@ class TrainingRun:
     dataset: Any  # the prepared dataset, all columns (for the pre-flight)
     prepared_dir: Path
     recipe: Recipe
+    prepared_data: Any = None  # provenance.folder_provenance(prepared_dir), taken once at the start
     eval: Any = None  # beam_sft.train.eval_set.EvalData, or None without data.eval
     watch: Any = None  # RankWatch: bounded waits for the other processes in the pre-flight
     resume: str | None = None  # the checked checkpoint folder to resume from
@@ -211,8 +212,12 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
         check_tokenizer,
         check_vocab,
     )
+    from beam_sft.train.provenance import folder_provenance
 
     prepared_dir = data.resolve_prepared(recipe, args.distributed_state)
+    # What the run trains on, by digest, taken once right after the checks passed; the run record
+    # and the final save name this, even if a later prepare replaces the folder meanwhile.
+    prepared_data = folder_provenance(prepared_dir)
     data.load_prepared(prepared_dir)  # checks the contract's columns where the data really is
     dataset = data.load_prepared(data.dataset_view(prepared_dir, Path(args.output_dir), args.distributed_state))
     tokenizer = data.load_tokenizer(prepared_dir)
@@ -267,9 +272,9 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
 
         router_check = RouterCallback(layout, biases, trainer.accelerator, watch)
         trainer.add_callback(router_check)
-    run_log.attach(trainer, recipe, eval_data, prepared_dir)
+    run_log.attach(trainer, recipe, eval_data, prepared_dir, prepared_data=prepared_data)
     return TrainingRun(trainer=trainer, tokenizer=tokenizer, dataset=dataset, prepared_dir=prepared_dir,
-                       recipe=recipe, eval=eval_data, watch=watch, resume=resume, layout=layout, biases=biases,
+                       recipe=recipe, prepared_data=prepared_data, eval=eval_data, watch=watch, resume=resume, layout=layout, biases=biases,
                        router_check=router_check)
 
 

@@ -143,11 +143,17 @@ _WORKER: dict = {}
 
 def _init_worker(directory: str, max_length: int | None, sampled: frozenset[int]) -> None:
     gc.disable()  # collected once a chunk instead (_check_chunk, _collect_per_chunk)
-    if "env" not in _WORKER:  # spawned: build what a forked worker inherited
-        folder = open_prepared(directory)
-        env = CheckEnv.create(folder.tokenizer, max_length=max_length)
-        env.sampled = sampled
-        _WORKER.update(rows=_Rows(Path(directory)), env=env)
+    if "env" not in _WORKER:  # spawned, or forked by the pool to replace a worker after the run
+        try:        # cleared what the first ones inherited: build it from the folder
+            folder = open_prepared(directory)
+            env = CheckEnv.create(folder.tokenizer, max_length=max_length)
+            env.sampled = sampled
+            rows = _Rows(Path(directory))
+        except Exception:
+            if not Path(directory).exists():  # the run is ending (interrupted while its workers start)
+                raise SystemExit(0) from None  # and removed its staging folder: leave without a traceback
+            raise
+        _WORKER.update(rows=rows, env=env)
     gc.freeze()
 
 

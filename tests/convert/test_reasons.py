@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from beam_sft import errors
-from beam_sft.errors import Rejection, RowError
+from beam_sft.errors import Rejection
 from beam_sft.reasons import REASONS, STAGES, codes, markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 _CODE_SHAPE = re.compile(r"[a-z][a-z_]*[a-z]\Z")
 # Calls that take a reason code, and the position of the code among their arguments.
-_CODE_CALLS = {"Rejection": 0, "RowError": 0, "Reject": 0, "Violation": 0, "_violation": 2, "reject_line": 2,
+_CODE_CALLS = {"Rejection": 0, "Reject": 0, "Violation": 0, "_violation": 2, "reject_line": 2,
                "Done": 2}
 
 
@@ -33,7 +33,7 @@ def _literals(node: ast.AST):
 
 def scan_codes(root: Path) -> dict[str, set[str]]:
     """Every code literal in the modules under ``root``, with where it is: passed to a rejection or
-    violation (``Rejection``, ``RowError``, ``_violation``, ``reject_line``, prepare's ``Done``, a
+    violation (``Rejection``, ``_violation``, ``reject_line``, prepare's ``Done``, a
     ``code=`` keyword), a ``{"code": ...}`` value, assigned to ``code``/``status``/``*_CODE``, or
     returned as a ``(code, message)`` problem (validate's rules, ``check_record``)."""
     from beam_sft.convert.options import FORMATS
@@ -125,7 +125,7 @@ def test_the_module_prints_the_table():
 
 
 def test_one_rejection_type_for_every_stage():
-    assert RowError is Rejection
+    assert not hasattr(errors, "RowError")
     assert not hasattr(errors, "Reject")
     with pytest.raises(ValueError, match="unknown reason code"):
         Rejection("no_such_code", "x")

@@ -89,6 +89,26 @@ def test_the_code_digest_is_the_code_the_entries_import_not_prose(tmp_path, monk
         assert digest_with(name, text) != base, (name, text)
 
 
+def test_the_code_digest_is_the_same_in_every_process():
+    """``x in {"a", "b"}`` compiles to a frozenset constant, whose repr follows string hashes, salted
+    per process: the digest must not (it did: every prepare missed the cache of the one before)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("from beam_sft.data import fingerprint as fp\n"
+              "print(fp.module_code_digest('def f(x):\\n    return x in {\"alpha\", \"beta\", \"gamma\", \"delta\"}\\n'))\n"
+              "print(fp.results_code_digest())\n")
+    root = str(Path(__file__).resolve().parents[2])
+    outs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=root,
+                           env={**os.environ, "PYTHONPATH": root, "PYTHONHASHSEED": seed}).stdout
+            for seed in ("1", "2", "3")}
+    assert len(outs) == 1, outs
+    here = fingerprint.module_code_digest('def f(x):\n    return x in {"alpha", "beta", "gamma", "delta"}\n')
+    assert outs.pop().split() == [here, fingerprint.results_code_digest()]
+
+
 def test_the_real_code_digest_holds_encode_verify_and_convert_not_train():
     closure = fingerprint.code_closure(fingerprint.RESULT_ENTRIES, "beam_sft")
     for name in ("beam_sft.encode.fast.render", "beam_sft.encode.template_encode", "beam_sft.convert.pipeline",

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from beam_sft.encode.fast.encoder import FastEncoder
 from beam_sft.encode.length import char_bound, max_chars_per_token
 from beam_sft.encode.template_encode import TemplateEncoder
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 
 TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400) | st.from_regex(
     r"( {1,40}|\n{1,20}|[a-z]{1,30}|[0-9]{1,12}|[!-/]{1,8}|[éüñ日本語🎉]{1,6})+", fullmatch=True)
@@ -69,8 +69,8 @@ def test_a_row_past_the_bound_is_too_long_untokenized(tokenizer, encoder_class, 
         monkeypatch.setattr(template_encode, "template_encode_raw",
                             lambda row, tok: tokenized.append(len(json.dumps(row))) or real(row, tok))
     too_long, ok = encoder.encode_batch([huge, fits], plain=True, max_chars=bound)
-    assert isinstance(too_long, RowError) and too_long.code == "too_long" and "not tokenized" in too_long.detail
-    assert not isinstance(ok, RowError)
+    assert isinstance(too_long, Rejection) and too_long.code == "too_long" and "not tokenized" in too_long.detail
+    assert not isinstance(ok, Rejection)
     assert max(tokenized) < bound  # the huge row's text never reached the tokenizer
 
 

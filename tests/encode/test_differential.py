@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from beam_sft.encode.fast import FastEncoder
 from beam_sft.encode.template_encode import TemplateEncoder, encode_row
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from tests.strategies import any_conversations, beam_rows
 
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -24,8 +24,8 @@ SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[Heal
 
 def assert_same(fast_results, reference_results, rows):
     for row, got, want in zip(rows, fast_results, reference_results, strict=True):
-        if isinstance(want, RowError) or isinstance(got, RowError):
-            assert isinstance(got, RowError) and isinstance(want, RowError), (row, got, want)
+        if isinstance(want, Rejection) or isinstance(got, Rejection):
+            assert isinstance(got, Rejection) and isinstance(want, Rejection), (row, got, want)
             assert (got.code, got.detail) == (want.code, want.detail)
             continue
         assert np.array_equal(got.input_ids, want.input_ids), row
@@ -81,7 +81,6 @@ def test_encode_row_is_apply_chat_template(tokenizer):
 
 def corpus_rows(corpus) -> list[dict]:
     from beam_sft.convert.pipeline import iter_source
-    from beam_sft.convert.rows import Rejection
 
     rows = []
     for path in sorted(p for p in corpus.rglob("*") if p.suffix in (".json", ".jsonl")):

@@ -10,7 +10,7 @@ import pytest
 from beam_sft.encode.fast import FastEncoder, piece_mask, unsupported_reasons
 from beam_sft.encode.fast.probe import probe, probe_rows
 from beam_sft.encode.template_encode import TemplateEncoder
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 
 ROW = {"messages": [{"role": "user", "content": "Hi there"},
                     {"role": "assistant", "reasoning_content": "Greet.", "content": "Hello!"}]}
@@ -49,14 +49,14 @@ def test_span_inside_a_piece_falls_back_exactly(tokenizer):
 def test_template_error_is_a_row_error(tokenizer):
     row = {**ROW, "chat_template_kwargs": {"reasoning_effort": "extreme"}}
     (got,) = FastEncoder(tokenizer).encode_batch([row])
-    assert isinstance(got, RowError) and got.code == "template_error"
+    assert isinstance(got, Rejection) and got.code == "template_error"
 
 
 def test_lone_surrogate_behaves_like_the_template(tokenizer):
     row = {"messages": [{"role": "user", "content": "bad \ud800 text"}, ROW["messages"][1]]}
     (got,) = FastEncoder(tokenizer).encode_batch([row, ROW])[:1]
     (want,) = TemplateEncoder(tokenizer).encode_batch([row])
-    assert isinstance(want, RowError) and isinstance(got, RowError) and got.code == want.code
+    assert isinstance(want, Rejection) and isinstance(got, Rejection) and got.code == want.code
 
 
 def test_repeated_long_pieces_are_cached_from_their_second_sighting(tokenizer):

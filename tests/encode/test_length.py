@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 
 from beam_sft.encode.fast import FastEncoder
 from beam_sft.encode.length import fit_by_trimming, turn_cuts
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from tests.strategies import beam_rows
 
 
@@ -46,7 +46,7 @@ def test_trim_keeps_the_longest_prefix_that_fits(tokenizer):
 def test_nothing_fits_is_too_long(tokenizer):
     encoder = FastEncoder(tokenizer)
     row = {"messages": turns(2)}
-    with pytest.raises(RowError) as info:
+    with pytest.raises(Rejection) as info:
         fit_by_trimming(row, 10_000, 5, encoder.encode)
     assert info.value.code == "too_long"
 
@@ -59,7 +59,7 @@ def test_trimmed_rows_end_on_a_trained_assistant_and_fit(tokenizer, row):
     limit = max(1, len(full.input_ids) * 2 // 3)
     try:
         trimmed, encoded = fit_by_trimming(row, len(full.input_ids), limit, encoder.encode)
-    except RowError as exc:
+    except Rejection as exc:
         assert exc.code == "too_long"
         return
     kept = trimmed["messages"]

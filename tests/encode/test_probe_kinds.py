@@ -4,11 +4,11 @@ wording: two encoders failing the same way in other words agree (issue 9 item 17
 from __future__ import annotations
 
 from beam_sft.encode.fast.probe import _same, error_kind, probe
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 
 
-def _error(code: str, cause: BaseException | None, message: str) -> RowError:
-    error = RowError(code, message)
+def _error(code: str, cause: BaseException | None, message: str) -> Rejection:
+    error = Rejection(code, message)
     error.__cause__ = cause
     return error
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from beam_sft.encode.fast.encoder import render_with_transformers
 from beam_sft.encode.fast.render import FastRenderer
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from tests.encode.test_differential import broad_row
 from tests.strategies import any_conversations, beam_rows
 
@@ -25,7 +25,7 @@ SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[Healt
 def outcome(render, row):
     try:
         return render(row)
-    except RowError as exc:
+    except Rejection as exc:
         return ("error", exc.code, exc.detail)
 
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from beam_sft.harmony.response import (
     canonical_assistant_message,
     parse_assistant_turn,
@@ -336,7 +336,7 @@ def test_parse_assistant_turn_reads_answers_and_calls():
     ],
 )
 def test_parse_assistant_turn_rejects_what_the_template_never_writes(text, code):
-    with pytest.raises(RowError) as info:
+    with pytest.raises(Rejection) as info:
         parse_assistant_turn(text)
     assert info.value.code == code
 
@@ -354,7 +354,7 @@ def test_parse_assistant_turn_checks_the_shipped_response_template(monkeypatch):
     response._compiled_template.cache_clear()
     try:
         text = ANSWER.replace("The user", " The user")
-        with pytest.raises(RowError) as info:
+        with pytest.raises(Rejection) as info:
             parse_assistant_turn(text)
         assert info.value.code == "harmony_response_template_mismatch"
         assert (
@@ -459,7 +459,7 @@ def test_split_harmony_messages(tokenizer):
     rebuilt = [HarmonyMessage(**{f.name: getattr(m, f.name) for f in dataclasses.fields(m)}) for m in split]
     assert split == rebuilt and [hash(m) for m in split] == [hash(m) for m in rebuilt]
     assert all(vars(m).keys() == vars(r).keys() for m, r in zip(split, rebuilt, strict=True))
-    with pytest.raises(RowError):
+    with pytest.raises(Rejection):
         split_harmony_messages(text + "<|start|>assistant")
 
 

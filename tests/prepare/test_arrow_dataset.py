@@ -68,6 +68,9 @@ def test_one_shard_is_what_save_to_disk_writes(tmp_path):
     _write(tmp_path / "ours", table)
     ref, ours = tmp_path / "ref", tmp_path / "ours"
     assert sorted(p.name for p in ref.iterdir()) == sorted(p.name for p in ours.iterdir())
+    # the file list a view links to is every file save_to_disk wrote, data files in row order
+    assert sorted(ad.dataset_file_names(ref)) == sorted(p.name for p in ref.iterdir())
+    assert ad.dataset_file_names(ours)[2:] == [p.name for p in ad.data_files(ours)]
     # the data file byte for byte (same batches, same schema metadata), dataset_info.json too
     assert (ref / "data-00000-of-00001.arrow").read_bytes() == (ours / "data-00000-of-00001.arrow").read_bytes()
     assert (ref / ad.INFO_FILE).read_bytes() == (ours / ad.INFO_FILE).read_bytes()

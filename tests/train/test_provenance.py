@@ -8,19 +8,46 @@ from types import SimpleNamespace
 
 from beam_sft.train.export import _copy_side_files
 from beam_sft.train.merge import _carry_run_record
-from beam_sft.train.provenance import folder_provenance, recorded_provenance
+from beam_sft.train.provenance import folder_provenance
+from beam_sft.train.recipe import recipe_from_dict
 from beam_sft.train.run_log import run_record
+
+from .conftest import recipe_dict
 
 
 def test_the_run_record_holds_the_datas_digests(prepared_dir):
     recipe = SimpleNamespace(to_dict=lambda: {"data": {"prepared": str(prepared_dir)}}, lora=None)
-    record = run_record(recipe, prepared_dir, None)
+    record = run_record(recipe, prepared_dir, None, prepared_data=folder_provenance(prepared_dir))
     taken = record["prepared_data"]
     report = json.loads((prepared_dir / "report.json").read_text())
-    assert taken == recorded_provenance(prepared_dir) == folder_provenance(prepared_dir)
+    assert taken == folder_provenance(prepared_dir)
     assert taken["report_seal"] == report["integrity"]["report"]
     assert taken["files"] == {rel: e["sha256"] for rel, e in report["files"]["files"].items()}
     assert taken["verified"]["ok"] is True
+
+
+def test_the_saved_record_names_the_data_the_run_started_on(fixture_dir, prepared_dir, tmp_path):
+    """The trainer takes the provenance once, at the start, and carries it on the run (no module
+    memo): a prepare that replaces the folder while the run trains changes nothing beam_run.json says."""
+    import shutil
+
+    from transformers import TrainerCallback
+
+    from beam_sft.prepared import read_report, write_report
+    from beam_sft.train.trainer import train
+
+    folder = tmp_path / "prepared"
+    shutil.copytree(prepared_dir, folder)
+    before = folder_provenance(folder)
+
+    class ReplaceTheFolder(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            write_report(folder, {**read_report(folder), "fingerprint": "another run"})
+
+    out = train(recipe_from_dict(recipe_dict(fixture_dir, folder, tmp_path / "out", sft={"max_steps": 1})),
+                callbacks=[ReplaceTheFolder()])
+    assert folder_provenance(folder)["fingerprint"] == "another run"  # a fresh look sees the new data
+    assert json.loads((out / "beam_run.json").read_text())["prepared_data"] == before
 
 
 def test_the_missing_report_is_recorded_as_such(tmp_path):

@@ -68,6 +68,32 @@ def test_missing_columns_is_an_error(make_prepared, tmp_path):
         verify_prepared(stripped)
 
 
+def test_a_worker_starting_after_its_folder_went_leaves_quietly(clean_dir, tmp_path):
+    """A pool worker that starts while an interrupted prepare removes its staging folder exits 0
+    without a traceback (tests/prepare/test_fault_injection.py, verify-workers-running); a folder
+    that is there but unreadable still raises."""
+    import gc
+
+    from beam_sft.verify import api
+
+    enabled = gc.isenabled()
+    try:
+        with pytest.raises(SystemExit) as info:
+            api._init_worker(str(tmp_path / "gone"), None, frozenset())
+        assert info.value.code == 0
+        broken = tmp_path / "broken"
+        shutil.copytree(clean_dir, broken)
+        next(broken.glob("data-*.arrow")).unlink()
+        with pytest.raises(Exception) as info:
+            api._init_worker(str(broken), None, frozenset())
+        assert not isinstance(info.value, SystemExit)
+    finally:
+        api._WORKER.clear()
+        gc.unfreeze()
+        if enabled:
+            gc.enable()
+
+
 def test_sample_must_be_positive():
     with pytest.raises(VerificationError):
         select_positions(10, 0)

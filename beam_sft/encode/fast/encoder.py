@@ -37,7 +37,7 @@ from beam_sft.encode.fast.words import WordTokenizer
 from beam_sft.encode.length import too_many_chars
 from beam_sft.encode.template_encode import template_args, template_encode_raw, template_error
 from beam_sft.encode.weights import apply_weights, assistant_weights
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 from beam_sft.harmony.spans import mask_runs, token_splitter
 
 _SHORT_PIECE = 32  # pieces up to this many characters are cached at once (names, headers)
@@ -245,19 +245,19 @@ class FastEncoder:
         return True
 
     def encode_batch(self, rows: Sequence[dict], *, plain: bool = False,
-                     max_chars: int | None = None) -> list[Encoded | RowError]:
-        """Encode ``rows``; a row the template or the weights reject comes back as its RowError.
+                     max_chars: int | None = None) -> list[Encoded | Rejection]:
+        """Encode ``rows``; a row the template or the weights reject comes back as its Rejection.
 
         ``plain=True`` promises rows decoded from JSON (no defensive copy before rendering); a row
         whose rendered text is longer than ``max_chars`` is ``too_long`` without being tokenized
         (``beam_sft.encode.length.char_bound``).
         """
-        rendered: list[tuple[list[str], list[tuple[int, int]]] | RowError] = []
+        rendered: list[tuple[list[str], list[tuple[int, int]]] | Rejection] = []
         pieces: set[str] = set()
         for row in rows:
             try:
                 text, spans = self.render(row, plain=plain)
-            except RowError as exc:
+            except Rejection as exc:
                 rendered.append(exc)
                 continue
             if max_chars is not None and len(text) > max_chars:
@@ -267,9 +267,9 @@ class FastEncoder:
             pieces.update(p for p in parts[::2] if p)
             rendered.append((parts, spans))
         found = self._tokenize_pieces(pieces)
-        out: list[Encoded | RowError] = []
+        out: list[Encoded | Rejection] = []
         for row, item in zip(rows, rendered, strict=True):
-            if isinstance(item, RowError):
+            if isinstance(item, Rejection):
                 out.append(item)
                 continue
             self.stats["rows"] += 1
@@ -282,16 +282,16 @@ class FastEncoder:
                     assembled = ids.astype(ID_DTYPE), mask.astype(MASK_DTYPE)
                 ids, mask = assembled
                 mask = apply_weights(mask, mask_runs(mask), assistant_weights(row["messages"]))
-            except RowError as exc:
+            except Rejection as exc:
                 out.append(exc)
                 continue
             out.append(Encoded(ids, mask, fallback))
         return out
 
     def encode(self, row: dict) -> Encoded:
-        """Encode one row (raises RowError)."""
+        """Encode one row (raises Rejection)."""
         result = self.encode_batch([row])[0]
-        if isinstance(result, RowError):
+        if isinstance(result, Rejection):
             raise result
         return result
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from beam_sft.data.synthetic import synthetic_rows
-from beam_sft.errors import RowError
+from beam_sft.errors import Rejection
 
 _TOOL_SCHEMAS = [
     {"type": "object", "properties": {"city": {"type": "string", "description": "City name"},
@@ -88,12 +88,12 @@ class ProbeResult:
 
 
 def _describe(result) -> str:
-    if isinstance(result, RowError):
+    if isinstance(result, Rejection):
         return f"error {result.code}: {result.detail[:200]}"
     return f"{len(result.input_ids)} tokens, {int(result.assistant_masks.sum())} trained"
 
 
-def error_kind(error: RowError) -> tuple[str, str | None]:
+def error_kind(error: Rejection) -> tuple[str, str | None]:
     """What an error is, not how it is worded: its reason code and the type of the exception behind it.
 
     The two encoders reach the same failure by different roads (a RecursionError from a deep schema is
@@ -103,8 +103,8 @@ def error_kind(error: RowError) -> tuple[str, str | None]:
     ...     try:
     ...         raise RecursionError("maximum recursion depth exceeded while calling a Python object")
     ...     except RecursionError as exc:
-    ...         raise RowError("template_error", f"RecursionError: {exc}") from exc
-    ... except RowError as err:
+    ...         raise Rejection("template_error", f"RecursionError: {exc}") from exc
+    ... except Rejection as err:
     ...     error_kind(err)
     ('template_error', 'RecursionError')
     """
@@ -113,8 +113,8 @@ def error_kind(error: RowError) -> tuple[str, str | None]:
 
 
 def _same(a, b) -> bool:
-    if isinstance(a, RowError) or isinstance(b, RowError):
-        return isinstance(a, RowError) and isinstance(b, RowError) and error_kind(a) == error_kind(b)
+    if isinstance(a, Rejection) or isinstance(b, Rejection):
+        return isinstance(a, Rejection) and isinstance(b, Rejection) and error_kind(a) == error_kind(b)
     return np.array_equal(a.input_ids, b.input_ids) and np.array_equal(a.assistant_masks, b.assistant_masks)
 
 

@@ -13,6 +13,7 @@ import math
 import sys
 from typing import Any
 
+from beam_sft.cli_args import count
 from beam_sft.convert.options import (
     FORMAT_CHOICES,
     MissingReasoning,
@@ -69,16 +70,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number")
-    return value
-
-
 def _column(text: str) -> tuple[str, str]:
     key, sep, name = text.partition("=")
     if not sep or not key or not name:
@@ -108,7 +99,7 @@ def add_option_flags(parser: argparse.ArgumentParser, *, missing_reasoning: bool
         "conversations=turns, role_key=speaker; flat rows: prompt=Question reasoning=Complex_CoT "
         "answer=Response (Alpaca's instruction/input/output/history by default)")
     parser.add_argument(
-        "--max-row-chars", type=_positive, metavar="N",
+        "--max-row-chars", type=count(1), metavar="N",
         help="reject a record longer than N characters as JSON (row_too_large) before any work on it "
         "(default 4194304, about a million tokens: more than any context trains)")
 

@@ -14,29 +14,8 @@ import json
 import sys
 from typing import Any
 
+from beam_sft.cli_args import count, non_negative_float, positive_float
 from beam_sft.convert.options import FORMAT_CHOICES
-
-
-def _positive(kind):
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{text!r} must be greater than 0")
-        return value
-    return parse
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
 
 
 def register(subparsers: Any) -> None:
@@ -61,19 +40,19 @@ def register(subparsers: Any) -> None:
     teacher.add_argument("--api-key-env", metavar="VAR",
                          help="environment variable holding the API key (default: BEAM_TEACHER_API_KEY, then "
                          "OPENAI_API_KEY; none: no key sent)")
-    teacher.add_argument("--concurrency", type=_positive(int), default=8, help="requests in flight (default 8)")
-    teacher.add_argument("--max-requests", type=_count, help="hard bound on requests sent, retries included; "
+    teacher.add_argument("--concurrency", type=count(1), default=8, help="requests in flight (default 8)")
+    teacher.add_argument("--max-requests", type=count(0), help="hard bound on requests sent, retries included; "
                          "then remaining turns fall back to the policy (teacher_budget_exhausted)")
-    teacher.add_argument("--max-tokens-total", type=_count, help="hard bound on the tokens the replies report using")
-    teacher.add_argument("--max-tokens", type=_positive(int), default=2048,
+    teacher.add_argument("--max-tokens-total", type=count(0), help="hard bound on the tokens the replies report using")
+    teacher.add_argument("--max-tokens", type=count(1), default=2048,
                          help="max_tokens of each request (default 2048); a reply that reaches it is cut off")
-    teacher.add_argument("--temperature", type=float, default=0.6, help="sampling temperature (default 0.6)")
-    teacher.add_argument("--timeout", type=_positive(float), default=120.0, help="seconds per request (default 120)")
-    teacher.add_argument("--retries", type=_count, default=4,
+    teacher.add_argument("--temperature", type=non_negative_float, default=0.6, help="sampling temperature (default 0.6)")
+    teacher.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request (default 120)")
+    teacher.add_argument("--retries", type=count(0), default=4,
                          help="retries on 429/5xx/timeouts/connection errors, backoff with jitter (default 4)")
     teacher.add_argument("--prompt", metavar="FILE", help="prompt file (default: beam_sft/reason/prompts/v1.txt)")
     teacher.add_argument("--cache-dir", metavar="DIR", help="answers cache (default: ~/.cache/beam-sft/teacher)")
-    teacher.add_argument("--max-reasoning-chars", type=_positive(int), default=None,
+    teacher.add_argument("--max-reasoning-chars", type=count(1), default=None,
                          help="longer teacher text is refused (teacher_too_long; default 20000)")
     parser.add_argument("--summary-json", help="also write the per-source summary and the teacher's counts as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line")

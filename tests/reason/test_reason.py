@@ -283,3 +283,16 @@ def test_an_unwritable_cache_ends_the_run_in_one_line(tmp_path, capsys, monkeypa
                        "--concurrency", "1"])
     assert status == 2 and len(stub.requests) == 1
     assert "cannot write to" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag, value", [("--concurrency", "0"), ("--max-requests", "-1"), ("--timeout", "nan"),
+                                         ("--temperature", "inf"), ("--max-tokens", "0"), ("--retries", "x")])
+def test_a_bad_number_is_one_line_naming_the_flag(flag, value, tmp_path, capsys):
+    from beam_sft.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["reason", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl"), "--base-url",
+              "http://127.0.0.1:9/v1", "--model", "m", flag, value])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and f"argument {flag}:" in err, err
+    assert not (tmp_path / "out.jsonl").exists()

@@ -150,9 +150,11 @@ def clean_stale(final: Path) -> list[Path]:
         match = pattern.fullmatch(entry.name)
         if match and not owner.is_ours(entry) and not entry.is_symlink() and entry.is_dir() \
                 and not owner.pid_alive(int(match.group(2))):
-            # a kill -9 between making a staging folder and marking it leaves it empty: rmdir removes
-            # only an empty folder, so nothing anyone wrote can go this way
+            # a kill -9 between making a staging folder and marking it leaves it empty, or holding only
+            # a marker cut off mid-write: rmdir removes only an empty folder, and the one file taken
+            # first is a small unreadable marker, so nothing anyone wrote can go this way
             with contextlib.suppress(OSError):
+                _drop_partial_marker(entry)
                 entry.rmdir()
                 removed.append(entry)
             continue
@@ -165,6 +167,15 @@ def clean_stale(final: Path) -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
+
+
+def _drop_partial_marker(folder: Path) -> None:
+    """Remove ``folder``'s marker when it is the folder's only entry and unreadable (a write cut off
+    by a kill -9); anything else is left for ``rmdir`` to refuse."""
+    entries = list(folder.iterdir())
+    marker = folder / owner.MARKER
+    if entries == [marker] and marker.is_file() and not marker.is_symlink() and marker.stat().st_size < 4096:
+        marker.unlink()
 
 
 def publish(staging: Path, final: Path) -> Path:

@@ -212,3 +212,19 @@ def test_an_empty_staging_folder_of_a_dead_pid_goes_a_full_one_stays(tmp_path, t
     (full / "x").write_text("mine")
     assert _prepare(tmp_path, tokenizer_dir) == 0
     assert not empty.exists() and (full / "x").read_text() == "mine"
+
+
+def test_a_marker_cut_off_mid_write_goes_a_users_marker_file_with_more_stays(tmp_path, tokenizer_dir):
+    """A kill -9 inside the marker's write leaves a folder holding only a partial marker (the fault
+    tier's kill9-reading-the-records left one): that goes too; a folder with anything else stays."""
+    from beam_sft.prepared.owner import MARKER
+    from tests.prepare.test_faults import _dead_pid
+
+    _data(tmp_path)
+    cut, kept = tmp_path / f".out.staging-{_dead_pid()}", tmp_path / f".out.old-{_dead_pid()}"
+    for folder in (cut, kept):
+        folder.mkdir()
+        (folder / MARKER).write_text('{"pid": 1')  # cut off: not a marker anyone can read
+    (kept / "x").write_text("mine")
+    assert _prepare(tmp_path, tokenizer_dir) == 0
+    assert not cut.exists() and (kept / "x").read_text() == "mine" and (kept / MARKER).exists()

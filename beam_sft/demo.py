@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from beam_sft.cli_args import count
 from beam_sft.prepared.layout import REPORT_FILE
 
 REPO = Path(__file__).resolve().parents[1]
@@ -269,20 +270,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
     defaults = DemoSettings()
     parser.add_argument("--out", default="out/demo", help="where every artefact goes (default: out/demo)")
-    parser.add_argument("--steps", type=int, help="training steps (default: the recipe's)")
-    parser.add_argument("--rows", type=int, default=defaults.train_rows,
+    parser.add_argument("--steps", type=count(1), help="training steps (default: the recipe's)")
+    parser.add_argument("--rows", type=count(1), default=defaults.train_rows,
                         help=f"demo training rows (default {defaults.train_rows})")
-    parser.add_argument("--processes", type=int, default=defaults.processes,
+    parser.add_argument("--processes", type=count(1), default=defaults.processes,
                         help=f"training processes on the CPU (default: {defaults.processes})")
     parser.add_argument("--seed", type=int, default=defaults.seed, help="seed of the demo rows")
     parser.add_argument("--arch", choices=("llama", "beam"), default=defaults.arch,
                         help="the fixture model: llama (default, the measured figures) or beam (Beam's own "
                              "MoE architecture from transformers: the same recipe, format health and parsing)")
     args = parser.parse_args(argv)
-    for name in ("steps", "rows", "processes"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            parser.error(f"--{name} must be at least 1, got {value}")
     settings = DemoSettings(train_rows=args.rows, seed=args.seed, steps=args.steps, processes=args.processes,
                             arch=args.arch)
     return run(Path(args.out).resolve(), settings)

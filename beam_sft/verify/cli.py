@@ -58,7 +58,7 @@ def register(subparsers) -> None:
     report.add_argument("directory", type=Path, metavar="DIR", help="prepared dataset directory")
     report.add_argument("-o", "--output", type=Path, default=None, metavar="PATH",
                         help="where to write the page (default: DIR/report.html)")
-    report.add_argument("--rows", type=int, default=4, metavar="N", help="rows drawn with their masks (default 4)")
+    report.add_argument("--rows", type=count(0), default=4, metavar="N", help="rows drawn with their masks (default 4)")
     report.add_argument("--seed", type=int, default=0, help="seed for the rows drawn")
     report.set_defaults(func=run_report)
 
@@ -174,11 +174,8 @@ def _refresh_page(directory: Path) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from beam_sft.errors import VerificationError
     from beam_sft.verify.report_page import write_report_page
 
-    if args.rows < 0:
-        raise VerificationError(f"--rows must be at least 0, got {args.rows}")
     path = write_report_page(args.directory, args.output, sample_rows=args.rows, seed=args.seed)
     print(f"wrote {path}")
     return 0

@@ -114,6 +114,11 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
      "a reply that is not a chat completion), or no cached answer where none may be asked"),
     ("teacher_budget_exhausted", "reason", "the request budget (--max-requests, --max-tokens-total) was "
      "spent before the turn was asked"),
+    ("teacher_inconsistent", "reason", "the teacher's reasoning argues for another turn: it names a declared "
+     "tool the turn does not call (and none it calls), says it will call a tool where the turn answers, or "
+     "the judge (--judge) said it does not lead to this turn"),
+    ("judge_failed", "reason", "the judge's (--judge) reply is not a verdict (its first line is not exactly "
+     "VERDICT: yes or VERDICT: no), or was cut off"),
     # --- encode -----------------------------------------------------------------------------------
     ("no_messages", "encode", "the row has no messages"),
     ("template_error", "encode", "the chat template raised while rendering the row"),

@@ -31,6 +31,7 @@ from beam_sft.harmony.spans import is_trained
 from beam_sft.reason.cache import AnswerCache, cache_key
 from beam_sft.reason.checks import DEFAULT_MAX_CHARS, check_text
 from beam_sft.reason.client import Completion, TeacherClient, TeacherError
+from beam_sft.reason.consistency import check_consistency
 from beam_sft.reason.prompt import Prompt
 
 
@@ -125,7 +126,8 @@ class Teacher:
                 self.refusals[key] = (exc.code, exc.message)
             return None, self._refused(turn, exc.code, exc.message)
         problem = check_text(completion.text, completion.finish_reason, max_chars=self.max_chars,
-                             forbidden_tokens=self.options.forbidden_tokens)
+                             forbidden_tokens=self.options.forbidden_tokens) \
+            or check_consistency(completion.text, messages[turn], tools)
         if problem is not None:
             return None, self._refused(turn, *problem)
         self.stats.add(filled=1)

@@ -296,3 +296,25 @@ def test_a_bad_number_is_one_line_naming_the_flag(flag, value, tmp_path, capsys)
     err = capsys.readouterr().err
     assert exc.value.code == 2 and err.count("\n") == 1 and f"argument {flag}:" in err, err
     assert not (tmp_path / "out.jsonl").exists()
+
+
+# --- meaning: the reasoning checked against its turn ---------------------------------------------------
+
+TWO_TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}}}}} for n in ("get_weather", "get_time")]
+CALL_ROW = {"messages": [{"role": "user", "content": "Weather in Lisbon?"},
+                         {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                             "name": "get_weather", "arguments": {"city": "Lisbon"}}}]}],
+            "tools": TWO_TOOLS}
+
+
+def test_a_reasoning_naming_another_tool_is_refused_fresh_and_from_the_cache(tmp_path, capsys):
+    src = write_rows(tmp_path / "call.jsonl", [CALL_ROW, ROWS[0]])
+    with StubServer(always(Reply(text="The user wants the time, so I call get_time."))) as stub:
+        status, kept, rejected = run_reason(tmp_path, stub.base_url, src=src)
+        assert [r["code"] for r in rejected] == ["teacher_inconsistent"] and len(kept) == 1
+        assert "'get_time'" in rejected[0]["message"] and "'get_weather'" in rejected[0]["message"]
+        capsys.readouterr()
+        status, kept2, rejected2 = run_reason(tmp_path, stub.base_url, src=src)  # the cached answer: checked again
+    assert len(stub.requests) == 2 and "0 request(s)" in capsys.readouterr().out
+    assert [r["code"] for r in rejected2] == ["teacher_inconsistent"] and kept2 == kept

@@ -102,7 +102,7 @@ def test_fills_with_provenance_and_leaves_the_rest(tmp_path):
     assert entry["prompt_digest"].startswith("sha256:")
     # the request carries the context and the turn's answer or calls
     prompt = next(b["messages"][0]["content"] for b in stub.requests if "Lisbon" in b["messages"][0]["content"])
-    assert "[user]\nWeather in Lisbon?" in prompt and 'get_weather({"city": "Lisbon"})' in prompt
+    assert "[user]\n> Weather in Lisbon?" in prompt and 'get_weather({"city": "Lisbon"})' in prompt
 
 
 def test_429_then_success_honours_retry_after(tmp_path):
@@ -220,7 +220,7 @@ def test_editing_the_prompt_asks_again(tmp_path):
         run_reason(tmp_path, stub.base_url, "--prompt", str(prompt), src=src)
         run_reason(tmp_path, stub.base_url, "--prompt", str(prompt), src=src)
     assert len(stub.requests) == 2
-    assert stub.requests[1]["messages"][0]["content"].startswith("Explain [assistant answer]\n4")
+    assert stub.requests[1]["messages"][0]["content"].startswith("Explain [assistant answer]\n> 4")
 
 
 def test_progress_on_stderr_unless_quiet(tmp_path, capsys):

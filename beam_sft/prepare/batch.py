@@ -30,9 +30,11 @@ from beam_sft.errors import Rejection
 from beam_sft.prepared.layout import features
 from beam_sft.prepared.rejects import reject_json, reject_line
 from beam_sft.prepared.tokenizer import load_tokenizer
+from beam_sft.reasons import codes
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
+TEACHER_CODES = frozenset(codes("reason"))  # the teacher's refusals (teacher_*, judge_failed)
 STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject", "format", "reasoning")
 # The records file (records.py): JSON text, "" or a BadRecord as JSON, the line's byte (JSON Lines),
 # the source, the running index in the source (shards, mix), the row's own file (None: the source
@@ -348,7 +350,7 @@ def count_table(table, counts, tokens) -> None:
             entry["kept"] += 1
         else:
             counts.rejected[source][state] += 1
-            if state.startswith("teacher_"):  # a row the policy dropped: its first refused turn's code
+            if state in TEACHER_CODES:  # a row the policy dropped: its first refused turn's code
                 counts.teacher_refused[state] += 1
 
 

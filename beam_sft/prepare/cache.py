@@ -68,8 +68,14 @@ def _teacher_part(config: PrepareConfig) -> dict | None:
         return None
     from beam_sft.reason.prompt import Prompt
 
-    return {"model": t.model, "prompt": Prompt.load(t.prompt).digest, "params": t.params,
+    part = {"model": t.model, "prompt": Prompt.load(t.prompt).digest, "params": t.params,
             "max_reasoning_chars": t.max_reasoning_chars}
+    if t.judge is not None:  # the judge decides which answers are kept: its model, prompt and parameters too
+        from beam_sft.reason.judge import Judge
+
+        part["judge"] = {"model": t.judge.model or t.model, "prompt": Judge.load_prompt(t.judge.prompt).digest,
+                         "params": t.judge.params}
+    return part
 
 
 # Teacher refusals that another run may not repeat: a failed request, a spent budget.

@@ -27,7 +27,7 @@ def ask_teacher(config, records: Iterable[tuple[Any, Any, str, int]], jobs, refu
     ``refusals_path`` for the workers); the counts."""
     from beam_sft.convert.pipeline import convert_row, ordered_map, resolve_format
     from beam_sft.reason.progress import progress
-    from beam_sft.reason.run import build_teacher
+    from beam_sft.reason.run import build_teacher, close_teacher
 
     teachers = {}
 
@@ -44,6 +44,7 @@ def ask_teacher(config, records: Iterable[tuple[Any, Any, str, int]], jobs, refu
             first = teacher
         else:
             teacher.client, teacher.stats, teacher.refusals = first.client, first.stats, first.refusals
+            teacher.judge = first.judge
         teachers[source.label] = teacher
     if first is None:
         return None
@@ -52,7 +53,7 @@ def ask_teacher(config, records: Iterable[tuple[Any, Any, str, int]], jobs, refu
             for _ in ordered_map(one, records, config.concurrency):
                 first.stats.add(rows=1)
     finally:
-        first.client.close()
+        close_teacher(first)
         import json
 
         refusals_path.write_text(json.dumps(first.refusals), encoding="utf-8")

@@ -54,6 +54,15 @@ def register(subparsers: Any) -> None:
     teacher.add_argument("--cache-dir", metavar="DIR", help="answers cache (default: ~/.cache/beam-sft/teacher)")
     teacher.add_argument("--max-reasoning-chars", type=count(1), default=None,
                          help="longer teacher text is refused (teacher_too_long; default 20000)")
+    judge = parser.add_argument_group("judge (one more request per filled turn: does the reasoning lead to this turn?)")
+    judge.add_argument("--judge", action="store_true", help="ask a judge model of each filled turn; a 'no' is "
+                       "teacher_inconsistent, a reply that is not a verdict judge_failed (the --judge-* flags imply it)")
+    judge.add_argument("--judge-base-url", help="the judge's endpoint (default: --base-url)")
+    judge.add_argument("--judge-model", help="the judge's model (default: --model)")
+    judge.add_argument("--judge-api-key-env", metavar="VAR", help="variable holding the judge's key (default: "
+                       "the teacher's key)")
+    judge.add_argument("--judge-prompt", metavar="FILE", help="judge prompt file (default: "
+                       "beam_sft/reason/prompts/judge_v1.txt)")
     parser.add_argument("--summary-json", help="also write the per-source summary and the teacher's counts as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     parser.set_defaults(func=run)
@@ -67,12 +76,16 @@ def teacher_config(args: argparse.Namespace):
                                           "max_tokens_total", "timeout", "retries", "prompt", "cache_dir",
                                           "max_tokens", "temperature", "max_reasoning_chars")
             if getattr(args, k) is not None}
+    judge = {k: getattr(args, f"judge_{k}") for k in ("base_url", "model", "api_key_env", "prompt")
+             if getattr(args, f"judge_{k}", None) is not None}
+    if judge or getattr(args, "judge", False):
+        data["judge"] = judge
     from beam_sft.reason.config import TeacherConfig
 
     try:
         return from_dict(TeacherConfig, data)
     except ConfigError as exc:
-        raise BeamError(f"--{exc.path.replace('_', '-')}: {str(exc)[len(exc.path) + 2:]}") from None
+        raise BeamError(f"--{exc.path.replace('.', '-').replace('_', '-')}: {str(exc)[len(exc.path) + 2:]}") from None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,6 +109,9 @@ def run(args: argparse.Namespace) -> int:
     rejected = ", ".join(f"{code} {n}" for code, n in sorted(stats.rejected.items())) or "none"
     print(f"teacher: {stats.asked} turn(s) without reasoning, {stats.filled} filled, refused: {rejected}; "
           f"{budget.requests} request(s), {budget.tokens} token(s), {stats.cached} from cache, {budget.errors} error(s)")
+    if config.judge is not None:
+        print("judge: " + ", ".join(f"{name} {stats.verdicts.get(name, 0)}" for name in ("yes", "no", "unparseable",
+                                                                                       "failed")))
     if stats.rejected.get("teacher_budget_exhausted"):
         print("beam-sft reason: the budget was spent; the remaining turns fell back to the policy "
               "(run again with a larger budget: answers already given come from the cache)", file=sys.stderr)

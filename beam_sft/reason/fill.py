@@ -21,6 +21,7 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from beam_sft.convert.options import ConvertOptions
@@ -32,6 +33,7 @@ from beam_sft.reason.cache import AnswerCache, cache_key
 from beam_sft.reason.checks import DEFAULT_MAX_CHARS, check_text
 from beam_sft.reason.client import Completion, TeacherClient, TeacherError
 from beam_sft.reason.consistency import check_consistency
+from beam_sft.reason.judge import Judge, Unparseable, parse_verdict
 from beam_sft.reason.prompt import Prompt
 
 
@@ -45,6 +47,7 @@ class FillStats:
     cached: int = 0  # answers read from the cache
     rejected: Counter = field(default_factory=Counter)  # teacher code -> turns
     sources: Counter = field(default_factory=Counter)  # provenance source -> trained turns
+    verdicts: Counter = field(default_factory=Counter)  # --judge: yes, no, unparseable, failed (its request)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **counts: int) -> None:
@@ -58,9 +61,14 @@ class FillStats:
             if entry.get("rejected"):
                 self.rejected[entry["rejected"]] += 1
 
+    def verdict(self, name: str) -> None:
+        with self._lock:
+            self.verdicts[name] += 1
+
     def to_json(self) -> dict[str, Any]:
         return {"rows": self.rows, "asked": self.asked, "filled": self.filled, "cached": self.cached,
-                "rejected": dict(sorted(self.rejected.items())), "sources": dict(sorted(self.sources.items()))}
+                "rejected": dict(sorted(self.rejected.items())), "sources": dict(sorted(self.sources.items())),
+                "verdicts": dict(sorted(self.verdicts.items()))}
 
 
 @dataclass
@@ -77,6 +85,7 @@ class Teacher:
     # cache key -> (code, message) of requests that failed in this run (an asking teacher records
     # them; a cache-reading one given them reports the same code instead of "no cached answer")
     refusals: dict[str, tuple[str, str]] = field(default_factory=dict)
+    judge: Judge | None = None  # --judge: each filled turn's reasoning is judged before it is kept
 
     def __call__(self, row: BeamRow) -> BeamRow:
         messages = row.get("messages")
@@ -106,32 +115,91 @@ class Teacher:
         return {"turn": turn, "source": "teacher", "model": self.model, "endpoint_host": self.endpoint_host,
                 "prompt_digest": self.prompt.digest}
 
+    def _answer(self, key: str, request: list[dict], client: TeacherClient | None, params: dict,
+                asker: tuple[str, str]) -> tuple[Completion, dict | None, bool]:
+        """(the answer to ``request``, where it came from, whether the cache gave it); raises
+        ``TeacherError``. ``asker``: (model, endpoint host) recorded with a fresh answer."""
+        entry = self.cache.get_entry(key)
+        if entry is None and client is None:
+            code, message = self.refusals.get(key) or (
+                "teacher_failed", "no cached answer for this turn (prepare asks before encoding)")
+            raise TeacherError(code, message)
+        if entry is None:
+            try:
+                with self.cache.claim(key):  # another run asking this turn now: wait for its answer
+                    entry = self.cache.get_entry(key)
+                    if entry is None:
+                        completion = client.complete(request, params)
+                        origin = {"endpoint_host": asker[1], "model": asker[0],
+                                  "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+                        self.cache.put(key, completion, origin)
+                        return completion, origin, False
+            except TeacherError as exc:
+                self.refusals[key] = (exc.code, exc.message)
+                raise
+        self.stats.add(cached=1)
+        return entry.completion, entry.origin, True
+
     def _ask(self, messages: list[dict], turn: int, tools: list | None) -> tuple[str | None, dict]:
         self.stats.add(asked=1)
         request = self.prompt.messages(messages, turn, tools)
         key = cache_key(self.prompt.digest, self.model, request, self.params)
-        completion = self.cache.get(key)
         try:
-            if completion is not None:
-                self.stats.add(cached=1)
-            elif self.client is None:
-                code, message = self.refusals.get(key) or (
-                    "teacher_failed", "no cached answer for this turn (prepare asks before encoding)")
-                raise TeacherError(code, message)
-            else:
-                completion = self.client.complete(request, self.params)
-                self.cache.put(key, completion)
+            completion, origin, cached = self._answer(key, request, self.client, self.params,
+                                                      (self.model, self.endpoint_host))
         except TeacherError as exc:
-            if self.client is not None:
-                self.refusals[key] = (exc.code, exc.message)
             return None, self._refused(turn, exc.code, exc.message)
         problem = check_text(completion.text, completion.finish_reason, max_chars=self.max_chars,
                              forbidden_tokens=self.options.forbidden_tokens) \
             or check_consistency(completion.text, messages[turn], tools)
         if problem is not None:
             return None, self._refused(turn, *problem)
+        text = completion.text.strip()
+        # a cached answer names the server and model that gave it, not the ones this run talks to
+        entry = {**self._provenance(turn), "cached": cached}
+        if origin is not None:
+            entry.update(model=origin["model"], endpoint_host=origin["endpoint_host"], answered_at=origin["at"])
+        elif cached:
+            entry.update(endpoint_host=None, answered_at=None)  # cached before origins were recorded
+        if self.judge is not None:
+            verdict = self._judge(messages, turn, tools, text)
+            entry["judge"] = verdict
+            if verdict.get("verdict") != "yes":
+                return None, {**self._refused(turn, verdict.pop("rejected"), verdict.pop("message")),
+                              "judge": verdict}
         self.stats.add(filled=1)
-        return completion.text.strip(), self._provenance(turn)
+        return text, entry
+
+    def _judge(self, messages: list[dict], turn: int, tools: list | None, text: str) -> dict[str, Any]:
+        """The judge's verdict on ``text`` for ``messages[turn]``: ``{"model", "endpoint_host",
+        "prompt_digest", "verdict", "reason", "cached"}``; a ``no`` or a failure also carries
+        ``rejected`` and ``message`` (popped by the caller)."""
+        judge = self.judge
+        request = judge.messages(messages, turn, tools, text)
+        key = cache_key(judge.prompt.digest, judge.model, request, judge.params)
+        info: dict[str, Any] = {"model": judge.model, "endpoint_host": judge.endpoint_host,
+                                "prompt_digest": judge.prompt.digest}
+        try:
+            completion, origin, cached = self._answer(key, request, judge.client, judge.params,
+                                                      (judge.model, judge.endpoint_host))
+        except TeacherError as exc:
+            self.stats.verdict("failed")
+            return {**info, "rejected": exc.code, "message": f"the judge's request: {exc.message}"}
+        if origin is not None:
+            info.update(model=origin["model"], endpoint_host=origin["endpoint_host"], answered_at=origin["at"])
+        info["cached"] = cached
+        try:
+            verdict, reason = parse_verdict(completion.text, completion.finish_reason)
+        except Unparseable as exc:
+            self.stats.verdict("unparseable")
+            return {**info, "rejected": "judge_failed", "message": f"the judge's reply is not a verdict: {exc}"}
+        self.stats.verdict(verdict)
+        info.update(verdict=verdict, reason=reason)
+        if verdict == "no":
+            return {**info, "rejected": "teacher_inconsistent",
+                    "message": f"the judge ({info['model']}) says the reasoning does not lead to this turn: "
+                               f"{reason[:200]}"}
+        return info
 
     def _refused(self, turn: int, code: str, message: str) -> dict:
         return {**self._provenance(turn), "source": "none", "rejected": code, "message": message}

@@ -18,6 +18,7 @@ from beam_sft.reason.cache import AnswerCache
 from beam_sft.reason.client import Budget, TeacherClient, endpoint_host
 from beam_sft.reason.config import TeacherConfig
 from beam_sft.reason.fill import FillStats, Teacher
+from beam_sft.reason.judge import Judge
 from beam_sft.reason.prompt import Prompt
 
 
@@ -30,7 +31,31 @@ def build_teacher(config: TeacherConfig, options: ConvertOptions, *, ask: bool =
                                budget=Budget(config.max_requests, config.max_tokens_total))
     return Teacher(prompt=Prompt.load(config.prompt), model=config.model, endpoint_host=endpoint_host(config.base_url),
                    cache=AnswerCache(config.resolved_cache_dir()), options=options, client=client,
-                   params=config.params, max_chars=config.max_reasoning_chars)
+                   params=config.params, max_chars=config.max_reasoning_chars, judge=build_judge(config, client))
+
+
+def build_judge(config: TeacherConfig, client: TeacherClient | None) -> Judge | None:
+    """The judge of ``--judge``: the teacher's own client when it is the same endpoint and model, else
+    a client of its own that spends the same budget (one bound for every request of the run)."""
+    j = config.judge
+    if j is None:
+        return None
+    base_url, model = j.base_url or config.base_url, j.model or config.model
+    judge_client = None
+    if client is not None:
+        judge_client = client if (base_url, model, j.api_key_env) == (config.base_url, config.model, None) else \
+            TeacherClient(base_url, model, api_key=config.judge_key(), timeout=config.timeout, retries=config.retries,
+                          backoff=config.backoff, concurrency=config.concurrency, budget=client.budget)
+    return Judge(prompt=Judge.load_prompt(j.prompt), model=model, endpoint_host=endpoint_host(base_url),
+                 client=judge_client, params=j.params)
+
+
+def close_teacher(teacher: Teacher) -> None:
+    """Close the teacher's client and the judge's, when it has its own."""
+    if teacher.client is not None:
+        teacher.client.close()
+    if teacher.judge is not None and teacher.judge.client not in (None, teacher.client):
+        teacher.judge.client.close()
 
 
 @dataclass
@@ -55,5 +80,5 @@ def reason_files(paths: Iterable[str | Path], config: TeacherConfig, *, options:
                                    on_source=on_source, fill=teacher, workers=config.concurrency,
                                    on_row=lambda _: stats.add(rows=1))
     finally:
-        teacher.client.close()
+        close_teacher(teacher)
     return ReasonRun(report, stats, teacher.client.budget)

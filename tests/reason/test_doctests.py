@@ -13,6 +13,7 @@ MODULES = [
     "beam_sft.reason.client",
     "beam_sft.reason.config",
     "beam_sft.reason.consistency",
+    "beam_sft.reason.judge",
     "beam_sft.reason.progress",
     "beam_sft.reason.prompt",
     "beam_sft.reason.run",

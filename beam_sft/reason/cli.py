@@ -90,7 +90,7 @@ def teacher_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from beam_sft.convert.cli import build_options, check_output_paths
-    from beam_sft.reason.run import reason_files
+    from beam_sft.reason.publish import staged_files
 
     # Before anything is opened for writing: -o, --rejects, --summary-json and the cache are not the
     # inputs (nor the prompt file), nor one another (beam_sft.paths).
@@ -102,8 +102,18 @@ def run(args: argparse.Namespace) -> int:
         if not args.quiet:
             print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
 
-    result = reason_files(args.inputs, config, options=options, format=args.format, output=args.output,
-                          rejects=args.rejects, quiet=args.quiet, on_source=announce)
+    # One writer per output, each staged and renamed into place at the end: a second run on the
+    # same -o is refused, a killed run leaves the earlier outputs as they were (beam_sft.reason.publish).
+    with staged_files({"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json}) as staged:
+        status = _run(args, config, options, announce, staged)
+    return status
+
+
+def _run(args, config, options, announce, staged) -> int:
+    from beam_sft.reason.run import reason_files
+
+    result = reason_files(args.inputs, config, options=options, format=args.format, output=staged["-o"],
+                          rejects=staged.get("--rejects"), quiet=args.quiet, on_source=announce)
     print(result.report.table())
     stats, budget = result.stats, result.budget
     rejected = ", ".join(f"{code} {n}" for code, n in sorted(stats.rejected.items())) or "none"
@@ -116,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         print("beam-sft reason: the budget was spent; the remaining turns fell back to the policy "
               "(run again with a larger budget: answers already given come from the cache)", file=sys.stderr)
     if args.summary_json:
-        with open(args.summary_json, "w", encoding="utf-8") as fh:
+        with open(staged["--summary-json"], "w", encoding="utf-8") as fh:
             json.dump({**result.report.to_json(), "teacher": {**stats.to_json(), "requests": budget.requests,
                                                               "tokens": budget.tokens, "errors": budget.errors}},
                       fh, indent=2)

@@ -16,6 +16,7 @@ MODULES = [
     "beam_sft.reason.judge",
     "beam_sft.reason.progress",
     "beam_sft.reason.prompt",
+    "beam_sft.reason.publish",
     "beam_sft.reason.run",
     "beam_sft.prepare.cache",
     "beam_sft.verify.view_terminal",

@@ -85,5 +85,26 @@ def reasoning_counts(row: BeamRow) -> tuple[dict[str, int], dict[str, int]]:
     return sources, refused
 
 
+def judge_counts(row: BeamRow) -> dict[str, int]:
+    """The judge's verdicts (``beam-sft reason --judge``) on the turns a row still has: ``yes``,
+    ``no``, ``unparseable`` (``judge_failed``) or ``failed`` (the judge's request failed).
+
+    >>> judge_counts({"messages": [{}, {}, {}], "meta": {"reasoning": [{"turn": 1, "judge": {"verdict": "yes"}},
+    ...     {"turn": 2, "rejected": "judge_failed", "judge": {}}, {"turn": 9, "judge": {"verdict": "no"}}]}})
+    {'yes': 1, 'unparseable': 1}
+    """
+    entries = (row.get("meta") or {}).get("reasoning")
+    counts: dict[str, int] = {}
+    for entry in entries if isinstance(entries, list) else []:
+        judge = entry.get("judge") if isinstance(entry, dict) else None
+        turn = entry.get("turn") if isinstance(entry, dict) else None
+        if not isinstance(judge, dict) or not isinstance(turn, int) or not 0 <= turn < len(row.get("messages") or []):
+            continue
+        verdict = judge.get("verdict") if judge.get("verdict") in ("yes", "no") else \
+            "unparseable" if entry.get("rejected") == "judge_failed" else "failed"
+        counts[verdict] = counts.get(verdict, 0) + 1
+    return counts
+
+
 __all__ = ["REASONING_SOURCES", "TEMPLATE_REASONING_ORDER", "REASONS", "REASON_CODES", "UNRECORDED", "BeamRow",
-           "Rejection", "has_reasoning", "reasoning_counts", "reasoning_of"]
+           "Rejection", "has_reasoning", "judge_counts", "reasoning_counts", "reasoning_of"]

@@ -203,10 +203,11 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
 def _reasoning_status(row: dict) -> str:
     """The kept row's trained turns by reasoning source and its teacher refusals (the report's
     ``reasoning`` section), as the ``reasoning`` status column holds them."""
-    from beam_sft.convert.rows import reasoning_counts
+    from beam_sft.convert.rows import judge_counts, reasoning_counts
 
     sources, refused = reasoning_counts(row)
-    return json.dumps([sources, refused], separators=(",", ":"))
+    verdicts = judge_counts(row)
+    return json.dumps([sources, refused, verdicts] if verdicts else [sources, refused], separators=(",", ":"))
 
 
 def _reject(item: Pending, exc: Rejection) -> str:
@@ -340,9 +341,10 @@ def count_table(table, counts, tokens) -> None:
             entry["kept"] += 1
             entry["selected"] += 1
             if why:
-                turns, refused = json.loads(why)
+                turns, refused, *verdicts = json.loads(why)
                 counts.reasoning.update(turns)
                 counts.teacher_refused.update(refused)
+                counts.judge_verdicts.update(verdicts[0] if verdicts else {})
             if cut:
                 counts.totals["trimmed_rows"] += 1
                 counts.totals["trimmed_messages"] += cut

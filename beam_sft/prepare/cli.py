@@ -166,7 +166,9 @@ def _summary(directory: Path) -> str:
     if set(reasoning.get("turns") or {}) - {"unrecorded"} or reasoning.get("teacher_refused"):
         turns = ", ".join(f"{k} {v}" for k, v in reasoning["turns"].items())
         refused = ", ".join(f"{k} {v}" for k, v in reasoning.get("teacher_refused", {}).items()) or "none"
-        lines.append(f"reasoning of trained turns: {turns}; teacher refused: {refused}")
+        verdicts = ", ".join(f"{k} {v}" for k, v in (reasoning.get("judge_verdicts") or {}).items())
+        lines.append(f"reasoning of trained turns: {turns}; teacher refused: {refused}"
+                     + (f"; judge: {verdicts}" if verdicts else ""))
     policy = report["length_policy"]
     if policy["max_length"]:
         lines.append(f"max_length {policy['max_length']} ({policy['policy']}): dropped {policy['dropped_too_long']}, "

@@ -268,6 +268,7 @@ class Counts:
         self.totals: Counter = Counter()
         self.reasoning: Counter = Counter()  # trained turns of kept rows by reasoning source
         self.teacher_refused: Counter = Counter()  # teacher codes: turns of kept rows + rows dropped with one
+        self.judge_verdicts: Counter = Counter()  # --judge: verdicts on the turns of kept rows
 
     def merge(self, other: Counts) -> Counts:
         for name, counter in other.sources.items():
@@ -281,6 +282,7 @@ class Counts:
         self.totals.update(other.totals)
         self.reasoning.update(other.reasoning)
         self.teacher_refused.update(other.teacher_refused)
+        self.judge_verdicts.update(other.judge_verdicts)
         return self
 
     @classmethod
@@ -298,14 +300,19 @@ class Counts:
         section = report.get("reasoning") or {}
         counts.reasoning.update(section.get("turns") or {})
         counts.teacher_refused.update(section.get("teacher_refused") or {})
+        counts.judge_verdicts.update(section.get("judge_verdicts") or {})
         return counts
 
     def reasoning_section(self) -> dict:
         """Trained turns by where their reasoning came from (``data``, ``inline_tags``,
         ``text_before_calls``, ``teacher``; ``unrecorded``: rows converted without provenance) and
-        teacher refusals by code (turns left in kept rows, plus rows the policy dropped for one)."""
-        return {"turns": dict(sorted(self.reasoning.items())),
-                "teacher_refused": dict(sorted(self.teacher_refused.items()))}
+        teacher refusals by code (turns left in kept rows, plus rows the policy dropped for one);
+        with ``--judge``, ``judge_verdicts`` on the turns of kept rows (absent when nothing was judged)."""
+        section = {"turns": dict(sorted(self.reasoning.items())),
+                   "teacher_refused": dict(sorted(self.teacher_refused.items()))}
+        if self.judge_verdicts:
+            section["judge_verdicts"] = dict(sorted(self.judge_verdicts.items()))
+        return section
 
     def kept(self) -> int:
         return sum(c["rows_out"] for c in self.sources.values())

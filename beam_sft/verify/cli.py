@@ -148,8 +148,10 @@ def _dataset_reasoning(directory) -> str | None:
     turns, refused = section.get("turns") or {}, section.get("teacher_refused") or {}
     if not (set(turns) - {"unrecorded"} or refused):
         return None
+    verdicts = ", ".join(f"{k} {v}" for k, v in (section.get("judge_verdicts") or {}).items())
     return (f"dataset reasoning of trained turns: {', '.join(f'{k} {v}' for k, v in turns.items())}; "
-            f"teacher refused: {', '.join(f'{k} {v}' for k, v in refused.items()) or 'none'}")
+            f"teacher refused: {', '.join(f'{k} {v}' for k, v in refused.items()) or 'none'}"
+            + (f"; judge: {verdicts}" if verdicts else ""))
 
 
 def _refresh_page(directory: Path) -> None:

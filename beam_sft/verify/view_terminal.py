@@ -77,6 +77,9 @@ def provenance_lines(row) -> list[str]:
             text += f" (teacher refused: {e['rejected']})"
         elif e.get("source") == "teacher":
             text += f" ({e.get('model')} @ {e.get('endpoint_host')}, prompt {e.get('prompt_digest')})"
+        judge = e.get("judge")
+        if isinstance(judge, dict):
+            text += f"; judge {judge.get('model')}: {judge.get('verdict') or 'no verdict'}"
         lines.append(text)
     return lines
 

@@ -112,3 +112,41 @@ def test_prepare_reasoning_block_rejects_unknown_keys(tmp_path, fixture_dir, cap
     cfg = _config(tmp_path, tmp_path / "x.jsonl", "http://127.0.0.1:9/v1", max_request=3)
     assert main(["prepare", "--config", str(cfg), "--tokenizer", str(fixture_dir)]) != 0
     assert "reasoning.max_request: unknown key" in capsys.readouterr().err
+
+
+def test_prepare_reasoning_judge_block_judges_and_counts_verdicts(tmp_path, fixture_dir, capsys):
+    """``reasoning.judge`` in the prepare config: the parent asks teacher and judge, the workers read
+    both from the cache; the report counts the verdicts, inspect shows a turn's, a rerun asks nothing."""
+    from tests.reason.test_judge import teacher_and_judge
+
+    src = write_rows(tmp_path / "rows.jsonl")
+
+    def behave(n, body):  # the Italy turn gets a "no"
+        prompt = body["messages"][0]["content"]
+        if "=== The reasoning to check ===" in prompt and "Italy" in prompt:
+            return Reply(text="VERDICT: no\nIt argues for Milan.")
+        return teacher_and_judge("VERDICT: yes\nfine")(n, body)
+    with StubServer(behave) as stub:
+        cfg = _config(tmp_path, src, stub.base_url, judge={"model": "referee"})
+        out = tmp_path / "prepared"
+        args = ["prepare", "--config", str(cfg), "--tokenizer", str(fixture_dir), "--output", str(out),
+                "--num-proc", "1", "--quiet"]
+        assert main(args) == 0
+        assert len(stub.requests) == 6 and [b["model"] for b in stub.requests].count("referee") == 3
+        report = json.loads((out / "report.json").read_text())
+        assert report["verify"]["ok"] is True
+        assert report["reasoning"]["judge_verdicts"] == {"no": 1, "yes": 2}
+        assert report["reasoning"]["teacher_refused"] == {"teacher_inconsistent": 1}
+        assert "judge: no 1, yes 2" in capsys.readouterr().out
+        assert main(["inspect", str(out), "--row", "0", "--no-color"]) == 0
+        shown = capsys.readouterr().out
+        assert "; judge referee: yes" in shown and "judge: no 1, yes 2" in shown
+        out2 = tmp_path / "prepared2"
+        assert main([*args[:-5], "--output", str(out2), "--num-proc", "1", "--quiet"]) == 0
+        assert len(stub.requests) == 6  # teacher and judge answers from the cache
+
+
+def test_prepare_reasoning_judge_block_rejects_unknown_keys(tmp_path, fixture_dir, capsys):
+    cfg = _config(tmp_path, tmp_path / "x.jsonl", "http://127.0.0.1:9/v1", judge={"modle": "j"})
+    assert main(["prepare", "--config", str(cfg), "--tokenizer", str(fixture_dir)]) != 0
+    assert "reasoning.judge.modle: unknown key" in capsys.readouterr().err

@@ -12,10 +12,13 @@ Modules, one job each:
 - ``client``  HTTP to the endpoint: timeout, retries with backoff and Retry-After, the budget
 - ``cache``   answers on disk keyed by content, one atomic file per answer
 - ``checks``  a teacher's text -> kept, or a reason code (``beam_sft/reasons.py``, stage ``reason``)
+- ``consistency`` the text against its turn, without a request (another tool named: ``teacher_inconsistent``)
+- ``judge``   ``--judge``: a model's strict verdict on whether the reasoning leads to the turn
 - ``fill``    a row -> the row with reasoning filled and its provenance in ``meta.reasoning``
 - ``config``  ``TeacherConfig``: the CLI's teacher flags and the prepare config's ``reasoning:`` block
 - ``run``     a teacher from its config, and a whole run (sources -> rows + rejects)
 - ``progress`` the stderr line (rows/s, requests, tokens, errors)
+- ``publish`` the output files: one writer each, staged, renamed into place at the end
 - ``local_server`` ``transformers serve`` on 127.0.0.1 (the tests' and the benchmark's teacher)
 - ``cli``     the subcommand
 """

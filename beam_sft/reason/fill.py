@@ -5,9 +5,11 @@ missing-reasoning policy). For each trained assistant turn:
 
 - it has reasoning: provenance ``{"turn": i, "source": "data"}`` (a field or a reasoning part),
   ``"inline_tags"`` (``<think>`` blocks in the text) or ``"text_before_calls"``;
-- it has none: the teacher is asked (or the cache answers); a text that passes ``checks`` becomes
-  the turn's ``reasoning_content`` with ``{"turn": i, "source": "teacher", "model", "endpoint_host",
-  "prompt_digest"}``; otherwise the turn stays without reasoning and gets ``{"turn": i, "source":
+- it has none: the teacher is asked (or the cache answers); a text that passes ``checks``,
+  ``consistency`` and, with a ``judge``, the judge's verdict becomes the turn's ``reasoning_content``
+  with ``{"turn": i, "source": "teacher", "model", "endpoint_host", "prompt_digest", "cached",
+  "answered_at"}`` (for a cached answer, the model and endpoint that gave it, from the cache entry;
+  with a judge, ``"judge": {...}``); otherwise the turn stays without reasoning and gets ``{"turn": i, "source":
   "none", "rejected": CODE, "message": ...}``, so the policy decides (``drop``: the row is rejected
   with CODE; ``unmask``: weight 0; ``truncate``: cut) and nothing is invented silently.
 

@@ -97,14 +97,17 @@ class AnswerCache:
     def _path(self, key: str) -> Path:
         return self.dir / key[:2] / f"{key}.json"
 
-    def get_entry(self, key: str) -> Cached | None:
-        """The answer stored under ``key`` with its origin; ``None`` when there is none or it is damaged."""
+    def get_entry(self, key: str, *, again: bool = False) -> Cached | None:
+        """The answer stored under ``key`` with its origin; ``None`` when there is none or it is damaged.
+        ``again``: a second look at a key just read (under its claim), not counted twice."""
         try:
             entry = parse_entry(loads(self._path(key).read_text(encoding="utf-8")))
         except FileNotFoundError:
             return None
         except (OSError, ValueError):  # unreadable, not UTF-8, not JSON under the one JSON rule
             entry = None
+        if again:
+            return entry
         with self._lock:
             if entry is None:
                 self.damaged += 1  # asked again, rewritten

@@ -122,6 +122,10 @@ def _run(args, config, options, announce, staged) -> int:
     if config.judge is not None:
         print("judge: " + ", ".join(f"{name} {stats.verdicts.get(name, 0)}" for name in ("yes", "no", "unparseable",
                                                                                        "failed")))
+    if result.damaged:
+        one = result.damaged == 1
+        print(f"beam-sft reason: {result.damaged} cache entr{'y' if one else 'ies'} of the wrong shape (edited or "
+              f"damaged) {'was' if one else 'were'} asked again and rewritten", file=sys.stderr)
     if stats.rejected.get("teacher_budget_exhausted"):
         print("beam-sft reason: the budget was spent; the remaining turns fell back to the policy "
               "(run again with a larger budget: answers already given come from the cache)", file=sys.stderr)

@@ -129,7 +129,7 @@ class Teacher:
         if entry is None:
             try:
                 with self.cache.claim(key):  # another run asking this turn now: wait for its answer
-                    entry = self.cache.get_entry(key)
+                    entry = self.cache.get_entry(key, again=True)
                     if entry is None:
                         completion = client.complete(request, params)
                         origin = {"endpoint_host": asker[1], "model": asker[0],

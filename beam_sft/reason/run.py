@@ -63,6 +63,7 @@ class ReasonRun:
     report: object  # beam_sft.convert.pipeline.ConvertReport
     stats: FillStats
     budget: Budget
+    damaged: int = 0  # cache entries of the wrong shape, asked again
 
 
 def reason_files(paths: Iterable[str | Path], config: TeacherConfig, *, options: ConvertOptions,
@@ -81,4 +82,4 @@ def reason_files(paths: Iterable[str | Path], config: TeacherConfig, *, options:
                                    on_row=lambda _: stats.add(rows=1))
     finally:
         close_teacher(teacher)
-    return ReasonRun(report, stats, teacher.client.budget)
+    return ReasonRun(report, stats, teacher.client.budget, teacher.cache.damaged)

@@ -37,7 +37,7 @@ GOOD = {"text": "I add them.", "finish_reason": "stop", "tokens": 5}
     '["t"]',
     'not json',
 ])
-def test_a_cache_entry_of_the_wrong_shape_is_asked_again(tmp_path, entry):
+def test_a_cache_entry_of_the_wrong_shape_is_asked_again(tmp_path, entry, capsys):
     src = write_rows(tmp_path / "one.jsonl", ROWS[:1])
     with StubServer() as stub:
         run_reason(tmp_path, stub.base_url, src=src)
@@ -47,6 +47,7 @@ def test_a_cache_entry_of_the_wrong_shape_is_asked_again(tmp_path, entry):
     assert len(stub.requests) == 2 and not rejected and status == 0
     assert kept[0]["messages"][1]["reasoning_content"] == Reply().text
     assert json.loads(path.read_text())["text"] == Reply().text  # rewritten
+    assert "1 cache entry of the wrong shape (edited or damaged) was asked again" in capsys.readouterr().err
 
 
 def test_an_entry_from_before_origins_is_read_and_says_so(tmp_path):

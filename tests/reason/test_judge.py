@@ -129,3 +129,16 @@ def test_no_judge_request_for_a_reasoning_already_refused(tmp_path):
     with StubServer(teacher_and_judge("VERDICT: yes\nfine", teacher="I call get_time.")) as stub:
         status, kept, rejected = run_reason(tmp_path, stub.base_url, "--judge", src=src)
     assert len(stub.requests) == 1 and [r["code"] for r in rejected] == ["teacher_inconsistent"]
+
+
+@pytest.mark.parametrize("flag, value, said", [("--judge-base-url", "ftp://h/v1", "--judge-base-url: must be an http(s) URL"),
+                                               ("--judge-model", "", "--judge-model: must not be empty")])
+def test_a_bad_judge_flag_is_one_line_naming_it(tmp_path, capsys, flag, value, said):
+    from beam_sft.cli import main
+
+    src = write_rows(tmp_path / "one.jsonl", ROWS[:1])
+    status = main(["reason", str(src), "-o", str(tmp_path / "o.jsonl"), "--base-url", "http://127.0.0.1:9/v1",
+                   "--model", "m", "-q", flag, value])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and said in err, err
+    assert not (tmp_path / "o.jsonl").exists()

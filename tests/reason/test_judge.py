@@ -93,15 +93,16 @@ def test_a_rerun_asks_nothing_teacher_and_judge_from_the_cache(tmp_path, capsys)
                if e["source"] == "teacher")
 
 
-def test_the_budget_counts_judge_requests(tmp_path, capsys):
-    """--max-requests 3 for two turns: ask, judge, ask; the second judge is not sent and that turn
-    falls back to the policy as the budget's."""
+@pytest.mark.parametrize("budget", [["--max-requests", "3"], ["--max-tokens-total", "25"]])
+def test_the_budget_counts_judge_requests(tmp_path, capsys, budget):
+    """--max-requests 3 (or 25 tokens at 10 a reply) for two turns: ask, judge, ask; the second
+    judge is not sent and that turn falls back to the policy as the budget's."""
     rows = [{"messages": [{"role": "user", "content": f"Q{i}?"}, {"role": "assistant", "content": f"A{i}"}]}
             for i in range(2)]
     src = write_rows(tmp_path / "two.jsonl", rows)
     with StubServer(teacher_and_judge("VERDICT: yes\nfine")) as stub:
-        status, kept, rejected = run_reason(tmp_path, stub.base_url, "--judge", "--max-requests", "3",
-                                            "--concurrency", "1", src=src)
+        status, kept, rejected = run_reason(tmp_path, stub.base_url, "--judge", *budget, "--concurrency", "1",
+                                            src=src)
     assert len(stub.requests) == 3 and len(judged(stub)) == 1
     assert len(kept) == 1 and [r["code"] for r in rejected] == ["teacher_budget_exhausted"]
     assert "judge's request" in rejected[0]["message"]

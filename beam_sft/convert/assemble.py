@@ -3,6 +3,8 @@
 A draft is a BeamRow message plus, on assistant turns, ``reasoning`` (a list of ``(carrier, text)``
 pairs still to be merged). ``finish_row`` then, in order:
 
+0. with ``pythonic_tool_calls``, reads an assistant text that ends in ``[name(arg=value)]`` as
+   those calls (convert/pythonic.py), the text before them said before the calls;
 1. takes a ``<tools>`` block out of the leading system prompt(s) (``system_tools``); a system
    message that held nothing else is dropped (its content is now the row's ``tools``);
 2. settles each assistant turn's reasoning (fields, parts, inline tags anywhere in the text: see
@@ -31,6 +33,7 @@ from typing import Any
 
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import reject_media
+from beam_sft.convert.pythonic import parse_pythonic_calls
 from beam_sft.convert.reasoning import merge_reasoning, read_inline, split_inline_reasoning, strip_answer_tags
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import (
@@ -118,6 +121,8 @@ def finish_row(
             prompt_tools.extend(found)
             draft = {**draft, "content": text}
         if role == "assistant":
+            if options.pythonic_tool_calls:
+                draft = _pythonic(draft)
             message, origin = _finish_assistant(draft, f"messages[{i}]", options, notes)
             if origin != "data":
                 origins[len(messages)] = origin
@@ -139,6 +144,19 @@ def finish_row(
     if origins and options.reasoning_origins:  # for a fill's provenance (convert_row asks when it has one)
         row.setdefault("meta", {})["reasoning_origins"] = origins
     return row
+
+
+def _pythonic(draft: dict) -> dict:
+    """A turn whose text ends in a pythonic call list (convert/pythonic.py) as those calls; the text
+    before the list is said before the calls. Every other turn as it is."""
+    content = draft.get("content")
+    if draft.get("tool_calls") or not isinstance(content, str):
+        return draft
+    parsed = parse_pythonic_calls(content)
+    if parsed is None:
+        return draft
+    said, calls = parsed
+    return {**draft, "content": said if said.strip() else None, "tool_calls": calls}
 
 
 def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: dict[str, int]) -> tuple[dict, str]:

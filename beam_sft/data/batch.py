@@ -88,15 +88,17 @@ def iter_batch_located(pair: BatchPair) -> Iterator[tuple[str, int, Any]]:
             yield file, row, BadRecord(_text(record), f"batch output line {row} has no string custom_id",
                                        code="malformed_row")
             continue
-        answered.add(cid)
+        if input_ids[cid] <= 1 and output_ids[cid] <= 1:  # one record for the pair (a duplicate pairs with none)
+            answered.add(cid)
         yield file, row, _joined(record, cid, requests, input_ids, output_ids)
     for cid, (row, body) in requests.items():
         if cid in answered:
             continue
         line = _text({"custom_id": cid, "body": body})
-        if input_ids[cid] > 1:
-            yield pair.input, row, BadRecord(line, f"custom_id {cid!r} is on {input_ids[cid]} lines of the batch "
-                                             "input", code="batch_duplicate_id")
+        if input_ids[cid] > 1 or output_ids[cid] > 1:
+            where, n = ("input", input_ids[cid]) if input_ids[cid] > 1 else ("output", output_ids[cid])
+            yield pair.input, row, BadRecord(line, f"custom_id {cid!r} is on {n} lines of the batch {where}",
+                                             code="batch_duplicate_id")
         else:
             yield pair.input, row, BadRecord(line, f"request {cid!r} (batch input line {row}) has no line in the "
                                              f"batch output {pair.output}", code="batch_missing_response")

@@ -47,7 +47,7 @@ def test_two_candidate_keys_are_malformed_naming_both(tmp_path):
     results, _ = run_source(write_jsonl(tmp_path / "two.jsonl", [tau_row(2, "b@x.com"), row]), fill=None,
                             require_declared_tools=False)
     assert codes(results) == ["kept", "malformed_row"]
-    assert "'traj'" in results[1].message and "'dialog'" in results[1].message
+    assert "under 'traj' and 'dialog'" in results[1].message
 
 
 # --- tools declared by use ------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ pairs still to be merged). ``finish_row`` then, in order:
    said after the first call (never moved before it: rejected, or dropped and noted in
    ``meta.notes``);
 3. splits a tool message that holds a JSON list of ``{tool_call_id?, name?, content}`` results
-   (LLaMA-Factory's parallel results) into one message per result;
+   (LLaMA-Factory's parallel results), or of two or more ``{name, results}`` (ToolACE's), into one
+   message per result;
 4. gives every call without an id the id ``call_<n>`` (n counts the row's calls from 0), and
    names a tool result from the call at its position when the result has neither name nor id, or
    when its id is reused so that the template would resolve it to a different call. A result
@@ -253,12 +254,21 @@ def unwrap_envelope(item: dict) -> dict:
     return msg
 
 
+def _is_named_results(item: Any) -> bool:
+    """ToolACE's result of one call among several: ``{"name": NAME, "results": VALUE}``."""
+    return isinstance(item, dict) and set(item) == {"name", "results"} and isinstance(item["name"], str) and bool(
+        item["name"])
+
+
 def _split_results(draft: dict) -> list[dict]:
     content = draft.get("content") or ""
     if "tool_call_id" not in draft and "name" not in draft and content.lstrip().startswith("["):
         items = maybe_json(content, "a tool result")
         if isinstance(items, list) and items and all(_is_envelope(item) for item in items):
             return [unwrap_envelope(item) for item in items]
+        if isinstance(items, list) and len(items) > 1 and all(_is_named_results(item) for item in items):
+            # several calls answered in one message (ToolACE): one result each, in the calls' order
+            return [{"role": "tool", "name": item["name"], "content": result_text(item["results"])} for item in items]
     msg: dict[str, Any] = {"role": "tool"}
     for key in ("tool_call_id", "name"):
         if draft.get(key) is not None:

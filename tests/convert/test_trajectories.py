@@ -118,6 +118,18 @@ def test_pythonic_calls_become_calls_with_the_option(tmp_path):
     assert codes(without) == ["tool_result_unmatched"]
 
 
+def test_several_pythonic_calls_and_toolace_results_in_one_message(tmp_path):
+    row = toolace_row('[get_weather(city="Paris"), get_weather(city="Rome")]')
+    row["conversations"][2]["value"] = json.dumps([{"name": "get_weather", "results": {"temp": 18}},
+                                                   {"name": "get_weather", "results": {"temp": 24}}])
+    results, _ = run_source(write_jsonl(tmp_path / "toolace.jsonl", [row]), fill=None, pythonic_tool_calls=True)
+    assert codes(results) == ["kept"]
+    calls = results[0]["messages"][1]["tool_calls"]
+    assert [c["function"]["arguments"]["city"] for c in calls] == ["Paris", "Rome"]
+    assert [(m["tool_call_id"], m["content"]) for m in results[0]["messages"][2:4]] == [
+        (calls[0]["id"], '{"temp": 18}'), (calls[1]["id"], '{"temp": 24}')]
+
+
 @pytest.mark.parametrize("text", [
     "[__import__('os').system(cmd='ls')]",  # not a name call
     "[get_weather('Paris')]",  # positional

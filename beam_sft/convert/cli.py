@@ -80,19 +80,19 @@ def add_batch_flags(parser: argparse.ArgumentParser) -> None:
                         "answer, one source; unmatched, failed and duplicate lines are rejections with codes")
 
 
-def sources_of(args: argparse.Namespace, parser_name: str) -> list:
+def sources_of(args: argparse.Namespace) -> list:
     """The command's sources: its INPUTs, then the batch pair when given (both flags, or neither)."""
     from beam_sft.data.batch import BatchPair
     from beam_sft.errors import BeamError
 
     pair = (getattr(args, "batch_input", None), getattr(args, "batch_output", None))
     if (pair[0] is None) != (pair[1] is None):
-        raise BeamError(f"{parser_name}: --batch-input and --batch-output go together")
+        raise BeamError("--batch-input and --batch-output go together")
     sources: list = list(args.inputs)
     if pair[0] is not None:
         sources.append(BatchPair(pair[0], pair[1]))
     if not sources:
-        raise BeamError(f"{parser_name}: no INPUT (give files or directories, or --batch-input with --batch-output)")
+        raise BeamError("no INPUT (give files or directories, or --batch-input with --batch-output)")
     return sources
 
 
@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> int:
     from beam_sft.convert.pipeline import convert_files
 
     check_output_paths(args)
-    sources = sources_of(args, "beam-sft convert")
+    sources = sources_of(args)
     options = build_options(args)
 
     def announce(conversion) -> None:

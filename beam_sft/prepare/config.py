@@ -60,8 +60,11 @@ class SourceSpec:
     def __post_init__(self) -> None:
         if self.format not in FORMAT_CHOICES:
             raise ConfigError("format", f"{self.format!r} is not one of {', '.join(FORMAT_CHOICES)}")
-        if self.batch_input is not None and not os.path.isfile(self.path):
-            raise ConfigError("path", f"{self.path} is not a file: with batch_input, path is the batch output file")
+        if self.batch_input is not None:
+            for key, value in (("path", self.path), ("batch_input", self.batch_input)):
+                if not os.path.isfile(value):
+                    raise ConfigError(key, f"{value} is not a file (a Batch API pair: path is the batch output file, "
+                                      "batch_input its input file)")
 
     @property
     def label(self) -> str:

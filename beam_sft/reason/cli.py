@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     from beam_sft.convert.cli import sources_of
 
-    result = reason_files(sources_of(args, "beam-sft reason"), config, options=options, format=args.format, output=args.output,
+    result = reason_files(sources_of(args), config, options=options, format=args.format, output=args.output,
                           rejects=args.rejects, quiet=args.quiet, on_source=announce)
     print(result.report.table())
     stats, budget = result.stats, result.budget

@@ -87,3 +87,12 @@ def test_inferred_tools_render_through_the_template_and_verify(tmp_path, tokeniz
                             output=str(tmp_path / "out2"), num_proc=1)
     with pytest.raises(NothingKept):  # without the option: undeclared_tool, every row
         prepare(without)
+
+
+def test_a_batch_spec_names_a_missing_file_with_its_key(tmp_path):
+    from beam_sft.config_utils import from_dict
+    from beam_sft.errors import ConfigError
+
+    out = write_jsonl(tmp_path / "out.jsonl", [batch.output("r1")])
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.batch_input: .*nope.jsonl is not a file"):
+        from_dict(PrepareConfig, {"sources": [{"path": str(out), "batch_input": str(tmp_path / "nope.jsonl")}]})

@@ -36,7 +36,8 @@ def _rate(text: str) -> float:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "convert",
-        help="convert chat datasets (OpenAI, ShareGPT, Hermes, Harmony, Alpaca/flat columns) into BeamRows",
+        help="convert chat datasets (OpenAI, ShareGPT, Hermes, Harmony, Alpaca/flat columns, glaive, Gemini, "
+        "Bedrock Converse, chat logs, Batch API pairs) into BeamRows",
         description="Convert local JSONL/JSON/Parquet files (gzip read transparently) and Harmony .txt "
         "transcripts into BeamRows (JSON Lines). Every input row ends in "
         "the output or in the rejects file; a summary table per source (each file of a directory its own) "

@@ -341,6 +341,8 @@ class SourceConversion:
                 self.detection += "; each row read by its own shape"
         else:
             self.format, self.detection = format, f"{format}: given"
+        if isinstance(path, BatchPair):
+            self.detection += "; a Batch API pair joined by custom_id"
         if self.skipped:
             self.detection += f"; skipped {len(self.skipped)} file(s) that are not data files"
         gz = sum(1 for f in self.files if isinstance(f, Path) and f.is_file() and compressed(f))

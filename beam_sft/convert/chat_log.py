@@ -10,6 +10,8 @@ Read shapes of ``response``:
 - A proxy's record (the AI SDK's ``generateText`` result, as gateways log it): ``text``,
   ``reasoningText`` (or ``reasoning`` as text), ``toolCalls`` of ``{toolCallId, toolName, input}``
   (``args`` in older versions).
+- Earlier turns in the request as the AI SDK writes them (assistant ``tool-call`` parts, ``tool``
+  messages of ``tool-result`` parts) read as OpenAI's (``sdk_message``).
 - A Batch API output's ``response.body`` (the batch join, convert/batch.py, hands the body here).
 
 A response the server cut off (``finish_reason`` ``length``, the proxy's ``finishReason``
@@ -27,6 +29,7 @@ A response the server cut off (``finish_reason`` ``length``, the proxy's ``finis
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from beam_sft.convert.assemble import convert_with
@@ -62,8 +65,43 @@ def openai_row(raw: Any) -> dict:
     if not isinstance(messages, list):
         raise Rejection("malformed_row", "request has no 'messages' list")
     row: dict[str, Any] = {k: request[k] for k in _REQUEST_KEYS if request.get(k) is not None}
-    row["messages"] = [*messages, response_message(raw["response"])]
+    history = [m for i, msg in enumerate(messages) for m in sdk_message(msg, f"request.messages[{i}]")]
+    row["messages"] = [*history, response_message(raw["response"])]
     return row
+
+
+def sdk_message(msg: Any, where: str) -> list[dict]:
+    """A request message in the AI SDK's shape (how a proxy logs earlier turns) in OpenAI's: an
+    assistant's ``tool-call`` parts (``toolCallId``, ``toolName``, ``input``/``args``) as calls, a
+    tool message's ``tool-result`` parts (``output: {type, value}``, or ``result``) one tool message
+    each. Any other message as it is (the OpenAI reader reads or rejects it)."""
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, list):
+        return [msg]
+    kinds = {p.get("type") for p in content if isinstance(p, dict)}
+    if "tool-result" in kinds:
+        if kinds != {"tool-result"}:
+            raise Rejection("tool_response_mixed", f"{where} mixes tool-result parts with other parts")
+        return [_sdk_result(p, f"{where}.content[{j}]") for j, p in enumerate(content)]
+    if "tool-call" not in kinds:
+        return [msg]
+    parts = [{"type": "tool_call", "value": _proxy_call(p, f"{where}.content[{j}]")}
+             if isinstance(p, dict) and p.get("type") == "tool-call" else p for j, p in enumerate(content)]
+    return [{**msg, "content": parts}]
+
+
+def _sdk_result(part: dict, where: str) -> dict:
+    output = part.get("output", part.get("result"))
+    if isinstance(output, dict) and "value" in output and output.get("type") in ("text", "json", "error-text",
+                                                                                  "error-json"):
+        output = output["value"]
+    msg: dict[str, Any] = {"role": "tool", "content": output if isinstance(output, str) else json.dumps(
+        output, ensure_ascii=False)}
+    if part.get("toolCallId") is not None:
+        msg["tool_call_id"] = part["toolCallId"]
+    if isinstance(part.get("toolName"), str):
+        msg["name"] = part["toolName"]
+    return msg
 
 
 def response_message(response: Any) -> dict:

@@ -60,6 +60,27 @@ def test_proxy_shape_reasoning_text_and_tool_calls_with_input():
     assert convert_chat_log(older, options=ConvertOptions())["messages"][-1]["content"] == "Oslo: 3 C."
 
 
+def test_proxy_history_in_the_ai_sdk_shape():
+    """A second turn's log: the request holds the first call and its result as the AI SDK writes them."""
+    history = [{"role": "user", "content": [{"type": "text", "text": "Weather in Oslo?"}]},
+               {"role": "assistant", "content": [
+                   {"type": "reasoning", "text": "Call the tool."},
+                   {"type": "tool-call", "toolCallId": "tc_1", "toolName": "get_weather", "input": {"city": "Oslo"}}]},
+               {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "tc_1", "toolName": "get_weather",
+                                             "output": {"type": "json", "value": {"temp": 3}}}]}]
+    log = {"request": {**REQUEST, "messages": history},
+           "response": {"text": "It is 3 C in Oslo.", "reasoningText": "Report it.", "finishReason": "stop"}}
+    row = convert_chat_log(log, options=ConvertOptions())
+    assert [m["role"] for m in row["messages"]] == ["user", "assistant", "tool", "assistant"]
+    assert row["messages"][1]["tool_calls"][0]["id"] == "tc_1" and row["messages"][1]["reasoning_content"] == (
+        "Call the tool.")
+    assert row["messages"][2] == {"role": "tool", "tool_call_id": "tc_1", "name": "get_weather",
+                                  "content": '{"temp": 3}'}
+    mixed = {**log, "request": {**REQUEST, "messages": [*history[:2], {"role": "tool", "content": [
+        {"type": "text", "text": "x"}, history[2]["content"][0]]}]}}
+    assert convert_chat_log(mixed, options=ConvertOptions()).code == "tool_response_mixed"
+
+
 def _response(**changes) -> dict:
     choice = {**ANSWER["response"]["choices"][0], **changes}
     return {**ANSWER, "response": {"choices": [choice]}}

@@ -119,3 +119,11 @@ def test_every_line_ends_in_exactly_one_record(tmp_path, inputs, outputs):
     assert conversion.summary.read == len(inputs) + len(outputs) - pairs
     named = [(r.source, r.row) if hasattr(r, "code") else (r["meta"]["source"], r["meta"]["row"]) for r in results]
     assert len(named) == len(set(named))
+
+
+def test_an_output_over_a_batch_file_is_refused_and_nothing_changes(tmp_path, capsys):
+    pair = _pair(tmp_path, [request("r1")], [output("r1")])
+    before = open(pair.input, "rb").read()
+    assert main(["convert", "--batch-input", pair.input, "--batch-output", pair.output, "-o", pair.input]) != 0
+    assert open(pair.input, "rb").read() == before
+    assert "--batch-input" in capsys.readouterr().err

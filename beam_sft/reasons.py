@@ -78,6 +78,17 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("bad_weight", "convert", "a loss flag (weight/loss_weight/loss/train) that is not 0/1, or flags that "
      "disagree"),
     ("content_with_tool_calls", "convert", "text beside tool calls while tool_call_content is 'reject'"),
+    ("separator_in_text", "convert", "an end-of-text separator (glaive's <|endoftext|>) inside a turn, not at "
+     "its end: where the turn ends cannot be told"),
+    ("response_cut_off", "convert", "a logged response the server cut off (finish_reason length): its answer "
+     "is not whole"),
+    ("batch_missing_request", "convert", "a Batch API output line whose custom_id no line of the batch input "
+     "holds"),
+    ("batch_missing_response", "convert", "a Batch API request that no line of the batch output answers"),
+    ("batch_http_error", "convert", "a Batch API output line whose response has a status code other than 200"),
+    ("batch_error", "convert", "a Batch API output line with an error object (the request failed)"),
+    ("batch_duplicate_id", "convert", "a custom_id on more than one line of a batch input or output: which "
+     "answer belongs to which request cannot be told"),
     ("harmony_malformed", "convert", "a Harmony transcript that cannot be read back into messages"),
     ("harmony_malformed_turn", "convert", "a Harmony assistant turn the template never writes"),
     ("harmony_malformed_arguments", "convert", "Harmony tool-call arguments the template never writes"),

@@ -3,6 +3,8 @@
 A draft is a BeamRow message plus, on assistant turns, ``reasoning`` (a list of ``(carrier, text)``
 pairs still to be merged). ``finish_row`` then, in order:
 
+0. with ``pythonic_tool_calls``, reads an assistant text that ends in ``[name(arg=value)]`` as
+   those calls (convert/pythonic.py), the text before them said before the calls;
 1. takes a ``<tools>`` block out of the leading system prompt(s) (``system_tools``); a system
    message that held nothing else is dropped (its content is now the row's ``tools``);
 2. settles each assistant turn's reasoning (fields, parts, inline tags anywhere in the text: see
@@ -11,7 +13,8 @@ pairs still to be merged). ``finish_row`` then, in order:
    said after the first call (never moved before it: rejected, or dropped and noted in
    ``meta.notes``);
 3. splits a tool message that holds a JSON list of ``{tool_call_id?, name?, content}`` results
-   (LLaMA-Factory's parallel results) into one message per result;
+   (LLaMA-Factory's parallel results), or of two or more ``{name, results}`` (ToolACE's), into one
+   message per result;
 4. gives every call without an id the id ``call_<n>`` (n counts the row's calls from 0), and
    names a tool result from the call at its position when the result has neither name nor id, or
    when its id is reused so that the template would resolve it to a different call. A result
@@ -31,6 +34,7 @@ from typing import Any
 
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import reject_media
+from beam_sft.convert.pythonic import parse_pythonic_calls
 from beam_sft.convert.reasoning import merge_reasoning, read_inline, split_inline_reasoning, strip_answer_tags
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import (
@@ -118,6 +122,8 @@ def finish_row(
             prompt_tools.extend(found)
             draft = {**draft, "content": text}
         if role == "assistant":
+            if options.pythonic_tool_calls:
+                draft = _pythonic(draft)
             message, origin = _finish_assistant(draft, f"messages[{i}]", options, notes)
             if origin != "data":
                 origins[len(messages)] = origin
@@ -139,6 +145,19 @@ def finish_row(
     if origins and options.reasoning_origins:  # for a fill's provenance (convert_row asks when it has one)
         row.setdefault("meta", {})["reasoning_origins"] = origins
     return row
+
+
+def _pythonic(draft: dict) -> dict:
+    """A turn whose text ends in a pythonic call list (convert/pythonic.py) as those calls; the text
+    before the list is said before the calls. Every other turn as it is."""
+    content = draft.get("content")
+    if draft.get("tool_calls") or not isinstance(content, str):
+        return draft
+    parsed = parse_pythonic_calls(content)
+    if parsed is None:
+        return draft
+    said, calls = parsed
+    return {**draft, "content": said if said.strip() else None, "tool_calls": calls}
 
 
 def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: dict[str, int]) -> tuple[dict, str]:
@@ -235,12 +254,21 @@ def unwrap_envelope(item: dict) -> dict:
     return msg
 
 
+def _is_named_results(item: Any) -> bool:
+    """ToolACE's result of one call among several: ``{"name": NAME, "results": VALUE}``."""
+    return isinstance(item, dict) and set(item) == {"name", "results"} and isinstance(item["name"], str) and bool(
+        item["name"])
+
+
 def _split_results(draft: dict) -> list[dict]:
     content = draft.get("content") or ""
     if "tool_call_id" not in draft and "name" not in draft and content.lstrip().startswith("["):
         items = maybe_json(content, "a tool result")
         if isinstance(items, list) and items and all(_is_envelope(item) for item in items):
             return [unwrap_envelope(item) for item in items]
+        if isinstance(items, list) and len(items) > 1 and all(_is_named_results(item) for item in items):
+            # several calls answered in one message (ToolACE): one result each, in the calls' order
+            return [{"role": "tool", "name": item["name"], "content": result_text(item["results"])} for item in items]
     msg: dict[str, Any] = {"role": "tool"}
     for key in ("tool_call_id", "name"):
         if draft.get(key) is not None:

@@ -36,13 +36,15 @@ def _rate(text: str) -> float:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "convert",
-        help="convert chat datasets (OpenAI, ShareGPT, Hermes, Harmony, Alpaca/flat columns) into BeamRows",
+        help="convert chat datasets (OpenAI, ShareGPT, Hermes, Harmony, Alpaca/flat columns, glaive, Gemini, "
+        "Bedrock Converse, chat logs, Batch API pairs) into BeamRows",
         description="Convert local JSONL/JSON/Parquet files (gzip read transparently) and Harmony .txt "
         "transcripts into BeamRows (JSON Lines). Every input row ends in "
         "the output or in the rejects file; a summary table per source (each file of a directory its own) "
         "goes to stdout.",
     )
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="files or directories (each file its own source)")
+    parser.add_argument("inputs", nargs="*", metavar="INPUT", help="files or directories (each file its own source)")
+    add_batch_flags(parser)
     parser.add_argument(
         "--format",
         choices=FORMAT_CHOICES,
@@ -70,10 +72,36 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def add_batch_flags(parser: argparse.ArgumentParser) -> None:
+    """``--batch-input IN --batch-output OUT``: an OpenAI Batch API pair, joined by custom_id (data/batch.py)."""
+    parser.add_argument("--batch-input", metavar="IN.jsonl",
+                        help="an OpenAI Batch API input file (custom_id, body.messages); with --batch-output")
+    parser.add_argument("--batch-output", metavar="OUT.jsonl",
+                        help="its output file (custom_id, response.body.choices): each request joined with its "
+                        "answer, one source; unmatched, failed and duplicate lines are rejections with codes")
+
+
+def sources_of(args: argparse.Namespace) -> list:
+    """The command's sources: its INPUTs, then the batch pair when given (both flags, or neither)."""
+    from beam_sft.data.batch import BatchPair
+    from beam_sft.errors import BeamError
+
+    pair = (getattr(args, "batch_input", None), getattr(args, "batch_output", None))
+    if (pair[0] is None) != (pair[1] is None):
+        raise BeamError("--batch-input and --batch-output go together")
+    sources: list = list(args.inputs)
+    if pair[0] is not None:
+        sources.append(BatchPair(pair[0], pair[1]))
+    if not sources:
+        raise BeamError("no INPUT (give files or directories, or --batch-input with --batch-output)")
+    return sources
+
+
 def _column(text: str) -> tuple[str, str]:
     key, sep, name = text.partition("=")
     if not sep or not key or not name:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=COLUMN (e.g. messages=dialog)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=COLUMN (e.g. messages=dialog); an INPUT goes "
+                                         "before --columns, or after --")
     return key, name
 
 
@@ -94,10 +122,19 @@ def add_option_flags(parser: argparse.ArgumentParser, *, missing_reasoning: bool
     parser.add_argument(
         "--allow-undeclared-tools", action="store_true", help="keep rows that call tools they do not declare")
     parser.add_argument(
-        "--columns", action="append", type=_column, metavar="KEY=COLUMN",
-        help="column mapping (repeatable), the convert option `columns`: e.g. messages=dialog, "
-        "conversations=turns, role_key=speaker; flat rows: prompt=Question reasoning=Complex_CoT "
-        "answer=Response (Alpaca's instruction/input/output/history by default)")
+        "--columns", action="append", nargs="+", type=_column, metavar="KEY=COLUMN",
+        help="column mapping, the convert option `columns`: several pairs after one flag, or the flag "
+        "repeated: e.g. messages=dialog, conversations=turns, role_key=speaker; flat rows: "
+        "prompt=Question reasoning=Complex_CoT answer=Response (Alpaca's instruction/input/output/history "
+        "by default)")
+    parser.add_argument(
+        "--pythonic-tool-calls", action="store_true",
+        help="read an assistant text ending in [name(arg=value, ...)] as those tool calls (parsed as "
+        "Python literals, never run; anything else stays text)")
+    parser.add_argument(
+        "--infer-tools", action="store_true",
+        help="declare the tools a row calls but does not declare from the calls seen in the same source "
+        "(names, argument names and types; marked in meta.inferred_tools, counted in the summary)")
     parser.add_argument(
         "--max-row-chars", type=count(1), metavar="N",
         help="reject a record longer than N characters as JSON (row_too_large) before any work on it "
@@ -112,8 +149,11 @@ def option_overrides(args: argparse.Namespace) -> dict[str, Any]:
             data[flag] = getattr(args, flag)
     if getattr(args, "allow_undeclared_tools", False):
         data["require_declared_tools"] = False
-    if getattr(args, "columns", None):
-        data["columns"] = dict(args.columns)
+    if getattr(args, "columns", None):  # [[pair, ...], ...]: one list per --columns flag
+        data["columns"] = dict(pair for group in args.columns for pair in group)
+    for flag in ("pythonic_tool_calls", "infer_tools"):
+        if getattr(args, flag, False):
+            data[flag] = True
     if getattr(args, "max_row_chars", None):
         data["max_row_chars"] = args.max_row_chars
     return data
@@ -144,7 +184,8 @@ def check_output_paths(args: argparse.Namespace, *, inputs: dict | None = None, 
     from beam_sft.paths import check_paths, check_writable_target
 
     outputs = {"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json}
-    check_paths({"INPUT": args.inputs, "--config": getattr(args, "config", None),
+    check_paths({"INPUT": args.inputs, "--batch-input": getattr(args, "batch_input", None),
+                 "--batch-output": getattr(args, "batch_output", None), "--config": getattr(args, "config", None),
                  "--tokenizer": getattr(args, "tokenizer", None), **(inputs or {})},
                 {**outputs, **(folders or {})})
     for label, path in (folders or {}).items():
@@ -159,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
     from beam_sft.convert.pipeline import convert_files
 
     check_output_paths(args)
+    sources = sources_of(args)
     options = build_options(args)
 
     def announce(conversion) -> None:
@@ -166,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         report = convert_files(
-            args.inputs,
+            sources,
             format=args.format,
             options=options,
             output=args.output,

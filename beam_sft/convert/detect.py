@@ -16,6 +16,12 @@ known shape is read as OpenAI, and each of its rows is rejected for its own reas
 >>> detect_format([{"instruction": "Add", "input": "", "output": "4"}], ColumnMap())[0]
 'alpaca'
 
+Rows of the other readers are told by their own keys: ``request`` beside ``response``
+(``chat_log``), ``contents`` of role/parts (``gemini``), a ``chat`` string of ``USER:``/``ASSISTANT:``
+turns (``glaive``), ``messages`` with Converse content blocks or a ``toolConfig`` (``bedrock``). A row
+with none of the known keys but exactly one list of role-bearing messages under another key (a
+trajectory's ``traj``, ``dialog``, ``turns``) is OpenAI's (the reader names the key in ``meta.notes``).
+
 Flat rows (``alpaca``: the ``columns.prompt`` and ``columns.answer`` columns, Alpaca's
 ``instruction``/``output`` unless mapped) are told by those two columns; a whole ``.txt`` file is
 one string and reads as a Harmony transcript.
@@ -27,7 +33,12 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from beam_sft.convert.bedrock import is_bedrock
+from beam_sft.convert.chat_log import is_chat_log
 from beam_sft.convert.flat import is_flat
+from beam_sft.convert.gemini import is_gemini
+from beam_sft.convert.glaive import is_glaive
+from beam_sft.convert.openai import message_keys
 from beam_sft.convert.options import FORMATS, ColumnMap
 
 _HERMES_TAGS = ("<tool_call>", "<tool_response>")
@@ -42,6 +53,14 @@ def classify(raw: Any, columns: ColumnMap) -> str | None:
         return _with_tags(raw, "role", "content", "openai")
     if not isinstance(raw, dict):
         return None
+    if is_chat_log(raw):
+        return "chat_log"
+    if is_gemini(raw):
+        return "gemini"
+    if is_glaive(raw):
+        return "glaive"
+    if is_bedrock(raw, columns):
+        return "bedrock"
     if isinstance(raw.get(columns.messages), list):
         return _with_tags(raw[columns.messages], "role", "content", "openai")
     turns = raw.get(columns.conversations)
@@ -60,6 +79,9 @@ def classify(raw: Any, columns: ColumnMap) -> str | None:
     values = list(raw.values())
     if len(values) == 1 and isinstance(values[0], str):
         return _classify_text(values[0])
+    keys = message_keys(raw, columns)
+    if keys:  # messages under another key (a trajectory's `traj`): the OpenAI reader names it, or both
+        return _with_tags(raw[keys[0]], "role", "content", "openai") if len(keys) == 1 else "openai"
     return None
 
 

@@ -2,7 +2,9 @@
 
 Read shapes:
 
-- ``messages`` (or ``columns.messages``); a bare list of messages (a file that is one
+- ``messages`` (or ``columns.messages``); exactly one list of role-bearing messages under any other
+  key when the known ones are absent (a trajectory's ``traj``; named in ``meta.notes`` as
+  ``messages_key:KEY``; two such keys are ``malformed_row`` naming both); a bare list of messages (a file that is one
   conversation); a ``conversations`` list of role/content messages (a common hybrid); ToolBench's
   ``answer_generation.train_messages``, a list of growing copies of one conversation, of which the
   longest is kept when every other one is a prefix of it (else ``ambiguous_conversation``).
@@ -57,7 +59,12 @@ from beam_sft.convert.tools import (
 
 def convert_openai(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
     """One OpenAI-style row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
-    return convert_with(read_openai_row, raw, options=options)
+    row = convert_with(read_openai_row, raw, options=options)
+    note = None if isinstance(row, Rejection) else messages_key_note(raw, options.columns)
+    if note is not None:  # said in the summary's notes: which key the conversation came from
+        meta = row.setdefault("meta", {})
+        meta["notes"] = {**meta.get("notes", {}), note: 1}
+    return row
 
 
 def read_openai_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
@@ -82,7 +89,35 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
     nested = raw.get("answer_generation")
     if isinstance(nested, dict) and isinstance(nested.get("train_messages"), list):
         return _toolbench(nested)
+    keys = message_keys(raw, columns)
+    if len(keys) == 1:
+        return raw[keys[0]], {k: v for k, v in raw.items() if k != keys[0]}
+    if len(keys) > 1:
+        raise Rejection("malformed_row", f"the row holds role-bearing message lists under {keys[0]!r} and "
+                        f"{keys[1]!r}: which conversation is meant is unclear; map one with columns: {{messages: KEY}}")
     raise Rejection("malformed_row", no_list_message(columns.messages, raw))
+
+
+def message_keys(raw: dict, columns: ColumnMap) -> list[str]:
+    """The keys, other than the mapped message and conversation columns, whose value is a non-empty
+    list of role-bearing messages (objects with a ``role``): where a trajectory keeps its turns.
+
+    >>> message_keys({"task_id": 3, "traj": [{"role": "user", "content": "hi"}], "info": {}}, ColumnMap())
+    ['traj']
+    """
+    known = (columns.messages, columns.conversations)
+    return [k for k, v in raw.items() if k not in known and isinstance(v, list) and v
+            and all(isinstance(m, dict) and "role" in m for m in v)]
+
+
+def messages_key_note(raw: Any, columns: ColumnMap) -> str | None:
+    """The ``meta.notes`` key that says a row's messages were read from another key (``messages_key:traj``)."""
+    if not isinstance(raw, dict) or isinstance(raw.get(columns.messages), list):
+        return None
+    if isinstance(raw.get(columns.conversations), list) or isinstance(raw.get("answer_generation"), dict):
+        return None
+    keys = message_keys(raw, columns)
+    return f"messages_key:{keys[0]}" if len(keys) == 1 else None
 
 
 def no_list_message(key: str, raw: dict) -> str:

@@ -16,7 +16,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony", "alpaca")
+FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony", "alpaca", "glaive", "gemini", "bedrock",
+                           "chat_log")
 FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # --format of convert and prepare; auto: per row
 MissingReasoning = Literal["drop", "truncate", "unmask"]
 ToolCallContent = Literal["reasoning", "reject"]
@@ -79,6 +80,14 @@ class ConvertOptions:
       tool names, descriptions, schemas, arguments at any depth, template kwargs): the tokenizer's
       added and special tokens other than the Harmony markers (``forbidden_tokens(tokenizer)``
       in validate.py), rejected as ``special_token_in_text``.
+    - ``pythonic_tool_calls``: an assistant text ending in a Python list of calls,
+      ``[name(arg=value, ...)]`` (ToolACE style), becomes those calls (convert/pythonic.py: parsed,
+      never evaluated; anything else stays text). Off by default: a list in prose is prose.
+    - ``infer_tools``: a row that calls tools it does not declare gets declarations made from the
+      calls to those tools seen in the same source (convert/infer_tools.py: names, argument names,
+      JSON types, required = present in every call), marked in ``meta.inferred_tools`` and counted in
+      the summary's notes. Off: ``undeclared_tool`` (with ``require_declared_tools``).
+      ``inferred_tools`` holds the declarations as JSON texts; the source's first pass fills it in.
     - ``reasoning_origins``: converters note in ``meta.reasoning_origins`` which turns took their
       reasoning from inline tags or from text before tool calls (not a field). ``convert_row`` sets
       it when a fill runs (``beam_sft.reason``'s provenance); off, the converters' output is unchanged.
@@ -94,6 +103,9 @@ class ConvertOptions:
     columns: ColumnMap = field(default_factory=ColumnMap)
     forbidden_tokens: tuple[str, ...] = ()
     reasoning_origins: bool = False
+    pythonic_tool_calls: bool = False
+    infer_tools: bool = False
+    inferred_tools: tuple[str, ...] = ()  # JSON texts of declarations, set by the source's first pass
     max_row_chars: int | None = 4 * 1024 * 1024  # about 1M tokens: past any trained context
 
     def __post_init__(self) -> None:
@@ -105,6 +117,8 @@ class ConvertOptions:
             raise ConfigError("max_row_chars", "must be a positive number of characters (or null: no bound)")
         if any(not isinstance(t, str) or not t for t in self.forbidden_tokens):
             raise ConfigError("forbidden_tokens", "must be non-empty strings")
+        if any(not isinstance(t, str) for t in self.inferred_tools):
+            raise ConfigError("inferred_tools", "must be JSON texts of tool declarations")
 
 
 COLUMN_MAP_DEPRECATED = "column_map"

@@ -41,16 +41,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from beam_sft.convert.bedrock import convert_bedrock
+from beam_sft.convert.chat_log import convert_chat_log
 from beam_sft.convert.detect import classify, detect_format
 from beam_sft.convert.flat import convert_alpaca
+from beam_sft.convert.gemini import convert_gemini
+from beam_sft.convert.glaive import convert_glaive
 from beam_sft.convert.harmony_text import convert_harmony
 from beam_sft.convert.hermes import convert_hermes
+from beam_sft.convert.infer_tools import ToolUsage, declare_inferred
 from beam_sft.convert.openai import convert_openai
 from beam_sft.convert.options import FORMATS, ConvertOptions
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.sharegpt import convert_sharegpt
 from beam_sft.convert.validate import row_notes, validate
+from beam_sft.data.batch import BatchPair, iter_batch_located
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
 from beam_sft.data.sources import (
     BadRecord,
@@ -71,7 +77,8 @@ _POLICY_CODES = frozenset({"missing_reasoning", "no_trained_turn"})
 
 # Explicit registry, keyed by the function's name; FORMAT_CONVERTERS maps --format to it.
 CONVERTERS: dict[str, Converter] = {
-    f.__name__: f for f in (convert_openai, convert_sharegpt, convert_hermes, convert_harmony, convert_alpaca)
+    f.__name__: f for f in (convert_openai, convert_sharegpt, convert_hermes, convert_harmony, convert_alpaca,
+                            convert_glaive, convert_gemini, convert_bedrock, convert_chat_log)
 }
 FORMAT_CONVERTERS: dict[str, str] = {
     "openai": "convert_openai",
@@ -79,6 +86,10 @@ FORMAT_CONVERTERS: dict[str, str] = {
     "hermes": "convert_hermes",
     "harmony": "convert_harmony",
     "alpaca": "convert_alpaca",
+    "glaive": "convert_glaive",
+    "gemini": "convert_gemini",
+    "bedrock": "convert_bedrock",
+    "chat_log": "convert_chat_log",
 }
 
 
@@ -194,6 +205,8 @@ def convert_row(
     converter = CONVERTERS[FORMAT_CONVERTERS[format]]
     try:
         result = converter(raw, options=options if fill is None else _with_origins(options))
+        if not isinstance(result, Rejection) and options.infer_tools and options.inferred_tools:
+            result = declare_inferred(result, options.inferred_tools)  # before a fill: its prompt shows them
         if not isinstance(result, Rejection):
             converted = result if fill is None else fill(result)
             result = apply_missing_reasoning(converted, options.missing_reasoning)
@@ -220,6 +233,9 @@ def convert_row(
     meta: dict[str, Any] = {"source": source, "row": row}
     if notes:
         meta["notes"] = notes
+    inferred = (result.get("meta") or {}).get("inferred_tools")
+    if inferred:
+        meta["inferred_tools"] = inferred
     provenance = (result.get("meta") or {}).get("reasoning") if fill is not None else _carried_provenance(raw, result)
     if provenance is not None:  # turns a truncate policy cut are gone from the row, and from here
         meta["reasoning"] = [p for p in provenance if p.get("turn", 0) < len(result["messages"])]
@@ -290,7 +306,7 @@ class SourceConversion:
 
     def __init__(
         self,
-        path: str | Path,
+        path: str | Path | BatchPair,
         *,
         format: str = "auto",
         options: ConvertOptions | None = None,
@@ -305,10 +321,15 @@ class SourceConversion:
         self.auto = format == "auto"
         self.fill = fill
         self.workers = max(1, workers)
-        self._path = str(path)
-        # The files a directory source reads, and those it does not (named, never passed over).
-        self.files, self.skipped = expand_source(path)
-        self._records = iter_located(path)
+        self._path = path.label if isinstance(path, BatchPair) else str(path)
+        if isinstance(path, BatchPair):  # two files joined by custom_id (data/batch.py): one source
+            self.source = path.label if source is None else source
+            self.files, self.skipped = path.files, []
+        else:  # the files a directory source reads, and those it does not (named, never passed over)
+            self.files, self.skipped = expand_source(path)
+        if self.options.infer_tools and not self.options.inferred_tools:
+            self.options = dataclasses.replace(self.options, inferred_tools=self._tool_usage(path, format))
+        self._records = iter_batch_located(path) if isinstance(path, BatchPair) else iter_located(path)
         self._head: list[tuple[str, int, Any]] = []
         if self.auto:
             self._head = list(itertools.islice(self._records, self.options.detect_rows))
@@ -320,12 +341,31 @@ class SourceConversion:
                 self.detection += "; each row read by its own shape"
         else:
             self.format, self.detection = format, f"{format}: given"
+        if isinstance(path, BatchPair):
+            self.detection += "; a Batch API pair joined by custom_id"
         if self.skipped:
             self.detection += f"; skipped {len(self.skipped)} file(s) that are not data files"
         gz = sum(1 for f in self.files if isinstance(f, Path) and f.is_file() and compressed(f))
         if gz:  # said, since byte offsets in its rejections count decompressed bytes
             self.detection += "; gzip, read decompressed" if gz == 1 else f"; {gz} gzip files, read decompressed"
         self.summary = SourceSummary(self.source, self.format, self.detection)
+
+    def _tool_usage(self, path: str | Path | BatchPair, format: str) -> tuple[str, ...]:
+        """The first pass of ``infer_tools``: every row converted (not validated), the calls to tools
+        their rows do not declare seen (convert/infer_tools.py); the declarations they make."""
+        usage = ToolUsage()
+        records = iter_batch_located(path) if isinstance(path, BatchPair) else iter_located(path)
+        for _, _, raw in records:
+            if isinstance(raw, BadRecord):
+                continue
+            fmt = resolve_format(raw, self.options) if format == "auto" else format
+            try:
+                result = CONVERTERS[FORMAT_CONVERTERS[fmt]](raw, options=self.options)
+            except Exception:  # a converter bug: the second pass rejects the row (converter_error)
+                continue
+            if not isinstance(result, Rejection):
+                usage.observe(result)
+        return usage.declarations()
 
     def _label(self, file: str) -> str:
         # A file read on its own keeps the caller's label; a directory's rows name their file.
@@ -408,7 +448,7 @@ class ConvertReport:
 
 
 def convert_files(
-    paths: Iterable[str | Path],
+    paths: Iterable[str | Path | BatchPair],
     *,
     format: str = "auto",
     options: ConvertOptions | None = None,
@@ -425,14 +465,18 @@ def convert_files(
     does not read are listed in ``report.skipped``).
     """
     report = ConvertReport()
-    files: list[Path] = []
+    files: list[Path | BatchPair] = []
     for path in paths:
+        if isinstance(path, BatchPair):
+            files.append(path)
+            continue
         found, skipped = expand_source(path)
         files.extend(found)
         report.skipped.extend(skipped)
     for path in files:  # an encoding or compression no reader reads fails before any output is opened
-        if isinstance(path, Path) and path.is_file():
-            check_readable(path)
+        for file in path.files if isinstance(path, BatchPair) else [path]:
+            if isinstance(file, Path) and file.is_file():
+                check_readable(file)
     out_fh = None
     if output is not None:
         Path(output).parent.mkdir(parents=True, exist_ok=True)

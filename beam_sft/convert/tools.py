@@ -90,7 +90,45 @@ def _normalize_tool(tool: Any, where: str) -> dict:
         raise Rejection("bad_tool_definition", f"{where}.description is not a string")
     if "parameters" in fn and not isinstance(fn["parameters"], (dict, type(None))):
         raise Rejection("bad_tool_definition", f"{where}.parameters is not an object")
+    if isinstance(fn.get("parameters"), dict):
+        fn = {**fn, "parameters": normalize_schema(fn["parameters"])}
     return {"type": "function", "function": fn}
+
+
+# Type names JSON Schema does not have, as public sets write them: Python's (BFCL/ToolACE's
+# ``"type": "dict"``, xLAM's ``str``) and Gemini's upper case (``OBJECT``). The template knows only
+# JSON Schema's names and would render every other one as ``any``: the model would see no members.
+SCHEMA_TYPE_ALIASES: dict[str, str] = {
+    "dict": "object", "list": "array", "tuple": "array", "str": "string", "int": "integer",
+    "float": "number", "bool": "boolean",
+    **{name.upper(): name for name in ("object", "array", "string", "integer", "number", "boolean", "null")},
+}
+_SUBSCHEMA_LISTS = ("oneOf", "anyOf", "allOf")
+
+
+def normalize_schema(node: Any) -> Any:
+    """A parameters schema with its type names in JSON Schema's words (``SCHEMA_TYPE_ALIASES``), at
+    every depth of its structure (properties, items, unions); names, enums and defaults untouched.
+
+    >>> normalize_schema({"type": "dict", "properties": {"type": {"type": "STRING", "enum": ["dict"]}}})
+    {'type': 'object', 'properties': {'type': {'type': 'string', 'enum': ['dict']}}}
+    """
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "type" and isinstance(value, str):
+            value = SCHEMA_TYPE_ALIASES.get(value, value)
+        elif key == "type" and isinstance(value, list):
+            value = [SCHEMA_TYPE_ALIASES.get(v, v) if isinstance(v, str) else v for v in value]
+        elif key == "properties" and isinstance(value, dict):
+            value = {name: normalize_schema(sub) for name, sub in value.items()}
+        elif key in ("items", "additionalProperties"):
+            value = [normalize_schema(v) for v in value] if isinstance(value, list) else normalize_schema(value)
+        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
+            value = [normalize_schema(v) for v in value]
+        out[key] = value
+    return out
 
 
 def merge_tools(*groups: list[dict]) -> list[dict]:

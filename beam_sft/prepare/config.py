@@ -10,7 +10,7 @@ flags. Unknown keys fail with their full path:
 >>> from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl", "wieght": 2}]}, "data.prepare")
 Traceback (most recent call last):
 ...
-beam_sft.errors.ConfigError: data.prepare.sources[0].wieght: unknown key (known: column_map, columns, convert, data_files, format, name, path, revision, split, weight)
+beam_sft.errors.ConfigError: data.prepare.sources[0].wieght: unknown key (known: batch_input, column_map, columns, convert, data_files, format, name, path, revision, split, weight)
 """
 
 from __future__ import annotations
@@ -53,10 +53,18 @@ class SourceSpec:
     split: str | None = None  # default: train
     revision: str | None = None  # hub branch, tag or commit; the fingerprint holds the resolved commit
     data_files: str | list[str] | dict[str, Any] | None = None
+    # An OpenAI Batch API pair: `path` is the batch output file, this its input file (joined by
+    # custom_id, beam_sft/data/batch.py; read as chat_log rows).
+    batch_input: str | None = None
 
     def __post_init__(self) -> None:
         if self.format not in FORMAT_CHOICES:
             raise ConfigError("format", f"{self.format!r} is not one of {', '.join(FORMAT_CHOICES)}")
+        if self.batch_input is not None:
+            for key, value in (("path", self.path), ("batch_input", self.batch_input)):
+                if not os.path.isfile(value):
+                    raise ConfigError(key, f"{value} is not a file (a Batch API pair: path is the batch output file, "
+                                      "batch_input its input file)")
 
     @property
     def label(self) -> str:

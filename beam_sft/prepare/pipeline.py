@@ -194,7 +194,9 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
         from beam_sft.paths import check_paths
 
         # before any work: never the user's folder, never over (or inside) what the run reads
-        check_paths({"sources": [s.path for s in config.sources], "tokenizer": config.tokenizer},
+        check_paths({"sources": [s.path for s in config.sources],
+                     "batch_input": [s.batch_input for s in config.sources if s.batch_input],
+                     "tokenizer": config.tokenizer},
                     {"output": config.output})
         output.check_output_target(Path(config.output))
     loaded = load_run_tokenizer(config.tokenizer)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from beam_sft.data.hub import dataset_source
+from beam_sft.data.batch import BatchPair, iter_batch_raw
 from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
-from beam_sft.prepare.resolved import ResolvedPrepare
+from beam_sft.prepare.resolved import ResolvedPrepare, source_location
 from beam_sft.prepared.report import SourceInfo
 
 
@@ -55,9 +55,10 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
     with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for source_id, resolved in enumerate(plan.sources):
             spec, options = resolved.spec, resolved.options
-            location = dataset_source(spec)  # a local path, or a datasets dataset (issue 15)
+            location = source_location(spec)  # a local path, a datasets dataset, or a Batch API pair
             detected = SourceConversion(location, format=spec.format, options=options, source=spec.label)
-            jobs.append(SourceJob(spec.label, spec.format, spec.weight, options, detected.format))
+            # detected.options: with infer_tools, the declarations its first pass made from the source
+            jobs.append(SourceJob(spec.label, spec.format, spec.weight, detected.options, detected.format))
             # A file read on its own is named by the source's label; a directory's rows name their file.
             folder = str(Path(location)) if isinstance(location, (str, Path)) and Path(location).is_dir() else None
             unreadable: list[dict] = []
@@ -74,7 +75,8 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
                     for column in batch.values():
                         column.clear()
 
-            for index, record in enumerate(iter_raw_located(location)):
+            raw_records = iter_batch_raw(location) if isinstance(location, BatchPair) else iter_raw_located(location)
+            for index, record in enumerate(raw_records):
                 if index % config.num_shards != config.shard_index:
                     continue
                 if record.bad is not None and record.bad.rest:

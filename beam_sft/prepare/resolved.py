@@ -18,7 +18,7 @@ from beam_sft import compat
 from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, ConvertOptions, options_from_dict
 from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
-from beam_sft.data.hub import source_digest
+from beam_sft.data.hub import dataset_source, source_digest
 from beam_sft.prepare.config import PrepareConfig, SourceSpec
 
 
@@ -57,11 +57,25 @@ def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidd
     return options_from_dict(raw, f"sources[{index}].convert")
 
 
+def data_digest(spec: SourceSpec) -> str:
+    """The source's data digest; a Batch API pair's holds both files (either one changed is new data)."""
+    if spec.batch_input is None:
+        return source_digest(spec)
+    return fp.digest_json({"batch_output": source_digest(spec), "batch_input": fp.data_digest(spec.batch_input)})
+
+
+def source_location(spec: SourceSpec):
+    """What the records writer reads: the spec's path or dataset, or its Batch API pair."""
+    from beam_sft.data.batch import BatchPair
+
+    return BatchPair(spec.batch_input, spec.path) if spec.batch_input is not None else dataset_source(spec)
+
+
 def resolve(config: PrepareConfig, tokenizer=None) -> ResolvedPrepare:
     """Interpret ``config`` once. ``tokenizer``: text holding any of its added or special tokens is
     rejected in every source (None: no such rule, for callers that only read records)."""
     forbidden = tuple(sorted(forbidden_tokens(tokenizer))) if tokenizer is not None else ()
-    sources = tuple(ResolvedSource(i, spec, convert_options(spec, config, i, forbidden), source_digest(spec))
+    sources = tuple(ResolvedSource(i, spec, convert_options(spec, config, i, forbidden), data_digest(spec))
                     for i, spec in enumerate(config.sources))
     code = fp.digest_json({"beam_sft": fp.results_code_digest(), "libraries": compat.library_code_digest()})
     return ResolvedPrepare(config, sources, forbidden, code)

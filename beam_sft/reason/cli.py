@@ -26,7 +26,10 @@ def register(subparsers: Any) -> None:
         description=" ".join(__doc__.split("\n\n")[1].split()) + " A turn whose reply is refused (a reason code of "
         "stage reason) falls back to --missing-reasoning.",
         allow_abbrev=False)  # no `--api-key` as a prefix of --api-key-env: a key never goes on a command line
-    parser.add_argument("inputs", nargs="+", metavar="SOURCE", help="files or directories, as convert reads them")
+    from beam_sft.convert.cli import add_batch_flags
+
+    parser.add_argument("inputs", nargs="*", metavar="SOURCE", help="files or directories, as convert reads them")
+    add_batch_flags(parser)
     parser.add_argument("-o", "--output", required=True, help="where to write the BeamRows (JSON Lines)")
     parser.add_argument("--rejects", help="where to write rejected rows (JSON Lines: source, row, code, message, raw)")
     parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto", help="source format (default: auto)")
@@ -110,9 +113,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args, config, options, announce, staged) -> int:
+    from beam_sft.convert.cli import sources_of
     from beam_sft.reason.run import reason_files
 
-    result = reason_files(args.inputs, config, options=options, format=args.format, output=staged["-o"],
+    result = reason_files(sources_of(args), config, options=options, format=args.format, output=staged["-o"],
                           rejects=staged.get("--rejects"), quiet=args.quiet, on_source=announce)
     print(result.report.table())
     stats, budget = result.stats, result.budget

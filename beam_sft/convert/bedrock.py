@@ -1,0 +1,181 @@
+"""Amazon Bedrock Converse rows (``messages`` of content blocks, ``system`` blocks, ``toolConfig``) -> BeamRow.
+
+The Converse API (and Bedrock's ``bedrock-conversation-2024`` fine-tuning files) writes every
+message's ``content`` as a list of blocks, each an object with one key:
+
+- ``{"text"}``: text (the OpenAI reader already reads these as text parts);
+- ``{"reasoningContent": {"reasoningText": {"text", "signature"?}}}``: the assistant's reasoning;
+  ``redactedContent`` (encrypted reasoning) is ``non_text_content``: no text to train on;
+- ``{"toolUse": {"toolUseId", "name", "input"}}``: a call (assistant turns only);
+- ``{"toolResult": {"toolUseId", "content": [{"text"} | {"json"}], "status"?}}``: a tool result,
+  sent in a user message. A user message holding only results becomes one tool message per result;
+  results mixed with text are ``tool_response_mixed``;
+- ``cachePoint`` markers carry nothing and are skipped; images, documents, video are
+  ``non_text_content``.
+
+Row keys: ``system`` (a list of text blocks, prepended as one system message), ``toolConfig.tools``
+of ``toolSpec`` (``name``, ``description``, ``inputSchema.json``). The row is rewritten into the
+OpenAI shape (blocks in their order, as content parts) and read by the OpenAI reader, so every
+rule there (text after a call, reasoning order, ids) applies alike.
+
+>>> row = convert_bedrock({"messages": [
+...     {"role": "user", "content": [{"text": "Top song on WZPZ?"}]},
+...     {"role": "assistant", "content": [{"reasoningContent": {"reasoningText": {"text": "Ask the tool."}}},
+...         {"toolUse": {"toolUseId": "t1", "name": "top_song", "input": {"sign": "WZPZ"}}}]},
+...     {"role": "user", "content": [{"toolResult": {"toolUseId": "t1", "content": [{"json": {"song": "X"}}]}}]}],
+...     "toolConfig": {"tools": [{"toolSpec": {"name": "top_song", "inputSchema": {"json": {"type": "object"}}}}]}},
+...     options=ConvertOptions())
+>>> row["messages"][1]["tool_calls"][0]["id"], row["messages"][2]
+('t1', {'role': 'tool', 'tool_call_id': 't1', 'content': '{"song": "X"}'})
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from beam_sft.convert.assemble import convert_with
+from beam_sft.convert.openai import read_openai_row
+from beam_sft.convert.options import ColumnMap, ConvertOptions
+from beam_sft.convert.rows import BeamRow, Rejection
+
+BLOCK_KEYS = ("toolUse", "toolResult", "reasoningContent")  # the blocks that tell a Converse row
+_SKIPPED = ("cachePoint",)
+
+
+def convert_bedrock(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
+    """One Converse row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
+    return convert_with(read_bedrock_row, raw, options=options)
+
+
+def is_bedrock(raw: Any, columns: ColumnMap) -> bool:
+    """The shape detect.py votes ``bedrock`` for: a ``toolConfig``, ``system`` blocks, or a message
+    whose content blocks include a tool use, a tool result or reasoning."""
+    if not isinstance(raw, dict):
+        return False
+    if isinstance(raw.get("toolConfig"), dict) or _is_blocks(raw.get("system")):
+        return isinstance(raw.get(columns.messages), list)
+    messages = raw.get(columns.messages)
+    return isinstance(messages, list) and any(
+        isinstance(m, dict) and isinstance(m.get("content"), list)
+        and any(isinstance(b, dict) and any(k in b for k in BLOCK_KEYS) for b in m["content"])
+        for m in messages)
+
+
+def _is_blocks(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(b, dict) and "text" in b for b in value)
+
+
+def read_bedrock_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
+    """``(draft messages, tools, template kwargs)``, by the OpenAI reader over ``openai_row``."""
+    return read_openai_row(openai_row(raw, columns), ColumnMap())
+
+
+def openai_row(raw: Any, columns: ColumnMap) -> dict:
+    """The Converse row in the OpenAI shape: messages with content parts, tools as functions."""
+    if not isinstance(raw, dict):
+        raise Rejection("malformed_row", f"a row is a {type(raw).__name__}, not an object")
+    messages = raw.get(columns.messages)
+    if not isinstance(messages, list):
+        raise Rejection("malformed_row", f"no {columns.messages!r} list in the row")
+    out: list[dict] = []
+    system = raw.get("system")
+    if system is not None:
+        if not _is_blocks(system):
+            raise Rejection("malformed_row", "system is not a list of text blocks")
+        out.append({"role": "system", "content": "\n\n".join(_text(b, f"system[{i}]") for i, b in enumerate(system))})
+    for i, msg in enumerate(messages):
+        out.extend(_message(msg, f"messages[{i}]"))
+    row: dict[str, Any] = {k: v for k, v in raw.items()
+                           if k not in (columns.messages, "system", "toolConfig", "schemaVersion")}
+    row["messages"] = out
+    config = raw.get("toolConfig")
+    if config is not None:
+        row["tools"] = _tools(config)
+    return row
+
+
+def _text(block: dict, where: str) -> str:
+    text = block.get("text")
+    if not isinstance(text, str):
+        raise Rejection("malformed_row", f"{where}.text is not a string")
+    return text
+
+
+def _message(msg: Any, where: str) -> list[dict]:
+    if not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
+        return [msg]  # not blocks: the OpenAI reader reads (or rejects) it as it is
+    blocks = [b for b in msg["content"] if not (isinstance(b, dict) and any(k in b for k in _SKIPPED))]
+    results = [b for b in blocks if isinstance(b, dict) and "toolResult" in b]
+    if results:
+        if len(results) != len(blocks):
+            raise Rejection("tool_response_mixed", f"{where} mixes toolResult blocks with other content")
+        return [_result(b["toolResult"], f"{where}.content[{j}].toolResult") for j, b in enumerate(blocks)]
+    parts = [_part(b, f"{where}.content[{j}]") for j, b in enumerate(blocks)]
+    return [{**{k: v for k, v in msg.items() if k != "content"}, "content": parts}]
+
+
+def _part(block: Any, where: str) -> Any:
+    if not isinstance(block, dict):
+        return block
+    if "toolUse" in block:
+        use = block["toolUse"]
+        if not isinstance(use, dict):
+            raise Rejection("malformed_tool_call", f"{where}.toolUse is not an object")
+        call: dict[str, Any] = {"name": use.get("name"), "arguments": use.get("input")}
+        if use.get("toolUseId") is not None:
+            call = {"id": use["toolUseId"], **call}
+        return {"type": "tool_call", "value": call}
+    if "reasoningContent" in block:
+        content = block["reasoningContent"]
+        text = content.get("reasoningText") if isinstance(content, dict) else None
+        if isinstance(content, dict) and "redactedContent" in content:
+            raise Rejection("non_text_content", f"{where} is redacted (encrypted) reasoning: no text to train on")
+        if not isinstance(text, dict) or not isinstance(text.get("text"), str):
+            raise Rejection("malformed_row", f"{where}.reasoningContent has no reasoningText.text")
+        return {"type": "reasoning", "value": text["text"]}
+    if "text" in block and len(block) == 1:
+        return {"type": "text", "text": block["text"]}
+    kind = next(iter(block), "empty")
+    raise Rejection("non_text_content", f"{where} is a {kind!r} block: Beam reads text only")
+
+
+def _result(result: Any, where: str) -> dict:
+    if not isinstance(result, dict):
+        raise Rejection("malformed_row", f"{where} is not an object")
+    content = result.get("content")
+    if not isinstance(content, list):
+        raise Rejection("missing_content", f"{where} has no content list")
+    texts = []
+    for j, block in enumerate(content):
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif isinstance(block, dict) and "json" in block:
+            texts.append(json.dumps(block["json"], ensure_ascii=False))
+        else:
+            kind = next(iter(block), "empty") if isinstance(block, dict) else type(block).__name__
+            raise Rejection("non_text_content", f"{where}.content[{j}] is a {kind!r} block: Beam reads text only")
+    msg: dict[str, Any] = {"role": "tool", "content": "\n".join(texts)}
+    if result.get("toolUseId") is not None:
+        msg["tool_call_id"] = result["toolUseId"]
+    return msg
+
+
+def _tools(config: Any) -> list[dict]:
+    if not isinstance(config, dict) or not isinstance(config.get("tools"), list):
+        raise Rejection("bad_tool_definition", "toolConfig has no tools list")
+    tools = []
+    for i, tool in enumerate(config["tools"]):
+        spec = tool.get("toolSpec") if isinstance(tool, dict) else None
+        if not isinstance(spec, dict):
+            raise Rejection("bad_tool_definition", f"toolConfig.tools[{i}] has no toolSpec")
+        fn: dict[str, Any] = {"name": spec.get("name")}
+        if spec.get("description") is not None:
+            fn["description"] = spec["description"]
+        schema = spec.get("inputSchema")
+        if schema is not None:
+            if not isinstance(schema, dict) or not isinstance(schema.get("json"), dict):
+                raise Rejection("bad_tool_definition", f"toolConfig.tools[{i}].toolSpec.inputSchema has no json schema")
+            fn["parameters"] = schema["json"]
+        tools.append({"type": "function", "function": fn})
+    return tools

@@ -1,0 +1,161 @@
+"""Chat-completion logs (a ``request`` with its ``response``) -> BeamRow: one conversation, the
+request's messages then the response's message as the trained turn, its reasoning kept.
+
+Read shapes of ``response``:
+
+- OpenAI's chat completion: ``choices[0].message`` (``content``, ``reasoning_content`` /
+  ``reasoning``, ``tool_calls``, explicit ``null`` for what is unused: ``function_call``,
+  ``tool_calls``, ``refusal``, ``audio``); more than one choice is ``ambiguous_conversation`` (which
+  one was kept cannot be told). A ``message`` at the top of the response (Ollama) reads alike.
+- A proxy's record (the AI SDK's ``generateText`` result, as gateways log it): ``text``,
+  ``reasoningText`` (or ``reasoning`` as text), ``toolCalls`` of ``{toolCallId, toolName, input}``
+  (``args`` in older versions).
+- Earlier turns in the request as the AI SDK writes them (assistant ``tool-call`` parts, ``tool``
+  messages of ``tool-result`` parts) read as OpenAI's (``sdk_message``).
+- A Batch API output's ``response.body`` (the batch join, convert/batch.py, hands the body here).
+
+A response the server cut off (``finish_reason`` ``length``, the proxy's ``finishReason``
+``length``) is ``response_cut_off``: its answer is not whole. The request's ``tools`` (or
+``functions``) are the row's tools, its ``reasoning_effort`` the template's; a request
+``messages`` list is required (a completions ``prompt`` is not a conversation).
+
+>>> row = convert_chat_log({"request": {"messages": [{"role": "user", "content": "2+2?"}]},
+...     "response": {"choices": [{"message": {"role": "assistant", "content": "4", "reasoning_content": "Add.",
+...                                           "tool_calls": None, "function_call": None}, "finish_reason": "stop"}]}},
+...     options=ConvertOptions())
+>>> row["messages"][1]
+{'role': 'assistant', 'reasoning_content': 'Add.', 'content': '4'}
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from beam_sft.convert.assemble import convert_with
+from beam_sft.convert.openai import read_openai_row
+from beam_sft.convert.options import ColumnMap, ConvertOptions
+from beam_sft.convert.rows import BeamRow, Rejection
+
+_CUT_OFF = ("length", "max_tokens")
+_REQUEST_KEYS = ("tools", "functions", "reasoning_effort", "chat_template_kwargs")
+
+
+def convert_chat_log(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
+    """One logged request/response -> a BeamRow (without ``meta``) or a Rejection; never raises."""
+    return convert_with(read_chat_log_row, raw, options=options)
+
+
+def is_chat_log(raw: Any) -> bool:
+    """The shape detect.py votes ``chat_log`` for: a ``request`` object beside a ``response``."""
+    return isinstance(raw, dict) and isinstance(raw.get("request"), dict) and "response" in raw
+
+
+def read_chat_log_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
+    """``(draft messages, tools, template kwargs)``, by the OpenAI reader over ``openai_row``."""
+    return read_openai_row(openai_row(raw), ColumnMap())
+
+
+def openai_row(raw: Any) -> dict:
+    """The request's messages plus the response's message, with the request's tools and kwargs."""
+    if not is_chat_log(raw):
+        raise Rejection("malformed_row", "not a {request: {...}, response: {...}} record")
+    request = raw["request"]
+    messages = request.get("messages")
+    if not isinstance(messages, list):
+        raise Rejection("malformed_row", "request has no 'messages' list")
+    row: dict[str, Any] = {k: request[k] for k in _REQUEST_KEYS if request.get(k) is not None}
+    history = [m for i, msg in enumerate(messages) for m in sdk_message(msg, f"request.messages[{i}]")]
+    row["messages"] = [*history, response_message(raw["response"])]
+    return row
+
+
+def sdk_message(msg: Any, where: str) -> list[dict]:
+    """A request message in the AI SDK's shape (how a proxy logs earlier turns) in OpenAI's: an
+    assistant's ``tool-call`` parts (``toolCallId``, ``toolName``, ``input``/``args``) as calls, a
+    tool message's ``tool-result`` parts (``output: {type, value}``, or ``result``) one tool message
+    each. Any other message as it is (the OpenAI reader reads or rejects it)."""
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, list):
+        return [msg]
+    kinds = {p.get("type") for p in content if isinstance(p, dict)}
+    if "tool-result" in kinds:
+        if kinds != {"tool-result"}:
+            raise Rejection("tool_response_mixed", f"{where} mixes tool-result parts with other parts")
+        return [_sdk_result(p, f"{where}.content[{j}]") for j, p in enumerate(content)]
+    if "tool-call" not in kinds:
+        return [msg]
+    parts = [{"type": "tool_call", "value": _proxy_call(p, f"{where}.content[{j}]")}
+             if isinstance(p, dict) and p.get("type") == "tool-call" else p for j, p in enumerate(content)]
+    return [{**msg, "content": parts}]
+
+
+def _sdk_result(part: dict, where: str) -> dict:
+    output = part.get("output", part.get("result"))
+    if isinstance(output, dict) and "value" in output and output.get("type") in ("text", "json", "error-text",
+                                                                                  "error-json"):
+        output = output["value"]
+    msg: dict[str, Any] = {"role": "tool", "content": output if isinstance(output, str) else json.dumps(
+        output, ensure_ascii=False)}
+    if part.get("toolCallId") is not None:
+        msg["tool_call_id"] = part["toolCallId"]
+    if isinstance(part.get("toolName"), str):
+        msg["name"] = part["toolName"]
+    return msg
+
+
+def response_message(response: Any) -> dict:
+    """The assistant message of a logged response (any shape of the module docstring)."""
+    if not isinstance(response, dict):
+        raise Rejection("malformed_row", f"response is a {type(response).__name__}, not an object")
+    if isinstance(response.get("body"), dict):  # a Batch API output line's response
+        response = response["body"]
+    choices = response.get("choices")
+    if choices is not None:
+        if not isinstance(choices, list) or not choices:
+            raise Rejection("malformed_row", "response.choices is not a non-empty list")
+        if len(choices) > 1:
+            raise Rejection("ambiguous_conversation", f"response has {len(choices)} choices: which one was "
+                            "kept cannot be told")
+        choice = choices[0]
+        if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
+            raise Rejection("malformed_row", "response.choices[0] has no message")
+        _check_finish(choice.get("finish_reason"), "response.choices[0].finish_reason")
+        return {**choice["message"], "role": "assistant"}
+    if isinstance(response.get("message"), dict):
+        _check_finish(response.get("done_reason"), "response.done_reason")
+        return {**response["message"], "role": "assistant"}
+    if any(k in response for k in ("text", "toolCalls", "reasoningText")):
+        return _proxy_message(response)
+    keys = ", ".join(repr(k) for k in list(response)[:12]) or "none"
+    raise Rejection("malformed_row", f"response has no choices, message or text (keys: {keys})")
+
+
+def _check_finish(reason: Any, where: str) -> None:
+    if reason in _CUT_OFF:
+        raise Rejection("response_cut_off", f"{where} is {reason!r}: the answer was cut off")
+
+
+def _proxy_message(response: dict) -> dict:
+    _check_finish(response.get("finishReason"), "response.finishReason")
+    msg: dict[str, Any] = {"role": "assistant", "content": response.get("text")}
+    reasoning = response.get("reasoningText", response.get("reasoning"))
+    if reasoning is not None and not isinstance(reasoning, str):
+        raise Rejection("malformed_row", "response.reasoningText is not a string")
+    if reasoning is not None:
+        msg["reasoning_content"] = reasoning
+    calls = response.get("toolCalls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            raise Rejection("malformed_tool_call", "response.toolCalls is not a list")
+        msg["tool_calls"] = [_proxy_call(c, f"response.toolCalls[{i}]") for i, c in enumerate(calls)]
+    return msg
+
+
+def _proxy_call(call: Any, where: str) -> dict:
+    if not isinstance(call, dict):
+        raise Rejection("malformed_tool_call", f"{where} is not an object")
+    out: dict[str, Any] = {"name": call.get("toolName"), "arguments": call.get("input", call.get("args"))}
+    if call.get("toolCallId") is not None:
+        out = {"id": call["toolCallId"], **out}
+    return out

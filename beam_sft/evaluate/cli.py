@@ -86,7 +86,14 @@ def run(args: argparse.Namespace) -> int:
 
         generated = generate_served(args.base_url, args.model, turns, max_new_tokens=args.max_new_tokens,
                                     api_key_value=api_key(args.api_key_env), progress=progress)
-        run_info = {"mode": "served", "base_url": args.base_url, "model": args.model}
+        after = sum(any(m.get("role") == "assistant" and (m.get("reasoning_content") or m.get("thinking")
+                            or m.get("reasoning")) for m in t.messages) for t in turns)
+        run_info = {"mode": "served", "base_url": args.base_url, "model": args.model, "turns_after_reasoning": after}
+        if after:
+            # transformers serve drops reasoning_content from the history: those prompts differ from training's
+            print(f"note: {after} of {len(turns)} turns follow an earlier assistant turn with reasoning; a server "
+                  "that drops reasoning_content from the history (transformers serve does) renders another prompt "
+                  "for them than training did", file=sys.stderr)
     scores = [score_turn(g, t.reference, t.tools) for g, t in zip(generated, turns, strict=True)]
     result = aggregate(scores)
     run_info.update({"data": str(args.data), "rows": selection.rows, "turns": len(turns),

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from beam_sft.evaluate import format_check, metrics
+from beam_sft.evaluate import format_check, metrics, served, turns
 from beam_sft.evaluate.metrics import (
     ServedTurn,
     aggregate,
@@ -54,7 +54,7 @@ def ref_answer(text: str) -> dict:
 
 
 def test_doctests_run():
-    for module in (metrics, format_check):
+    for module in (metrics, format_check, turns, served):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0
 

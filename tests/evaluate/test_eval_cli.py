@@ -125,3 +125,38 @@ def test_finish_reasons_become_stops():
 
 def test_read_rows_limits(eval_prepared):
     assert len(read_rows(eval_prepared, 2)) == 2 and len(read_rows(eval_prepared)) == 8
+
+
+# ---------------------------------------------------------------------------- served, against the stub
+# (what no real server does on demand: a chosen error, a recorded request body and headers)
+
+
+def test_served_request_body_and_key_header(eval_prepared, tmp_path, monkeypatch, capsys):
+    from tests.reason.stub_server import Reply, StubServer, always
+
+    monkeypatch.setenv("EVAL_TEST_KEY", "sekret")
+    with StubServer(always(Reply(text="hi", finish_reason="length"))) as stub:
+        out = tmp_path / "served.json"
+        assert main(["eval", "--base-url", stub.base_url, "--model", "m", "--data", str(eval_prepared),
+                     "--rows", "4", "--json", str(out), "--api-key-env", "EVAL_TEST_KEY",
+                     "--max-new-tokens", "7"]) == 0
+        bodies, headers = stub.requests, stub.headers
+    data = json.loads(out.read_text())
+    assert len(bodies) == data["run"]["turns"] == 5
+    assert all(b["temperature"] == 0 and b["max_tokens"] == 7 and b["model"] == "m" for b in bodies)
+    assert all(h.get("Authorization") == "Bearer sekret" for h in headers)
+    tool_bodies = [b for b in bodies if b.get("tools")]
+    assert tool_bodies and tool_bodies[0]["tools"][0]["function"]["name"] == "get_weather"
+    assert any(b.get("chat_template_kwargs") for b in bodies)  # kind 3 rows carry reasoning_effort
+    # finish_reason length: no turn ended, none valid; the key never reaches the output
+    assert data["metrics"]["stop_accuracy"] == 0.0 and data["metrics"]["format_valid"] == 0.0
+    assert "sekret" not in out.read_text() and "sekret" not in capsys.readouterr().out
+
+
+def test_a_server_error_is_one_line(eval_prepared, capsys):
+    from tests.reason.stub_server import Reply, StubServer, always
+
+    with StubServer(always(Reply(status=500))) as stub:
+        assert main(["eval", "--base-url", stub.base_url, "--model", "m", "--data", str(eval_prepared)]) == 2
+    err = capsys.readouterr().err
+    assert "HTTP 500" in err and "kind0.jsonl:0#1" in err and err.count("\n") == 1

@@ -242,8 +242,12 @@ def test_local_and_served_forms_of_the_same_turn_score_alike():
 
 
 def test_a_served_turn_cut_off_or_inconsistent_is_not_valid():
-    cut = ServedTurn({"content": "Hel", "reasoning_content": "Hi."}, None)
+    cut = ServedTurn({"content": "Hello", "reasoning_content": "Hi."}, None)
     s = score_turn(cut, ref_answer("Hello"), TOOLS)
-    assert s.format_valid is False and s.stop is False
+    # cut off at the token limit: like a local turn that never wrote its stop token, not a finished answer
+    assert (s.format_valid, s.stop, s.answer_exact, s.answer_f1, s.message) == (False, False, False, 0.0, None)
+    local_cut = score_turn("<|channel|>analysis<|message|>Hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello",
+                           ref_answer("Hello"), TOOLS)
+    assert (local_cut.format_valid, local_cut.stop, local_cut.answer_exact) == (False, False, False)
     odd = ServedTurn({"content": "Hello", "reasoning_content": "Hi."}, "call")
     assert score_turn(odd, ref_answer("Hello"), TOOLS).format_valid is False

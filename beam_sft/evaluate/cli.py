@@ -49,6 +49,10 @@ def _check_args(args: argparse.Namespace) -> None:
             raise BeamError("give MODEL_DIR, or --base-url URL --model NAME for a served model")
         if args.model is not None:
             raise BeamError("--model names a served model: use it with --base-url")
+        if not Path(args.model_dir).is_dir():
+            # a missing path would be taken for a hub id and fetched: eval reads local folders only
+            raise BeamError(f"MODEL_DIR {args.model_dir} is not a folder (a local model; for a served one use "
+                            "--base-url)")
     else:
         if args.model_dir is not None:
             raise BeamError("give MODEL_DIR or --base-url, not both")

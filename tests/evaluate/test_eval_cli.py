@@ -78,6 +78,7 @@ def test_json_never_overwrites_an_input(fixture_dir, eval_prepared, target, caps
     (["m", "--base-url", "http://127.0.0.1:1/v1", "--model", "x", "--data", "x"], "not both"),
     (["--base-url", "http://127.0.0.1:1/v1", "--data", "x"], "needs --model"),
     (["m", "--model", "x", "--data", "x"], "use it with --base-url"),
+    (["org/not-here", "--data", "x"], "is not a folder"),  # never taken for a hub id
 ])
 def test_argument_rules(argv, message, capsys):
     assert main(["eval", *argv]) == 2

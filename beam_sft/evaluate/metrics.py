@@ -47,7 +47,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from beam_sft.evaluate.format_check import Verdict, check_message, tool_schemas
 from beam_sft.evaluate.format_check import score_turn as format_verdict
@@ -73,7 +73,7 @@ class ServedTurn:
     raw: str = ""
 
 
-ParsedOrText = Union[str, ServedTurn]  # noqa: UP007 (a runtime alias: `|` of a str and a class is fine, kept readable)
+ParsedOrText = str | ServedTurn  # raw generated text (local) or what a server returned
 
 
 @dataclass(frozen=True)

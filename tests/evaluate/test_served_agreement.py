@@ -66,6 +66,7 @@ def test_served_and_local_agree(memorized_model, memorized_prepared, served, tmp
     assert {a["kind"] for a, _ in first} == {"tool", "plain"}
     for a, b in first:  # tolerance 0 on turns whose prompt the server renders as training did
         assert [a[m] for m in MARKS] == [b[m] for m in MARKS], (a["source"], a["generated"], b["generated"])
+        assert a["message"] == b["message"]  # the same turn read back: reasoning, answer, calls with typed arguments
     # the server returned the calls as OpenAI tool_calls, arguments as JSON text, finish_reason tool_calls
     for _, b in first:
         if b["kind"] == "tool":

@@ -6,7 +6,7 @@ import doctest
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from beam_sft.evaluate import format_check, metrics, served, turns
@@ -168,6 +168,7 @@ json_scalars = st.one_of(st.integers(-10**6, 10**6), st.booleans(), st.none(),
                          st.text(max_size=8), st.floats(allow_nan=False, allow_infinity=False, width=32))
 
 
+@settings(deadline=None)  # 2 shared cores: timing is not what is tested
 @given(st.dictionaries(st.text(min_size=1, max_size=5), json_scalars, max_size=5))
 def test_canonical_arguments_ignore_key_order_and_survive_the_written_form(args):
     # reversed key order is the same call; so is every value written as the template writes it,
@@ -183,6 +184,7 @@ def test_canonical_arguments_ignore_key_order_and_survive_the_written_form(args)
     assert canonical_arguments(written, schema) == canonical_arguments(args, schema)
 
 
+@settings(deadline=None)
 @given(st.text(max_size=30), st.text(max_size=30))
 def test_token_f1_is_symmetric_bounded_and_one_on_equal(a, b):
     assert token_f1(a, b) == pytest.approx(token_f1(b, a))

@@ -7,10 +7,9 @@ response template (``parse_assistant_turn``) and logs the fraction that is a val
 ``output_dir/format_health.jsonl``. A falling figure is the early warning that a run is breaking
 the format, long before the loss says anything.
 
-A valid turn (``score_turn``): it ends with ``<|return|>`` or ``<|call|>``; it parses strictly and
-the response template reads the same message; its reasoning is not empty; an answer is not empty;
-every tool call names a declared tool and its arguments satisfy the tool's JSON schema (types,
-``required``, ``enum``, ``properties``, ``items``, ``additionalProperties: false``; ``schema_problems``).
+A valid turn is what ``score_turn`` says (``evaluate/format_check.py``, the one scorer ``beam-sft eval``'s
+``format_valid`` also uses): it ends with ``<|return|>`` or ``<|call|>``, parses strictly, has reasoning
+and an answer or calls to declared tools whose arguments satisfy their schemas.
 
 Distributed runs: every process generates from the same prompts (greedy, so the same tokens) with
 ``synced_gpus`` when there is more than one process, because under ZeRO-3 and FSDP2 each forward
@@ -29,116 +28,14 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from beam_sft.harmony import markers
-from beam_sft.harmony.response import parse_assistant_turn
+# The pure scorer lives in evaluate/ (one scorer for training and `beam-sft eval`); re-exported here.
+from beam_sft.evaluate.format_check import Verdict as Verdict
+from beam_sft.evaluate.format_check import schema_problems as schema_problems
+from beam_sft.evaluate.format_check import score_turn
 
 logger = logging.getLogger("beam_sft.train")
 
 HEALTH_LOG = "format_health.jsonl"
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,),
-    "object": (dict,), "array": (list,), "null": (type(None),),
-}
-
-
-# ---------------------------------------------------------------------------- scoring (pure)
-
-
-def schema_problems(value: Any, schema: Any, path: str = "arguments") -> list[str]:
-    """What makes ``value`` invalid for a JSON schema (the subset tool definitions use).
-
-    >>> schema_problems({"city": "Paris"}, {"type": "object", "required": ["city"],
-    ...                  "properties": {"city": {"type": "string"}}})
-    []
-    >>> schema_problems({"n": "x"}, {"type": "object", "required": ["n", "m"], "properties": {"n": {"type": "integer"}}})
-    ['arguments: missing required m', 'arguments.n: expected integer, got str']
-    """
-    if not isinstance(schema, dict):
-        return []
-    out: list[str] = []
-    types = schema.get("type")
-    if types is not None:
-        names = [types] if isinstance(types, str) else list(types)
-        if not any(_is_type(value, name) for name in names):
-            return [f"{path}: expected {' or '.join(map(str, names))}, got {type(value).__name__}"]
-    if "enum" in schema and isinstance(schema["enum"], list) and value not in schema["enum"]:
-        out.append(f"{path}: {value!r} is not one of {schema['enum']}")
-    if isinstance(value, dict):
-        properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
-        for key in schema.get("required") or []:
-            if key not in value:
-                out.append(f"{path}: missing required {key}")
-        for key, item in value.items():
-            if key in properties:
-                out.extend(schema_problems(item, properties[key], f"{path}.{key}"))
-            elif schema.get("additionalProperties") is False:
-                out.append(f"{path}: unexpected key {key}")
-    if isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for i, item in enumerate(value):
-            out.extend(schema_problems(item, schema["items"], f"{path}[{i}]"))
-    return out
-
-
-def _is_type(value: Any, name: str) -> bool:
-    if name not in _JSON_TYPES:
-        return True  # a type this check does not know: not held against the model
-    if isinstance(value, bool) and name in ("integer", "number"):
-        return False
-    if name == "integer" and isinstance(value, float):
-        return value.is_integer()
-    return isinstance(value, _JSON_TYPES[name])
-
-
-@dataclass(frozen=True)
-class Verdict:
-    valid: bool
-    problem: str | None = None
-    message: dict | None = None
-
-
-def _tool_schemas(tools: Sequence[dict] | None) -> dict[str, Any]:
-    out = {}
-    for tool in tools or []:
-        fn = tool.get("function", tool) if isinstance(tool, dict) else {}
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            out[fn["name"]] = fn.get("parameters") or {}
-    return out
-
-
-def score_turn(text: str, tools: Sequence[dict] | None = None) -> Verdict:
-    """Whether one generated assistant turn (the text after the prompt's ``<|start|>assistant``) is valid.
-
-    >>> score_turn("<|channel|>analysis<|message|>Greet.<|end|><|start|>assistant<|channel|>final"
-    ...            "<|message|>Hello.<|return|>").valid
-    True
-    >>> score_turn("<|channel|>final<|message|>Hello.<|return|>").problem
-    'parse: [harmony_malformed_turn] the turn must open with an analysis message ending <|end|>'
-    """
-    stops = sorted((i, m) for m in markers.STOP_MARKERS if (i := text.find(m)) >= 0)
-    if not stops:
-        return Verdict(False, f"the turn does not end ({' or '.join(markers.STOP_MARKERS)} never written)")
-    end, marker = stops[0]
-    turn = text[: end + len(marker)]  # generation stops there; anything after (padding) is not the turn
-    try:
-        message = parse_assistant_turn(turn, list(tools) if tools else None)
-    except Exception as exc:  # Rejection from the strict reader, or the response template refusing it
-        return Verdict(False, f"parse: {exc}")
-    if not (message.get("thinking") or "").strip():
-        return Verdict(False, "no reasoning (empty analysis message)", message)
-    calls = message.get("tool_calls") or []
-    if not calls:
-        if not (message.get("content") or "").strip():
-            return Verdict(False, "empty answer", message)
-        return Verdict(True, None, message)
-    schemas = _tool_schemas(tools)
-    for i, call in enumerate(calls):
-        name = call["function"]["name"]
-        if name not in schemas:
-            return Verdict(False, f"tool call {i} names {name!r}, not a declared tool", message)
-        problems = schema_problems(call["function"]["arguments"], schemas[name], f"tool call {i} ({name}) arguments")
-        if problems:
-            return Verdict(False, "; ".join(problems), message)
-    return Verdict(True, None, message)
 
 
 # ---------------------------------------------------------------------------- prompts

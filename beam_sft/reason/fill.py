@@ -72,6 +72,7 @@ class Teacher:
     client: TeacherClient | None = None
     params: dict[str, Any] = field(default_factory=dict)  # generation parameters (max_tokens, temperature)
     max_chars: int = DEFAULT_MAX_CHARS
+    max_response_bytes: int | None = None  # the client's byte bound: a cached size refusal under it stands
     stats: FillStats = field(default_factory=FillStats)
     # cache key -> (code, message) of requests that failed in this run (an asking teacher records
     # them; a cache-reading one given them reports the same code instead of "no cached answer")
@@ -110,6 +111,8 @@ class Teacher:
         request = self.prompt.messages(messages, turn, tools)
         key = cache_key(self.prompt.digest, self.model, request, self.params)
         completion = self.cache.get(key)
+        if completion is not None and completion.refusal is not None and not self._still_refused(completion.refusal):
+            completion = None  # refused for its size under a smaller bound than this run's: asked again
         try:
             if completion is not None:
                 self.stats.add(cached=1)
@@ -118,18 +121,35 @@ class Teacher:
                     "teacher_failed", "no cached answer for this turn (prepare asks before encoding)")
                 raise TeacherError(code, message)
             else:
-                completion = self.client.complete(request, self.params)
+                completion = self._sized(self.client.complete(request, self.params))
                 self.cache.put(key, completion)
         except TeacherError as exc:
             if self.client is not None:
                 self.refusals[key] = (exc.code, exc.message)
+                if exc.bound is not None:  # a reply refused for its size is cached as that refusal
+                    self.cache.put(key, Completion.refused(exc.code, exc.message, exc.bound))
             return None, self._refused(turn, exc.code, exc.message)
+        if completion.refusal is not None:
+            return None, self._refused(turn, completion.refusal["code"], completion.refusal["message"])
         problem = check_text(completion.text, completion.finish_reason, max_chars=self.max_chars,
                              forbidden_tokens=self.options.forbidden_tokens)
         if problem is not None:
             return None, self._refused(turn, *problem)
         self.stats.add(filled=1)
         return completion.text.strip(), self._provenance(turn)
+
+    def _sized(self, completion: Completion) -> Completion:
+        """A text over the length bound becomes its refusal before it is cached: the cache never holds
+        a runaway generation (the other checks depend on the run's tokenizer, and re-run on a cached text)."""
+        problem = check_text(completion.text, completion.finish_reason, max_chars=self.max_chars)
+        if problem is not None and problem[0] == "teacher_too_long":
+            return Completion.refused(*problem, self.max_chars, completion.tokens)
+        return completion
+
+    def _still_refused(self, refusal: dict) -> bool:
+        bound = {"teacher_too_long": self.max_chars, "teacher_reply_too_large": self.max_response_bytes}
+        now = bound.get(refusal["code"])
+        return now is None or now <= refusal["bound"]
 
     def _refused(self, turn: int, code: str, message: str) -> dict:
         return {**self._provenance(turn), "source": "none", "rejected": code, "message": message}

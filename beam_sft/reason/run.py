@@ -25,12 +25,16 @@ def build_teacher(config: TeacherConfig, options: ConvertOptions, *, ask: bool =
     """``ask=False``: a teacher that only reads the cache (no client, no key read)."""
     client = None
     if ask:
-        client = TeacherClient(config.base_url, config.model, api_key=config.api_key(), timeout=config.timeout,
+        key = config.api_key()
+        config.check_transport(key)  # before any request: a key over plain http to another host is refused
+        client = TeacherClient(config.base_url, config.model, api_key=key, timeout=config.timeout,
                                retries=config.retries, backoff=config.backoff, concurrency=config.concurrency,
-                               budget=Budget(config.max_requests, config.max_tokens_total))
+                               budget=Budget(config.max_requests, config.max_tokens_total),
+                               max_response_bytes=config.response_bytes())
     return Teacher(prompt=Prompt.load(config.prompt), model=config.model, endpoint_host=endpoint_host(config.base_url),
                    cache=AnswerCache(config.resolved_cache_dir()), options=options, client=client,
-                   params=config.params, max_chars=config.max_reasoning_chars)
+                   params=config.params, max_chars=config.max_reasoning_chars,
+                   max_response_bytes=config.response_bytes())
 
 
 @dataclass

@@ -14,6 +14,8 @@ and percent-decoded) and every URL credential and ``Bearer`` token it finds in a
 '401: Bearer *** from http://127.0.0.1:8/v1?token=***'
 >>> r("ftp://u:PASSWORD@x/y and Authorization: Basic dTpw")
 'ftp://***@x/y and Authorization: Basic ***'
+>>> Redactor.for_endpoint("http://u:secret-pw@h/v1", None)("user u, secret-pw")  # "u" is too short to hunt
+'user u, ***'
 """
 
 from __future__ import annotations
@@ -26,6 +28,9 @@ from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 MASK = "***"
+# A secret shorter than this is not searched for as plain text: it would mask ordinary words (a URL's
+# user "u"). Where it stands in a URL or an Authorization value the text rules still mask it.
+SHORTEST_SECRET = 4
 
 # Query parameter names (lower case, "-" read as "_") that carry a credential in the APIs people point
 # a teacher at: Azure (api-key), Google (key), SAS (sig), OAuth (access_token), S3/GCS signed URLs.
@@ -96,6 +101,7 @@ class Redactor:
                 found.append(base64.b64encode(pair.encode("utf-8")).decode("ascii"))
         except ValueError:
             pass
+        found = [s for s in found if len(s) >= SHORTEST_SECRET]
         return cls(tuple(sorted(set(found), key=len, reverse=True)))
 
     def __call__(self, text: str) -> str:

@@ -138,6 +138,19 @@ def _prepare_config(tmp_path, src, base_url, **teacher):
     return path
 
 
+def test_an_auth_failure_stops_prepare_in_one_line(tmp_path, fixture_dir, capsys, monkeypatch):
+    monkeypatch.setenv("BEAM_TEACHER_API_KEY", KEY)
+    with StubServer(always(Reply(write=hostile.echo(403)))) as bad:
+        cfg = _prepare_config(tmp_path, write_rows(tmp_path / "rows.jsonl"), bad.base_url, concurrency=1)
+        code = main(["prepare", "--config", str(cfg), "--tokenizer", str(fixture_dir), "--output",
+                     str(tmp_path / "prepared"), "--num-proc", "1", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "HTTP 403" in err and KEY not in err, err
+    assert len(bad.requests) == 1 and not (tmp_path / "prepared").exists()
+    assert [p.name for p in tmp_path.iterdir() if "staging" in p.name] == []
+
+
+@pytest.mark.slow  # two prepares
 def test_an_auth_failure_stops_prepare_and_publishes_nothing(tmp_path, fixture_dir, capsys, monkeypatch):
     monkeypatch.setenv("BEAM_TEACHER_API_KEY", KEY)
     src = write_rows(tmp_path / "rows.jsonl")

@@ -50,6 +50,12 @@ class TeacherConfig:
     def __post_init__(self) -> None:
         if not self.base_url.startswith(("http://", "https://")):  # the URL is quoted without its credentials
             raise ConfigError("base_url", f"must be an http(s) URL, got {redact_url(self.base_url)!r}")
+        try:
+            host, _ = urlsplit(self.base_url).hostname, urlsplit(self.base_url).port  # a bad port raises here
+        except ValueError as exc:
+            raise ConfigError("base_url", f"is not a URL ({exc}): {redact_url(self.base_url)!r}") from None
+        if not host:
+            raise ConfigError("base_url", f"has no host: {redact_url(self.base_url)!r}")
         if not self.model:
             raise ConfigError("model", "must not be empty")
         for name in ("concurrency", "max_tokens", "max_reasoning_chars"):

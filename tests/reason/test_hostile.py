@@ -356,3 +356,15 @@ def test_the_client_redacts_transport_errors(tmp_path):
     with pytest.raises(TeacherError) as exc:
         client.complete([{"role": "user", "content": "q"}], {})
     assert "connection failed" in exc.value.message and not any(s in exc.value.message for s in SECRETS)
+
+
+@pytest.mark.parametrize("url, words", [("http://127.0.0.1:99999/v1", "Port out of range"),
+                                        ("http://[::1/v1", "Invalid IPv6 URL"), ("http:///v1", "has no host"),
+                                        (f"http://u:{URL_PASSWORD}@/v1", "has no host")])
+def test_a_base_url_that_is_no_url_is_one_line(tmp_path, capsys, url, words):
+    """Not a traceback from urlsplit halfway into the run: the flag, the rule, the URL redacted."""
+    code = main(["reason", str(one_row(tmp_path)), "-o", str(tmp_path / "o.jsonl"), "--base-url", url, "--model", "m",
+                 "--cache-dir", str(tmp_path / "c"), "-q"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and err.startswith("beam-sft reason: error: --base-url:") and words in err
+    assert URL_PASSWORD not in err and not (tmp_path / "o.jsonl").exists()

@@ -14,6 +14,8 @@ and percent-decoded) and every URL credential and ``Bearer`` token it finds in a
 '401: Bearer *** from http://127.0.0.1:8/v1?token=***'
 >>> r("ftp://u:PASSWORD@x/y and Authorization: Basic dTpw")
 'ftp://***@x/y and Authorization: Basic ***'
+>>> redact_text("the token budget, Basic rules, bearer of news")
+'the token budget, Basic rules, bearer of news'
 >>> Redactor.for_endpoint("http://u:secret-pw@h/v1", None)("user u, secret-pw")  # "u" is too short to hunt
 'user u, ***'
 """
@@ -45,8 +47,10 @@ CREDENTIAL_PARAMS = frozenset({
 _USERINFO = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"<>]+@")
 # ?name=value / &name=value of a credential parameter, in any text
 _PARAM = re.compile(r"([?&;]([A-Za-z0-9_.-]+)=)([^&#\s'\"<>]*)")
-# an Authorization header's value as a server echoes it
-_AUTH = re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=-]+", re.IGNORECASE)
+# an Authorization value as a server echoes it: "Bearer X" anywhere (spelt as HTTP sends it, so
+# prose like "the token budget" is untouched), any scheme right after an Authorization key
+_AUTH = re.compile(r"\b(Bearer)\s+[A-Za-z0-9._~+/=-]+"
+                   r"|((?i:authorization)[\"']?\s*[:=]\s*[\"']?[A-Za-z]+)\s+[A-Za-z0-9._~+/=-]+")
 
 
 def _is_credential(name: str) -> bool:
@@ -64,7 +68,7 @@ def redact_url(url: str) -> str:
 
 def redact_text(text: str) -> str:
     """The rules that need no secret: URL credentials and Authorization values anywhere in ``text``."""
-    return _AUTH.sub(lambda m: f"{m.group(1)} {MASK}", redact_url(text))
+    return _AUTH.sub(lambda m: f"{m.group(1) or m.group(2)} {MASK}", redact_url(text))
 
 
 def url_secrets(url: str) -> tuple[str, ...]:
@@ -127,8 +131,9 @@ class LogFilter(logging.Filter):
         return True
 
 
-def redact_strings(value: Any, redact=redact_text) -> Any:
-    """Every string inside a JSON-like value redacted (a config about to be published).
+def redact_strings(value: Any, redact=redact_url) -> Any:
+    """Every string inside a JSON-like value redacted (a config about to be published: by the URL
+    rules, so free text such as a system prompt is left as it is).
 
     >>> redact_strings({"reasoning": {"base_url": "http://u:p@h/v1"}, "n": [1, "x?key=k"]})
     {'reasoning': {'base_url': 'http://***@h/v1'}, 'n': [1, 'x?key=***']}

@@ -15,9 +15,9 @@
   parts; a reply with reasoning (``reasoning_content`` / ``reasoning``) and no content is
   ``teacher_reasoning_only`` (that is the model's thinking about our request, not the text asked for).
 - ``Budget``: a hard bound on requests sent (retries included) and on tokens used (the replies'
-  ``usage.total_tokens``; a reply whose usage is absent, negative, not an integer is counted at the
-  request's ``max_tokens``, the bound the server was given, counted in ``Budget.estimated`` and
-  warned about once). When it is spent, ``complete`` raises ``TeacherError("teacher_budget_exhausted")``
+  ``usage.total_tokens``; a 200 reply whose usage is absent, negative, not an integer, or that
+  cannot be read at all (too large, not strict JSON: ``1e400``) is counted at the request's
+  ``max_tokens``, the bound the server was given, counted in ``Budget.estimated`` and warned about once). When it is spent, ``complete`` raises ``TeacherError("teacher_budget_exhausted")``
   without sending; the caller falls back to the row's policy and the run ends cleanly.
 
 The API key is read from an environment variable by the CLI and only ever sent as a header. Every
@@ -273,6 +273,7 @@ class TeacherClient:
                 if status == 200:
                     if not whole:
                         self.budget.add_error()
+                        self._tokens(None, params)  # it was generated: counted at its bound
                         raise self._error("teacher_reply_too_large", f"the reply is larger than --max-response-bytes "
                                           f"{limit} (not read past it)", bound=limit)
                     return self._parse(data, params)
@@ -313,6 +314,7 @@ class TeacherClient:
                 raise ValueError(f"finish_reason is {_describe(finish)}, not a string")
         except ValueError as exc:
             self.budget.add_error()
+            self._tokens(None, params)  # a 200 that cannot be read still cost tokens: counted at its bound
             raise self._error("teacher_failed", f"the reply is not a chat completion: {exc}") from None
         tokens = self._tokens(payload.get("usage"), params)
         if not text:

@@ -196,6 +196,21 @@ def test_untrusted_usage_is_counted_at_max_tokens_and_said_once(tmp_path, caplog
     assert len(warnings) == 1 and "max_tokens (100)" in warnings[0].getMessage()
 
 
+def test_a_200_that_cannot_be_read_is_counted_at_max_tokens(tmp_path):
+    """total_tokens 1e400 (the reply breaks the one JSON rule: teacher_failed) or a reply past the
+    byte bound still cost the server its generation: each is counted at max_tokens, so the budget binds."""
+    rows = [{"messages": [{"role": "user", "content": f"Q{i}?"}, {"role": "assistant", "content": f"A{i}"}]}
+            for i in range(4)]
+    inf = hostile.completion().replace(b'"total_tokens": 10', b'"total_tokens": 1e400')
+    for writer, code, bound in ((hostile.send(inf), "teacher_failed", []), (hostile.endless(), "teacher_reply_too_large",
+                                                                            ["--max-response-bytes", "1000"])):
+        with StubServer(always(Reply(write=writer))) as stub:
+            status, kept, rejected = run_reason(
+                tmp_path, stub.base_url, "--max-tokens", "100", "--max-tokens-total", "150", "--concurrency", "1",
+                "--retries", "0", *bound, src=write_rows(tmp_path / "r.jsonl", rows), cache=f"c-{code}")
+        assert len(stub.requests) == 2 and [r["code"] for r in rejected] == [code] * 2 + ["teacher_budget_exhausted"] * 2
+
+
 # --- class: the one JSON rule; content parts; reasoning only -----------------------------------------
 
 @pytest.mark.parametrize("body, code, words", [

@@ -269,6 +269,8 @@ class TeacherClient:
                 last = f"timed out (--timeout {self.timeout:g} s for the whole request; {type(exc).__name__})"
             except httpx.TransportError as exc:
                 last = f"connection failed ({type(exc).__name__}: {exc})"
+            except (httpx.HTTPError, httpx.InvalidURL, httpx.StreamError) as exc:  # not a converter bug: said, redacted
+                last = f"the request failed ({type(exc).__name__}: {exc})"
             else:
                 if status == 200:
                     if not whole:

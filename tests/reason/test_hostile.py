@@ -267,6 +267,15 @@ def test_plain_http_with_a_key_to_another_host_is_refused(url, key, allowed, ok)
             config.check_transport(key)
 
 
+def test_the_allow_insecure_http_flag_reaches_the_config():
+    from beam_sft.cli import build_parser
+    from beam_sft.reason.cli import teacher_config
+
+    argv = ["reason", "x.jsonl", "-o", "o.jsonl", "--base-url", "http://10.1.2.3/v1", "--model", "m"]
+    teacher_config(build_parser().parse_args([*argv, "--allow-insecure-http"])).check_transport(KEY)
+    assert teacher_config(build_parser().parse_args(argv)).allow_insecure_http is False
+
+
 def test_reason_refuses_plain_http_in_one_line_before_any_output(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("BEAM_TEACHER_API_KEY", KEY)
     code = main(["reason", str(one_row(tmp_path)), "-o", str(tmp_path / "o.jsonl"), "--base-url",
@@ -383,3 +392,12 @@ def test_a_base_url_that_is_no_url_is_one_line(tmp_path, capsys, url, words):
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and err.startswith("beam-sft reason: error: --base-url:") and words in err
     assert URL_PASSWORD not in err and not (tmp_path / "o.jsonl").exists()
+
+
+def test_a_url_httpx_refuses_is_teacher_failed_and_redacted():
+    """httpx's InvalidURL is no converter bug: the turn is teacher_failed, the message redacted."""
+    client = TeacherClient(f"http://u:{URL_PASSWORD}@127.0.0.1:9/v1\x00", "m", retries=0, timeout=2)
+    with pytest.raises(TeacherError) as exc:
+        client.complete([{"role": "user", "content": "q"}], {})
+    assert exc.value.code == "teacher_failed" and "InvalidURL" in exc.value.message
+    assert URL_PASSWORD not in exc.value.message

@@ -275,7 +275,7 @@ class TeacherClient:
                 if status == 200:
                     if not whole:
                         self.budget.add_error()
-                        self._tokens(None, params)  # it was generated: counted at its bound
+                        self._tokens(None, params, "the reply was too large to read")  # generated: counted
                         raise self._error("teacher_reply_too_large", f"the reply is larger than --max-response-bytes "
                                           f"{limit} (not read past it)", bound=limit)
                     return self._parse(data, params)
@@ -316,7 +316,7 @@ class TeacherClient:
                 raise ValueError(f"finish_reason is {_describe(finish)}, not a string")
         except ValueError as exc:
             self.budget.add_error()
-            self._tokens(None, params)  # a 200 that cannot be read still cost tokens: counted at its bound
+            self._tokens(None, params, "the reply could not be read")  # a 200 still cost tokens: counted
             raise self._error("teacher_failed", f"the reply is not a chat completion: {exc}") from None
         tokens = self._tokens(payload.get("usage"), params)
         if not text:
@@ -328,7 +328,7 @@ class TeacherClient:
                                   "parser took it all, or max_tokens ran out while it thought)")
         return Completion(text or "", finish, tokens)
 
-    def _tokens(self, usage: Any, params: dict[str, Any]) -> int:
+    def _tokens(self, usage: Any, params: dict[str, Any], unreadable: str | None = None) -> int:
         """``usage.total_tokens`` when it is a count; else the request's max_tokens, counted and said once."""
         total = usage.get("total_tokens") if isinstance(usage, dict) else None
         if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
@@ -339,6 +339,6 @@ class TeacherClient:
         if self.budget.add_estimated(bound):
             logger.warning(self.redact(
                 f"beam-sft reason: warning: {self.host} gave no usable usage.total_tokens "
-                f"({'absent' if total is None else _describe(total)}); such replies are counted at the request's "
+                f"({unreadable or ('absent' if total is None else _describe(total))}); such replies are counted at the request's "
                 f"max_tokens ({bound}) against --max-tokens-total (the summary says how many)"))
         return bound

@@ -13,6 +13,7 @@ import sys
 
 from beam_sft import __version__
 from beam_sft.errors import BeamError
+from beam_sft.redact import redact_text
 
 # Explicit registry: subcommand modules, in the order --help lists them.
 COMMAND_MODULES = (
@@ -31,7 +32,7 @@ class OneLineParser(argparse.ArgumentParser):
     subcommand parsers are made of this class too."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {redact_text(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -48,13 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except BeamError as exc:
-        print(f"beam-sft {args.command}: error: {exc}", file=sys.stderr)
+    except BeamError as exc:  # redacted: an error may quote a URL's credentials (the last net under the rest)
+        print(f"beam-sft {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system said no (full, read-only, a folder where a file goes): one line
         from beam_sft.prepared.oserrors import describe
 
-        print(f"beam-sft {args.command}: error: {describe(exc)}", file=sys.stderr)
+        print(f"beam-sft {args.command}: error: {redact_text(describe(exc))}", file=sys.stderr)
         return 2
 
 

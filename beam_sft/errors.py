@@ -132,6 +132,11 @@ class OutputUnwritable(BeamError):
         super().__init__(f"cannot write to {target}: {reason}")
 
 
+class RunStopped(BeamError):
+    """Going on could only fail the same way for every row (the teacher refused the API key, or knows
+    no such endpoint or model): the run ends at once, said in one line, and publishes nothing."""
+
+
 class NothingKept(BeamError):
     """Every input row was rejected (or mixed out): there is nothing to prepare. The message holds
     the per-source table of reasons."""

@@ -123,6 +123,10 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("teacher_too_long", "reason", "the teacher's reasoning exceeds the length bound (--max-reasoning-chars)"),
     ("teacher_failed", "reason", "the request failed after its retries (HTTP error, timeout, connection, "
      "a reply that is not a chat completion), or no cached answer where none may be asked"),
+    ("teacher_reply_too_large", "reason", "the teacher's reply exceeds --max-response-bytes: refused unread past "
+     "the bound, cached as its refusal"),
+    ("teacher_reasoning_only", "reason", "the teacher replied with reasoning (reasoning_content / reasoning) but "
+     "no content: its own thinking, not the text asked for"),
     ("teacher_budget_exhausted", "reason", "the request budget (--max-requests, --max-tokens-total) was "
      "spent before the turn was asked"),
     ("teacher_inconsistent", "reason", "the teacher's reasoning argues for another turn: it names a declared "

@@ -66,7 +66,7 @@ from beam_sft.data.sources import (
     expand_source,
     iter_located,
 )
-from beam_sft.errors import BeamError, OutputUnwritable
+from beam_sft.errors import BeamError, OutputUnwritable, RunStopped
 from beam_sft.harmony.spans import is_trained
 
 Converter = Callable[..., "BeamRow | Rejection"]
@@ -223,7 +223,7 @@ def convert_row(
                 result = _fill_cause(result, converted)
     except Rejection as exc:
         result = exc
-    except OutputUnwritable:  # a fill's store is full or read-only: the run ends, said in one line
+    except (OutputUnwritable, RunStopped):  # a fill's store is full, its teacher refuses the key: the run ends
         raise
     except Exception as exc:  # a converter bug must not abort a long run; the row goes to rejects
         result = Rejection("converter_error", f"{type(exc).__name__}: {exc}")

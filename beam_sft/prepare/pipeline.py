@@ -50,6 +50,7 @@ from beam_sft.prepared.layout import REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.prepared.lock import clear_stale_lock, output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
+from beam_sft.redact import redact_strings
 from beam_sft.verify import verify_prepared
 from beam_sft.verify.caller_tokenizer import tokenizer_files
 
@@ -299,7 +300,7 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     encode_seconds = time.time() - clock.started
     report = rep.build_report(
         fingerprint=fingerprint, fingerprint_base=base_fingerprint, fingerprint_parts=parts,
-        shard={"index": config.shard_index, "count": config.num_shards}, config=dataclasses.asdict(config),
+        shard={"index": config.shard_index, "count": config.num_shards}, config=redact_strings(dataclasses.asdict(config)),
         encoder=encoder_section, infos=infos, counts=counts, seed=config.seed, max_length=config.max_length,
         length_policy=config.length_policy, tokens=tokens,
         timing={"seconds": round(encode_seconds, 2), "phases": clock.phases, "records": n_records,

@@ -58,9 +58,9 @@ def ask_teacher(config, records: Iterable[tuple[Any, Any, str, int]], jobs, refu
 
         refusals_path.write_text(json.dumps(first.refusals), encoding="utf-8")
     stats, budget = first.stats, first.client.budget
-    logger.info("teacher: %d turn(s) without reasoning, %d filled, refused %s; %d request(s), %d token(s), "
-                "%d from cache", stats.asked, stats.filled, dict(stats.rejected) or "none", budget.requests,
-                budget.tokens, stats.cached)
+    logger.info("teacher: %d turn(s) without reasoning, %d filled, refused %s; %d request(s), %d token(s) "
+                "(%d counted at max_tokens for want of a usable usage), %d from cache", stats.asked, stats.filled,
+                dict(stats.rejected) or "none", budget.requests, budget.tokens, budget.estimated, stats.cached)
     return stats
 
 

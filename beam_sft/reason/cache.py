@@ -16,6 +16,10 @@ provenance names the server that gave it, not the one this run talks to. An entr
 unknown, a duplicate key, a non-JSON number: an edited or damaged file) is a miss: the turn is asked
 again and the entry rewritten, never kept as whatever ``str()`` makes of it. An entry written before
 origins were recorded (the first three keys only) is read, its origin ``None`` (unrecorded).
+
+A reply refused for its size (``teacher_reply_too_large``, ``teacher_too_long``) is stored as that
+refusal, ``"refusal": {"code": str, "message": str, "bound": int}`` with an empty text, never its body:
+the cache stays small whatever a server sends, and a rerun under a larger bound asks again.
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ def parse_entry(data: Any) -> Cached | None:
     ...     {"text": "t", "finish_reason": None, "tokens": 1, "extra": 1}, {"text": "t", "tokens": 1})]
     [None, None, None, None, None]
     """
-    if not isinstance(data, dict) or set(data) not in (_KEYS, _KEYS | {"origin"}):
+    if not isinstance(data, dict) or not _KEYS <= set(data) <= _KEYS | {"origin", "refusal"}:
         return None
     text, finish, tokens = data["text"], data["finish_reason"], data["tokens"]
     if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
@@ -69,7 +73,12 @@ def parse_entry(data: Any) -> Cached | None:
     if "origin" in data and not (isinstance(origin, dict) and set(origin) == _ORIGIN_KEYS
                                  and all(isinstance(v, str) for v in origin.values())):
         return None
-    return Cached(Completion(text, finish, tokens), origin)
+    refusal = data.get("refusal")
+    if "refusal" in data and not (isinstance(refusal, dict) and set(refusal) == {"code", "message", "bound"}
+                                  and isinstance(refusal["code"], str) and isinstance(refusal["message"], str)
+                                  and isinstance(refusal["bound"], int) and not isinstance(refusal["bound"], bool)):
+        return None
+    return Cached(Completion(text, finish, tokens, refusal), origin)
 
 
 def cache_key(prompt_digest: str, model: str, messages: list[dict], params: dict[str, Any]) -> str:
@@ -161,7 +170,7 @@ class AnswerCache:
         """Store one answer (and where it came from); a cache that cannot be written ends the run
         (``OutputUnwritable``): going on would spend requests whose answers a rerun would have to buy again."""
         path = self._path(key)
-        record = {"text": completion.text, "finish_reason": completion.finish_reason, "tokens": completion.tokens}
+        record = completion.to_json()
         if origin is not None:
             record["origin"] = origin
         try:

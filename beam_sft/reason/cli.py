@@ -50,13 +50,21 @@ def register(subparsers: Any) -> None:
     teacher.add_argument("--max-tokens", type=count(1), default=2048,
                          help="max_tokens of each request (default 2048); a reply that reaches it is cut off")
     teacher.add_argument("--temperature", type=non_negative_float, default=0.6, help="sampling temperature (default 0.6)")
-    teacher.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request (default 120)")
+    teacher.add_argument("--timeout", type=positive_float, default=120.0,
+                         help="seconds a request may take in all, connect to the reply's last byte, however "
+                         "slowly the server sends it (default 120)")
     teacher.add_argument("--retries", type=count(0), default=4,
                          help="retries on 429/5xx/timeouts/connection errors, backoff with jitter (default 4)")
     teacher.add_argument("--prompt", metavar="FILE", help="prompt file (default: beam_sft/reason/prompts/v1.txt)")
     teacher.add_argument("--cache-dir", metavar="DIR", help="answers cache (default: ~/.cache/beam-sft/teacher)")
     teacher.add_argument("--max-reasoning-chars", type=count(1), default=None,
                          help="longer teacher text is refused (teacher_too_long; default 20000)")
+    teacher.add_argument("--max-response-bytes", type=count(1), default=None,
+                         help="a reply is read up to this many bytes, a larger one refused (teacher_reply_too_large; "
+                         "default 24 x --max-reasoning-chars + 65536)")
+    teacher.add_argument("--allow-insecure-http", action="store_true", default=None,
+                         help="send the API key over plain http to a host that is not this machine (refused "
+                         "otherwise: anyone on the network path can read it)")
     judge = parser.add_argument_group("judge (one more request per filled turn: does the reasoning lead to this turn?)")
     judge.add_argument("--judge", action="store_true", help="ask a judge model of each filled turn; a 'no' is "
                        "teacher_inconsistent, a reply that is not a verdict judge_failed (the --judge-* flags imply it)")
@@ -77,7 +85,8 @@ def teacher_config(args: argparse.Namespace):
 
     data = {k: getattr(args, k) for k in ("base_url", "model", "api_key_env", "concurrency", "max_requests",
                                           "max_tokens_total", "timeout", "retries", "prompt", "cache_dir",
-                                          "max_tokens", "temperature", "max_reasoning_chars")
+                                          "max_tokens", "temperature", "max_reasoning_chars",
+                                          "max_response_bytes", "allow_insecure_http")
             if getattr(args, k) is not None}
     judge = {k: getattr(args, f"judge_{k}") for k in ("base_url", "model", "api_key_env", "prompt")
              if getattr(args, f"judge_{k}", None) is not None}
@@ -122,7 +131,8 @@ def _run(args, config, options, announce, staged) -> int:
     stats, budget = result.stats, result.budget
     rejected = ", ".join(f"{code} {n}" for code, n in sorted(stats.rejected.items())) or "none"
     print(f"teacher: {stats.asked} turn(s) without reasoning, {stats.filled} filled, refused: {rejected}; "
-          f"{budget.requests} request(s), {budget.tokens} token(s), {stats.cached} from cache, {budget.errors} error(s)")
+          f"{budget.requests} request(s), {budget.tokens} token(s), {stats.cached} from cache, {budget.errors} error(s)"
+          + (f", {budget.estimated} reply(ies) without a usable usage counted at max_tokens" if budget.estimated else ""))
     if config.judge is not None:
         print("judge: " + ", ".join(f"{name} {stats.verdicts.get(name, 0)}" for name in ("yes", "no", "unparseable",
                                                                                        "failed")))
@@ -136,7 +146,8 @@ def _run(args, config, options, announce, staged) -> int:
     if args.summary_json:
         with open(staged["--summary-json"], "w", encoding="utf-8") as fh:
             json.dump({**result.report.to_json(), "teacher": {**stats.to_json(), "requests": budget.requests,
-                                                              "tokens": budget.tokens, "errors": budget.errors}},
+                                                              "tokens": budget.tokens, "errors": budget.errors,
+                                                              "usage_estimated": budget.estimated}},
                       fh, indent=2)
     if result.report.kept == 0:
         print(f"beam-sft reason: no row was kept ({result.report.read} read)", file=sys.stderr)

@@ -4,10 +4,12 @@ config's ``reasoning:`` block are both this one type.
 >>> from beam_sft.config_utils import from_dict
 >>> from_dict(TeacherConfig, {"base_url": "http://h:8000/v1", "model": "m", "concurrency": 4}).concurrency
 4
+>>> from_dict(TeacherConfig, {"base_url": "http://h/v1", "model": "m"}).response_bytes()  # 24 * 20000 + 64 KiB
+545536
 >>> from_dict(TeacherConfig, {"base_url": "http://h/v1", "model": "m", "max_request": 4}, "reasoning")
 Traceback (most recent call last):
 ...
-beam_sft.errors.ConfigError: reasoning.max_request: unknown key (known: api_key_env, backoff, base_url, cache_dir, concurrency, judge, max_reasoning_chars, max_requests, max_tokens, max_tokens_total, model, prompt, retries, temperature, timeout)
+beam_sft.errors.ConfigError: reasoning.max_request: unknown key (known: allow_insecure_http, api_key_env, backoff, base_url, cache_dir, concurrency, judge, max_reasoning_chars, max_requests, max_response_bytes, max_tokens, max_tokens_total, model, prompt, retries, temperature, timeout)
 >>> from_dict(TeacherConfig, {"base_url": "http://h/v1", "model": "m", "judge": {"modle": "j"}}, "reasoning")
 Traceback (most recent call last):
 ...
@@ -16,12 +18,15 @@ beam_sft.errors.ConfigError: reasoning.judge.modle: unknown key (known: api_key_
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from beam_sft.errors import BeamError, ConfigError
 from beam_sft.reason.checks import DEFAULT_MAX_CHARS
+from beam_sft.redact import redact_url, url_secrets
 
 # The environment variables the key is read from, in order, when api_key_env is not given.
 DEFAULT_KEY_ENVS = ("BEAM_TEACHER_API_KEY", "OPENAI_API_KEY")
@@ -62,7 +67,7 @@ class TeacherConfig:
     concurrency: int = 8
     max_requests: int | None = None  # retries count: every request sent is spent
     max_tokens_total: int | None = None  # the replies' usage.total_tokens, summed
-    timeout: float = 120.0  # seconds per request
+    timeout: float = 120.0  # seconds per request, in all: connect, headers, body (however slowly sent)
     retries: int = 4
     backoff: float = 1.0  # seconds; the n-th retry waits up to backoff * 2**n (jittered), or Retry-After
     prompt: str | None = None  # a prompt file; default beam_sft/reason/prompts/v1.txt
@@ -71,15 +76,25 @@ class TeacherConfig:
     temperature: float = 0.6
     max_reasoning_chars: int = DEFAULT_MAX_CHARS
     judge: JudgeConfig | None = None  # --judge: each filled turn's reasoning is judged (one more request)
+    max_response_bytes: int | None = None  # a reply's bytes; default sized from max_reasoning_chars (response_bytes)
+    allow_insecure_http: bool = False  # send the key over plain http to a host that is not this machine
 
     def __post_init__(self) -> None:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError("base_url", f"must be an http(s) URL, got {self.base_url!r}")
+        if not self.base_url.startswith(("http://", "https://")):  # the URL is quoted without its credentials
+            raise ConfigError("base_url", f"must be an http(s) URL, got {redact_url(self.base_url)!r}")
+        try:
+            host, _ = urlsplit(self.base_url).hostname, urlsplit(self.base_url).port  # a bad port raises here
+        except ValueError as exc:
+            raise ConfigError("base_url", f"is not a URL ({exc}): {redact_url(self.base_url)!r}") from None
+        if not host:
+            raise ConfigError("base_url", f"has no host: {redact_url(self.base_url)!r}")
         if not self.model:
             raise ConfigError("model", "must not be empty")
         for name in ("concurrency", "max_tokens", "max_reasoning_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.max_response_bytes is not None and self.max_response_bytes < 1:
+            raise ConfigError("max_response_bytes", f"must be at least 1, got {self.max_response_bytes}")
         for name in ("max_requests", "max_tokens_total"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ConfigError(name, f"must be >= 0, got {getattr(self, name)}")
@@ -91,6 +106,25 @@ class TeacherConfig:
     def params(self) -> dict:
         """The generation parameters sent with every request (and part of every cache key)."""
         return {"max_tokens": self.max_tokens, "temperature": self.temperature}
+
+    def response_bytes(self) -> int:
+        """The byte bound of a reply: given, or room for the longest text the checks let through at
+        JSON's widest escaping (12 bytes a character, a surrogate pair as two ``\\uXXXX``) in both the
+        content and a reasoning field (24 bytes a character), plus 64 KiB for the rest of the reply."""
+        return self.max_response_bytes or 24 * self.max_reasoning_chars + 65536
+
+    def check_transport(self, api_key: str | None, *, base_url: str | None = None) -> None:
+        """Refuse to send a credential (the key, or one the URL carries) over plain http to a host that
+        is not this machine (127.0.0.0/8, ::1, localhost), unless allowed: anyone on the path reads it.
+        ``base_url``: another endpoint under the same rule (the judge's)."""
+        base_url = base_url or self.base_url
+        parts = urlsplit(base_url)
+        if parts.scheme != "http" or self.allow_insecure_http or _loopback(parts.hostname or ""):
+            return
+        if api_key or url_secrets(base_url):
+            raise BeamError(f"refusing to send the API key over plain http to {parts.hostname}: anyone on the "
+                            "network path can read it; use https, or allow it with --allow-insecure-http "
+                            "(reasoning.allow_insecure_http: true) on a network you trust")
 
     def api_key(self) -> str | None:
         """The key from the environment (never from a flag: a command line is visible to every user)."""
@@ -113,3 +147,16 @@ class TeacherConfig:
             return Path(self.cache_dir)
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         return Path(base) / "beam-sft" / "teacher"
+
+
+def _loopback(host: str) -> bool:
+    """
+    >>> [_loopback(h) for h in ("localhost", "127.3.2.1", "::1", "10.0.0.1", "localhost.evil.com")]
+    [True, True, True, False, False]
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

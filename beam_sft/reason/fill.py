@@ -83,6 +83,7 @@ class Teacher:
     client: TeacherClient | None = None
     params: dict[str, Any] = field(default_factory=dict)  # generation parameters (max_tokens, temperature)
     max_chars: int = DEFAULT_MAX_CHARS
+    max_response_bytes: int | None = None  # the client's byte bound: a cached size refusal under it stands
     stats: FillStats = field(default_factory=FillStats)
     # cache key -> (code, message) of requests that failed in this run (an asking teacher records
     # them; a cache-reading one given them reports the same code instead of "no cached answer")
@@ -122,6 +123,8 @@ class Teacher:
         """(the answer to ``request``, where it came from, whether the cache gave it); raises
         ``TeacherError``. ``asker``: (model, endpoint host) recorded with a fresh answer."""
         entry = self.cache.get_entry(key)
+        if entry is not None and entry.completion.refusal is not None and not self._still_refused(entry.completion.refusal):
+            entry = None  # refused for its size under a smaller bound than this run's: asked again
         if entry is None and client is None:
             code, message = self.refusals.get(key) or (
                 "teacher_failed", "no cached answer for this turn (prepare asks before encoding)")
@@ -130,14 +133,21 @@ class Teacher:
             try:
                 with self.cache.claim(key):  # another run asking this turn now: wait for its answer
                     entry = self.cache.get_entry(key, again=True)
+                    if entry is not None and entry.completion.refusal is not None \
+                            and not self._still_refused(entry.completion.refusal):
+                        entry = None
                     if entry is None:
-                        completion = client.complete(request, params)
+                        completion = self._sized(client.complete(request, params))
                         origin = {"endpoint_host": asker[1], "model": asker[0],
                                   "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
                         self.cache.put(key, completion, origin)
                         return completion, origin, False
             except TeacherError as exc:
                 self.refusals[key] = (exc.code, exc.message)
+                if exc.bound is not None:  # a reply refused for its size is cached as that refusal
+                    self.cache.put(key, Completion.refused(exc.code, exc.message, exc.bound), {
+                        "endpoint_host": asker[1], "model": asker[0],
+                        "at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
                 raise
         self.stats.add(cached=1)
         return entry.completion, entry.origin, True
@@ -151,6 +161,8 @@ class Teacher:
                                                       (self.model, self.endpoint_host))
         except TeacherError as exc:
             return None, self._refused(turn, exc.code, exc.message)
+        if completion.refusal is not None:
+            return None, self._refused(turn, completion.refusal["code"], completion.refusal["message"])
         problem = check_text(completion.text, completion.finish_reason, max_chars=self.max_chars,
                              forbidden_tokens=self.options.forbidden_tokens) \
             or check_consistency(completion.text, messages[turn], tools)
@@ -190,6 +202,10 @@ class Teacher:
         if origin is not None:
             info.update(model=origin["model"], endpoint_host=origin["endpoint_host"], answered_at=origin["at"])
         info["cached"] = cached
+        if completion.refusal is not None:  # the judge's reply was refused for its size
+            self.stats.verdict("failed")
+            return {**info, "rejected": completion.refusal["code"],
+                    "message": f"the judge's request: {completion.refusal['message']}"}
         try:
             verdict, reason = parse_verdict(completion.text, completion.finish_reason)
         except Unparseable as exc:
@@ -202,6 +218,19 @@ class Teacher:
                     "message": f"the judge ({info['model']}) says the reasoning does not lead to this turn: "
                                f"{reason[:200]}"}
         return info
+
+    def _sized(self, completion: Completion) -> Completion:
+        """A text over the length bound becomes its refusal before it is cached: the cache never holds
+        a runaway generation (the other checks depend on the run's tokenizer, and re-run on a cached text)."""
+        problem = check_text(completion.text, completion.finish_reason, max_chars=self.max_chars)
+        if problem is not None and problem[0] == "teacher_too_long":
+            return Completion.refused(*problem, self.max_chars, completion.tokens)
+        return completion
+
+    def _still_refused(self, refusal: dict) -> bool:
+        bound = {"teacher_too_long": self.max_chars, "teacher_reply_too_large": self.max_response_bytes}
+        now = bound.get(refusal["code"])
+        return now is None or now <= refusal["bound"]
 
     def _refused(self, turn: int, code: str, message: str) -> dict:
         return {**self._provenance(turn), "source": "none", "rejected": code, "message": message}

@@ -26,12 +26,16 @@ def build_teacher(config: TeacherConfig, options: ConvertOptions, *, ask: bool =
     """``ask=False``: a teacher that only reads the cache (no client, no key read)."""
     client = None
     if ask:
-        client = TeacherClient(config.base_url, config.model, api_key=config.api_key(), timeout=config.timeout,
+        key = config.api_key()
+        config.check_transport(key)  # before any request: a key over plain http to another host is refused
+        client = TeacherClient(config.base_url, config.model, api_key=key, timeout=config.timeout,
                                retries=config.retries, backoff=config.backoff, concurrency=config.concurrency,
-                               budget=Budget(config.max_requests, config.max_tokens_total))
+                               budget=Budget(config.max_requests, config.max_tokens_total),
+                               max_response_bytes=config.response_bytes())
     return Teacher(prompt=Prompt.load(config.prompt), model=config.model, endpoint_host=endpoint_host(config.base_url),
                    cache=AnswerCache(config.resolved_cache_dir()), options=options, client=client,
-                   params=config.params, max_chars=config.max_reasoning_chars, judge=build_judge(config, client))
+                   params=config.params, max_chars=config.max_reasoning_chars,
+                   max_response_bytes=config.response_bytes(), judge=build_judge(config, client))
 
 
 def build_judge(config: TeacherConfig, client: TeacherClient | None) -> Judge | None:
@@ -43,9 +47,14 @@ def build_judge(config: TeacherConfig, client: TeacherClient | None) -> Judge | 
     base_url, model = j.base_url or config.base_url, j.model or config.model
     judge_client = None
     if client is not None:
-        judge_client = client if (base_url, model, j.api_key_env) == (config.base_url, config.model, None) else \
-            TeacherClient(base_url, model, api_key=config.judge_key(), timeout=config.timeout, retries=config.retries,
-                          backoff=config.backoff, concurrency=config.concurrency, budget=client.budget)
+        if (base_url, model, j.api_key_env) == (config.base_url, config.model, None):
+            judge_client = client
+        else:
+            key = config.judge_key()
+            config.check_transport(key, base_url=base_url)  # the judge's key obeys the teacher's http rule
+            judge_client = TeacherClient(base_url, model, api_key=key, timeout=config.timeout, retries=config.retries,
+                                         backoff=config.backoff, concurrency=config.concurrency, budget=client.budget,
+                                         max_response_bytes=config.response_bytes())
     return Judge(prompt=Judge.load_prompt(j.prompt), model=model, endpoint_host=endpoint_host(base_url),
                  client=judge_client, params=j.params)
 

@@ -22,6 +22,9 @@ class Reply:
     headers: dict = field(default_factory=dict)
     delay: float = 0.0
     tokens: int = 10
+    # write(handler, request_headers): the reply written by hand instead (trickled, endless, hostile
+    # bytes: tests/reason/hostile.py); the write ends when the client hangs up
+    write: object = None
 
 
 def always(reply: Reply):
@@ -56,6 +59,13 @@ class StubServer:
                 reply = stub.behave(n, body)
                 if reply.delay:
                     time.sleep(reply.delay)
+                if reply.write is not None:
+                    try:
+                        reply.write(self, dict(self.headers))
+                    except OSError:
+                        pass  # the client hung up (a deadline or a byte bound did its job)
+                    self.close_connection = True
+                    return
                 if reply.status == 200:
                     payload = {"id": f"c{n}", "object": "chat.completion", "model": body.get("model"),
                                "choices": [{"index": 0, "finish_reason": reply.finish_reason,

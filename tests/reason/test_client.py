@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from beam_sft.reason.client import Budget, TeacherClient, TeacherError
@@ -37,5 +36,5 @@ def test_a_reply_that_is_not_a_completion_fails_with_its_reason():
     with StubServer(lambda n, body: Reply()) as stub:
         client = _client(stub, [])
         with pytest.raises(TeacherError) as exc:
-            client._parse(httpx.Response(200, json={"choices": []}))
+            client._parse(b'{"choices": []}', {})
     assert exc.value.code == "teacher_failed" and "not a chat completion" in exc.value.message

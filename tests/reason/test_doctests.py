@@ -18,6 +18,7 @@ MODULES = [
     "beam_sft.reason.prompt",
     "beam_sft.reason.publish",
     "beam_sft.reason.run",
+    "beam_sft.redact",
     "beam_sft.prepare.cache",
     "beam_sft.verify.view_terminal",
 ]

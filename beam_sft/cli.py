@@ -13,6 +13,7 @@ import sys
 
 from beam_sft import __version__
 from beam_sft.errors import BeamError
+from beam_sft.paths import guard_command
 
 # Explicit registry: subcommand modules, in the order --help lists them.
 COMMAND_MODULES = (
@@ -39,13 +40,26 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
+    _declare_reason(subparsers.choices["reason"])
     return parser
+
+
+def _declare_reason(parser) -> None:
+    """``reason``'s outputs for the guard (``beam_sft.paths.writes``): convert's, its prompt file read and
+    its cache folder written. Declared here while beam_sft/reason/ is edited elsewhere; its place is
+    beside the parser in reason/cli.py, and the declaration there replaces this one."""
+    from beam_sft.convert.cli import convert_outputs
+    from beam_sft.paths import DECLARATION, writes
+
+    if parser.get_default(DECLARATION) is None:
+        writes(parser, lambda a: convert_outputs(a, inputs={"--prompt": a.prompt}, folders={"--cache-dir": a.cache_dir}))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        guard_command(args)  # every output through the one guard, before the command opens anything
         return int(args.func(args) or 0)
     except BeamError as exc:
         print(f"beam-sft {args.command}: error: {exc}", file=sys.stderr)

@@ -269,7 +269,14 @@ def yaml_string(value: Any) -> str:
     >>> yaml_string("a\\n---\\nb: 1")
     '"a\\\\n---\\\\nb: 1"'
     """
-    return json.dumps(str(value), ensure_ascii=True)
+    text = json.dumps(str(value), ensure_ascii=False)  # escapes quotes, backslashes and C0 controls
+    # YAML takes the rest of Unicode as it is, but for DEL and C1 controls, line and paragraph separators
+    # (it folds them like line breaks), surrogates and non-characters: those as YAML's \\u escapes (a
+    # surrogate pair written as two escapes would read back as two characters, so astral ones stay whole)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
 
 
 # Every character that can start Markdown syntax (ASCII punctuation, as CommonMark lets any be escaped

@@ -52,7 +52,8 @@ def _declare_reason(parser) -> None:
     from beam_sft.paths import DECLARATION, writes
 
     if parser.get_default(DECLARATION) is None:
-        writes(parser, lambda a: convert_outputs(a, inputs={"--prompt": a.prompt}, folders={"--cache-dir": a.cache_dir}))
+        writes(parser, lambda a: convert_outputs(a, inputs={"--prompt": getattr(a, "prompt", None)},
+                                                 folders={"--cache-dir": getattr(a, "cache_dir", None)}))
 
 
 def main(argv: list[str] | None = None) -> int:

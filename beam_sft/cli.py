@@ -14,6 +14,7 @@ import sys
 from beam_sft import __version__
 from beam_sft.errors import BeamError
 from beam_sft.redact import redact_text
+from beam_sft.paths import guard_command
 
 # Explicit registry: subcommand modules, in the order --help lists them.
 COMMAND_MODULES = (
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        guard_command(args)  # every output through the one guard, before the command opens anything
         return int(args.func(args) or 0)
     except BeamError as exc:  # redacted: an error may quote a URL's credentials (the last net under the rest)
         print(f"beam-sft {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
+import reprlib
 import types
 import typing
 from collections.abc import Callable
@@ -19,6 +21,63 @@ from beam_sft.errors import ConfigError
 
 T = TypeVar("T")
 _NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+# Bounds on any config we read (recipes, prepare and convert configs, a model's config.json, a DeepSpeed
+# JSON): a config is a page of settings, never data. The file's size is checked before it is read; the
+# YAML's node count, as if every alias were written out, before any value is built, so an alias bomb
+# (9 anchors each naming the one before 9 times: 9^10 values) costs one walk of its few nodes.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_CONFIG_NODES = 1_000_000
+_SHOWN_CHARS = 200  # a value echoed in an error is cut to this many characters
+
+
+def shown(value: Any) -> str:
+    """``repr(value)`` bounded in work and length, for an error message: a few items of each container,
+    a few levels deep, at most ``_SHOWN_CHARS`` characters (a config value can be huge).
+
+    >>> shown(list(range(10**6)))
+    '[0, 1, 2, 3, 4, 5, ...]'
+    >>> len(shown("x" * 10**6)) <= 200
+    True
+    """
+    short = reprlib.Repr()  # attributes, not keywords: the keywords are Python 3.12's
+    short.maxlevel = 3
+    short.maxtuple = short.maxlist = short.maxarray = short.maxdict = short.maxset = short.maxfrozenset = 6
+    short.maxdeque = 6
+    short.maxstring = short.maxother = _SHOWN_CHARS
+    short.maxlong = 60
+    text = short.repr(value)
+    return text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS - 3] + "..."
+
+
+def read_config_text(path: str | Path, kind: str = "YAML text file") -> str:
+    """A config file's text, refused (ConfigError, one line) past ``MAX_CONFIG_BYTES`` (checked before
+    reading, and again on what is read: a file that grows, or a FIFO), unreadable or not UTF-8."""
+    try:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            raw = fh.read(MAX_CONFIG_BYTES + 1) if size <= MAX_CONFIG_BYTES else b""
+    except OSError as exc:
+        from beam_sft.prepared.oserrors import describe
+
+        raise ConfigError("", f"cannot read the config {describe(exc)}") from None
+    if size > MAX_CONFIG_BYTES or len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError("", f"{path}: {max(size, len(raw)):,} bytes; a config file is at most "
+                              f"{MAX_CONFIG_BYTES:,} bytes (config_utils.MAX_CONFIG_BYTES): it is settings, not data")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("", f"{path}: not a {kind} (not UTF-8 at byte {exc.start})") from None
+    if "\x00" in text:
+        raise ConfigError("", f"{path}: not a {kind} (it holds NUL bytes)")
+    return text
+
+
+def load_json_config(path: str | Path) -> Any:
+    """A JSON config file (a model's config.json, a DeepSpeed config), size-bounded like every config."""
+    import json
+
+    return json.loads(read_config_text(path, "JSON config"))
 
 
 def from_dict(cls: type[T], data: Any, path: str = "") -> T:
@@ -78,10 +137,10 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
                 return _coerce(arg, value, path)
             except ConfigError:
                 continue
-        raise ConfigError(path, f"{value!r} does not match {tp}")
+        raise ConfigError(path, f"{shown(value)} does not match {tp}")
     if origin is typing.Literal:
         if value not in args:
-            raise ConfigError(path, f"{value!r} is not one of {', '.join(map(repr, args))}")
+            raise ConfigError(path, f"{shown(value)} is not one of {', '.join(map(repr, args))}")
         return value
     if dataclasses.is_dataclass(tp):
         return from_dict(tp, value, path)
@@ -98,7 +157,7 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(path, f"expected true/false, got {value!r}")
+        raise ConfigError(path, f"expected true/false, got {shown(value)}")
     if tp is float:
         value = yaml_number(value, float)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -107,22 +166,22 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
             except OverflowError:  # an int too large for a float
                 number = math.inf
             if not math.isfinite(number):  # NaN, .inf, 1e400 (read as inf): never a setting
-                raise ConfigError(path, f"expected a finite number, got {value!r}")
+                raise ConfigError(path, f"expected a finite number, got {shown(value)}")
             return number
-        raise ConfigError(path, f"expected a number, got {value!r}")
+        raise ConfigError(path, f"expected a number, got {shown(value)}")
     if tp is int:
         value = yaml_number(value, int)
         if isinstance(value, int) and not isinstance(value, bool):
             return value
-        raise ConfigError(path, f"expected an integer, got {value!r}")
+        raise ConfigError(path, f"expected an integer, got {shown(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ConfigError(path, f"expected a string, got {value!r}")
+        raise ConfigError(path, f"expected a string, got {shown(value)}")
     if tp is Path:
         if isinstance(value, (str, Path)):
             return Path(value)
-        raise ConfigError(path, f"expected a path, got {value!r}")
+        raise ConfigError(path, f"expected a path, got {shown(value)}")
     return value
 
 
@@ -157,17 +216,15 @@ def parse_overrides(pairs: list[str], value: Callable[[list[str], str], Any] | N
     {'sft': {'learning_rate': 0.0001}, 'lora': {'r': 8}}
     """
     if value is None:
-        import yaml
-
         def value(parts: list[str], raw: str) -> Any:
-            return yaml_number(yaml.safe_load(raw))
+            return yaml_number(parse_yaml(raw, "--" + ".".join(parts)))
 
     out: dict[str, Any] = {}
     i = 0
     while i < len(pairs):
         token = pairs[i]
         if not token.startswith("--") or len(token) == 2:
-            raise ConfigError("", f"expected --section.key, got {token!r}")
+            raise ConfigError("", f"expected --section.key, got {shown(token)}")
         if "=" in token:
             key, raw = token[2:].split("=", 1)
             i += 1
@@ -203,42 +260,81 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     """A YAML config file as a mapping; every way it can be unfit is a ConfigError, one line: the file
     cannot be read or is not UTF-8 text, the YAML does not parse or holds a tag (``!!python/object``:
     never constructed), or a key is given twice (named by its key path: ``sft.learning_rate``)."""
-    import yaml
-
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-    except OSError as exc:
-        from beam_sft.prepared.oserrors import describe
-
-        raise ConfigError("", f"cannot read the config {describe(exc)}") from None
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError("", f"{path}: not a YAML text file (not UTF-8 at byte {exc.start})") from None
-    if "\x00" in text:
-        raise ConfigError("", f"{path}: not a YAML text file (it holds NUL bytes)")
-    try:
-        loader = yaml.SafeLoader(text)
-        try:
-            node = loader.get_single_node()
-            if node is not None:
-                _check_unique_keys(node, path)
-            data = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError("", f"{path}:{where}: not valid YAML for a config: {problem}") from None
-    except RecursionError:
-        raise ConfigError("", f"{path}: nested too deeply") from None
+    data = parse_yaml(read_config_text(path), path)
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise ConfigError("", f"{path}: top level must be a mapping")
     return data
+
+
+def parse_yaml(text: str, where: str | Path, *, unique_keys: bool = True) -> Any:
+    """YAML text as a value, with every bound a config has: tags are never constructed (safe loader),
+    a key given twice is refused (``unique_keys``), and the document's size as if its aliases were
+    written out is bounded (``MAX_CONFIG_NODES``) before anything is built. ``where`` names the text
+    (a file, a flag) in the one-line ConfigError."""
+    import yaml
+
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError("", f"{where}: {len(text):,} characters; a config is at most {MAX_CONFIG_BYTES:,}")
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()  # nodes only: an alias is the same node object, not a copy
+            if node is not None:
+                _check_expansion(node, where)
+                if unique_keys:
+                    _check_unique_keys(node, where)
+            return loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError("", f"{where}:{at}: not valid YAML for a config: {str(problem)[:_SHOWN_CHARS]}") from None
+    except RecursionError:
+        raise ConfigError("", f"{where}: nested too deeply") from None
+
+
+def _check_expansion(root: Any, where: str | Path) -> None:
+    """Refuse a YAML node graph whose expansion (every alias written out) holds more than
+    ``MAX_CONFIG_NODES`` nodes, or that holds itself (a recursive alias): counted once per distinct node,
+    bottom up, so the count of a bomb is a few multiplications, never its expansion."""
+    size: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            on_path.discard(key)
+            total = 1 + sum(size[id(c)] for c in _children(node))
+            if total > MAX_CONFIG_NODES:
+                line = node.start_mark.line + 1
+                raise ConfigError("", f"{where}: line {line}: written out, its aliases make more than "
+                                      f"{MAX_CONFIG_NODES:,} values (config_utils.MAX_CONFIG_NODES); a config "
+                                      "has no need of that many (an alias bomb?)")
+            size[key] = total
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise ConfigError("", f"{where}: line {node.start_mark.line + 1}: an alias that holds itself "
+                                  "(a recursive YAML value): never a config")
+        on_path.add(key)
+        stack.append((node, True))
+        stack.extend((child, False) for child in _children(node) if id(child) not in size)
+
+
+def _children(node: Any) -> list:
+    import yaml
+
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
 
 
 def _check_unique_keys(node: Any, file: str | Path, path: str = "") -> None:

@@ -14,10 +14,12 @@ same one line, before a write turns it into a traceback.
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from beam_sft.errors import OutputRefused
@@ -206,3 +208,66 @@ def check_local_or_hub_id(value: str | os.PathLike, key: str) -> None:
     if _HUB_ID.fullmatch(text) and "--" not in text and ".." not in text and not text.endswith((".", "-")):
         return
     raise ConfigError(key, f"{text} does not exist (and is not a hub id ORG/NAME)")
+
+
+# ---------------------------------------------------------------------------- every command declares its outputs
+
+# The key under which a subcommand's parser records its declaration (``set_defaults``): ``cli.main``
+# refuses to run a command without one, and tests/test_output_guard.py enumerates the parser so that a
+# new subcommand cannot be added without saying what it writes.
+DECLARATION = "output_declaration"
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What one run of a command reads and writes, by label (the flag or key that gave the path):
+    ``files`` and ``folders`` are written, ``inputs`` only read. ``cli.main`` checks them before the
+    command runs (``check_paths``, then ``check_writable_target`` for each output)."""
+
+    inputs: Named = field(default_factory=dict)
+    files: Named = field(default_factory=dict)
+    folders: Named = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Declaration:
+    kind: str  # "writes", "nothing" (writes no file) or "own" (rewrites only files of ours, said in ``why``)
+    outputs: Callable[[argparse.Namespace], Outputs] | None = None
+    why: str = ""
+
+
+def writes(parser: argparse.ArgumentParser, outputs: Callable[[argparse.Namespace], Outputs]) -> None:
+    """Declare a writing command: ``outputs(args)`` names its inputs and outputs, checked by the guard
+    before the command runs. The one line a new writing command adds after ``add_parser``."""
+    parser.set_defaults(**{DECLARATION: Declaration("writes", outputs)})
+
+
+def writes_nothing(parser: argparse.ArgumentParser, why: str) -> None:
+    """Declare a command that writes no file (it prints); tests prove it on a real run."""
+    parser.set_defaults(**{DECLARATION: Declaration("nothing", why=why)})
+
+
+def rewrites_own_files(parser: argparse.ArgumentParser, why: str) -> None:
+    """Declare a command that only rewrites files a beam-sft command wrote (``verify``: its sections of a
+    prepared folder's report); ``why`` names them."""
+    parser.set_defaults(**{DECLARATION: Declaration("own", why=why)})
+
+
+def guard_command(args: argparse.Namespace) -> None:
+    """What ``cli.main`` runs before every command: its declared outputs through the guard. A command
+    that declares nothing is not run (a programming error, named in one line)."""
+    declaration = getattr(args, DECLARATION, None)
+    if not isinstance(declaration, Declaration):
+        from beam_sft.errors import BeamError
+
+        raise BeamError(f"the command {args.command} declares no outputs (beam_sft.paths.writes); not run")
+    if declaration.kind == "writes":
+        check_outputs(declaration.outputs(args))
+
+
+def check_outputs(spec: Outputs) -> None:
+    """``check_paths`` over a command's ``Outputs``, then ``check_writable_target`` for each output."""
+    check_paths(spec.inputs, {**spec.files, **spec.folders})
+    for kind, named in (("folder", spec.folders), ("file", spec.files)):
+        for label, path in _flatten(named):
+            check_writable_target(path, kind=kind, label=label)

@@ -283,3 +283,84 @@ def test_prepare_output_is_apart_from_its_sources_and_tokenizer(tmp_path, fixtur
     assert main(["prepare", "--data", str(data), "--tokenizer", str(tok), "--output", str(out), "--quiet"]) == 2
     assert_one_line_error(capsys.readouterr().err, "prepare", "refusing to write to")
     assert tree_digest(tmp_path) == before
+
+
+# ------------------------------------------------------------------ every command declares what it writes
+
+def _subcommands() -> dict:
+    from beam_sft.cli import build_parser
+
+    parser = build_parser()
+    return next(a for a in parser._actions if a.dest == "command").choices
+
+
+# Commands declared to write nothing, each with a real run that proves it (the tree it ran in and the
+# model it read are unchanged). A new writes_nothing command needs its run here.
+NOTHING_RUNS = {
+    "plan": lambda fx: ["plan", "--model", str(fx), "--gpus", "1", "--json"],
+    "check-tokenizer": lambda fx: ["check-tokenizer", str(fx)],
+}
+
+
+def test_every_subcommand_declares_its_outputs():
+    """A subcommand without a declaration (beam_sft.paths.writes / writes_nothing / rewrites_own_files)
+    fails here by name; cli.main would not run it either."""
+    from beam_sft.paths import DECLARATION, Declaration
+
+    kinds = {}
+    for name, parser in _subcommands().items():
+        declaration = parser.get_default(DECLARATION)
+        assert isinstance(declaration, Declaration), f"{name} declares no outputs (beam_sft.paths.writes)"
+        assert declaration.kind in ("writes", "nothing", "own"), name
+        assert declaration.kind != "writes" or callable(declaration.outputs), name
+        assert declaration.kind == "writes" or declaration.why, name
+        kinds[name] = declaration.kind
+    assert {n for n, k in kinds.items() if k == "nothing"} == set(NOTHING_RUNS)
+    assert {n for n, k in kinds.items() if k == "own"} == {"verify"}
+    assert {"convert", "reason", "prepare", "merge-shards", "inspect", "report", "train", "merge", "export",
+            "fixture"} <= {n for n, k in kinds.items() if k == "writes"}
+
+
+@pytest.mark.parametrize("name", sorted(NOTHING_RUNS))
+def test_a_command_declared_to_write_nothing_writes_nothing(name, tmp_path, fixture_dir, monkeypatch, capsys):
+    import shutil
+
+    fx = shutil.copytree(fixture_dir, tmp_path / "model")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    before = tree_digest(tmp_path)
+    assert main(NOTHING_RUNS[name](fx)) in (0, 1)
+    assert tree_digest(tmp_path) == before
+
+
+def test_main_runs_the_declared_guard_before_the_command_and_refuses_an_undeclared_one(tmp_path, capsys, monkeypatch):
+    """The mechanism: cli.main checks a writing command's declared outputs before calling it, and runs
+    no command that declares nothing."""
+
+    from beam_sft import cli
+    from beam_sft.paths import Outputs, writes
+
+    ran = []
+    src = tmp_path / "mine.jsonl"
+    src.write_text("keep\n")
+
+    def fake_parser():
+        parser = cli.OneLineParser(prog="beam-sft")
+        sub = parser.add_subparsers(dest="command", required=True)
+        good = sub.add_parser("good")
+        good.add_argument("-o")
+        good.add_argument("src")
+        good.set_defaults(func=lambda a: ran.append("good") or open(a.o, "w").close())
+        writes(good, lambda a: Outputs(inputs={"SRC": a.src}, files={"-o": a.o}))
+        bare = sub.add_parser("bare")
+        bare.set_defaults(func=lambda a: ran.append("bare"))
+        return parser
+
+    monkeypatch.setattr(cli, "build_parser", fake_parser)
+    assert cli.main(["good", str(src), "-o", str(src)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "good", "refusing to write to", "(-o) is the input")
+    assert src.read_text() == "keep\n" and ran == []
+    assert cli.main(["bare"]) == 2
+    assert_one_line_error(capsys.readouterr().err, "bare", "declares no outputs")
+    assert ran == []
+    assert cli.main(["good", str(src), "-o", str(tmp_path / "new")]) == 0 and ran == ["good"]

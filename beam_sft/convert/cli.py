@@ -21,6 +21,7 @@ from beam_sft.convert.options import (
     ToolCallContent,
     choices,
 )
+from beam_sft.paths import Outputs, check_outputs, writes
 
 
 def _rate(text: str) -> float:
@@ -70,6 +71,16 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--config", help="YAML file of convert options (missing_reasoning, columns, ...)")
     parser.add_argument("--summary-json", help="also write the per-source summary as JSON")
     parser.set_defaults(func=run)
+    writes(parser, convert_outputs)
+
+
+def convert_outputs(args: argparse.Namespace, *, inputs: dict | None = None, folders: dict | None = None) -> Outputs:
+    """convert's (and reason's, with its own ``inputs`` and ``folders``) paths for the output guard."""
+    return Outputs(inputs={"INPUT": args.inputs, "--batch-input": getattr(args, "batch_input", None),
+                           "--batch-output": getattr(args, "batch_output", None), "--config": getattr(args, "config", None),
+                           "--tokenizer": getattr(args, "tokenizer", None), **(inputs or {})},
+                   files={"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json},
+                   folders=folders or {})
 
 
 def add_batch_flags(parser: argparse.ArgumentParser) -> None:
@@ -181,19 +192,7 @@ def check_output_paths(args: argparse.Namespace, *, inputs: dict | None = None, 
     """No output is an input (or inside an input folder), no two outputs are one file, and each output
     can be a file: checked before anything is opened for writing (``beam_sft.paths``). ``inputs`` and
     ``folders`` (output folders, e.g. ``reason``'s cache) add a command's own paths."""
-    from beam_sft.paths import check_paths, check_writable_target
-
-    outputs = {"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json}
-    check_paths({"INPUT": args.inputs, "--batch-input": getattr(args, "batch_input", None),
-                 "--batch-output": getattr(args, "batch_output", None), "--config": getattr(args, "config", None),
-                 "--tokenizer": getattr(args, "tokenizer", None), **(inputs or {})},
-                {**outputs, **(folders or {})})
-    for label, path in (folders or {}).items():
-        if path is not None:
-            check_writable_target(path, kind="folder", label=label)
-    for label, path in outputs.items():
-        if path is not None:
-            check_writable_target(path, kind="file", label=label)
+    check_outputs(convert_outputs(args, inputs=inputs, folders=folders))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -75,20 +75,22 @@ class DatasetRef:
 
 def _card(path: str | Path) -> dict | None:
     """The YAML front matter of a folder's ``README.md``, or None."""
-    import yaml
+    from beam_sft.config_utils import MAX_CONFIG_BYTES, parse_yaml
+    from beam_sft.errors import ConfigError
 
     card = Path(path) / "README.md"
     if not card.is_file():
         return None
-    text = card.read_text(encoding="utf-8", errors="replace")
+    with card.open(encoding="utf-8", errors="replace") as fh:
+        text = fh.read(MAX_CONFIG_BYTES)  # the front matter is at the top; a card past this is not read whole
     if not text.startswith("---"):
         return None
     end = text.find("\n---", 3)
     if end < 0:
         return None
-    try:
-        header = yaml.safe_load(text[3:end])
-    except yaml.YAMLError:
+    try:  # bounded like a config: no alias bomb in a dataset's card (a folder's README is data)
+        header = parse_yaml(text[3:end], card, unique_keys=False)
+    except ConfigError:
         return None
     return header if isinstance(header, dict) else None
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from beam_sft.cli_args import count
 from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import KINDS, METRICS, TaskMetrics
+from beam_sft.paths import Outputs, writes
 
 DEFAULT_MAX_NEW_TOKENS = 512
 
@@ -41,6 +42,7 @@ def register(subparsers) -> None:
     parser.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the "
                         "server's API key (default: OPENAI_API_KEY when set; none: no key sent)")
     parser.set_defaults(func=run)
+    writes(parser, lambda a: Outputs(inputs={"MODEL_DIR": a.model_dir, "--data": a.data}, files={"--json": a.json_out}))
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -58,11 +60,6 @@ def _check_args(args: argparse.Namespace) -> None:
             raise BeamError("give MODEL_DIR or --base-url, not both")
         if not args.model:
             raise BeamError("--base-url needs --model NAME (the name the server serves)")
-    if args.json_out is not None:
-        from beam_sft.paths import check_paths, check_writable_target
-
-        check_paths({"MODEL_DIR": args.model_dir, "--data": args.data}, {"--json": args.json_out})
-        check_writable_target(args.json_out, kind="file", label="--json")
 
 
 def run(args: argparse.Namespace) -> int:

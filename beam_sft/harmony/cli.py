@@ -10,7 +10,7 @@ from beam_sft import compat
 from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
 from beam_sft.harmony.fixture import ARCHES, build_fixture
 from beam_sft.model_support import missing_support, model_type_at
-from beam_sft.paths import check_writable_target
+from beam_sft.paths import Outputs, check_writable_target, writes, writes_nothing
 
 
 def register(subparsers) -> None:
@@ -31,6 +31,7 @@ def register(subparsers) -> None:
     )
     fixture.add_argument("--no-model", action="store_true", help="write only the tokenizer")
     fixture.set_defaults(func=run_fixture)
+    writes(fixture, lambda a: Outputs(folders={"--out": a.out}))
 
     check = subparsers.add_parser(
         "check-tokenizer",
@@ -43,6 +44,7 @@ def register(subparsers) -> None:
     )
     check.add_argument("path", help="tokenizer directory or hub id")
     check.set_defaults(func=run_check_tokenizer)
+    writes_nothing(check, "prints the tokenizer's problems and warnings")
 
 
 def run_fixture(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from beam_sft.config_utils import from_dict, load_yaml
 from beam_sft.convert.cli import add_option_flags, option_overrides
 from beam_sft.data.rejects import sources_table  # convert's table: one renderer
 from beam_sft.errors import ConfigError, Interrupted
+from beam_sft.paths import Outputs, writes
 from beam_sft.prepare import pipeline
 from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import FORMAT_CHOICES, PrepareConfig, prepare_section
@@ -73,6 +74,9 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
     prepare.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     prepare.set_defaults(func=run_prepare)
+    # The flags' paths; a config's own sources and output are checked by the pipeline (the API path too).
+    writes(prepare, lambda a: Outputs(inputs={"--data": a.data, "--tokenizer": a.tokenizer, "--config": a.config},
+                                      folders={"--output": a.output}))
 
     merge = subparsers.add_parser(
         "merge-shards",
@@ -86,6 +90,7 @@ def register(subparsers: Any) -> None:
     merge.add_argument("--no-verify", action="store_true")
     merge.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     merge.set_defaults(func=run_merge)
+    writes(merge, lambda a: Outputs(inputs={"SHARD_DIR": a.shards}, folders={"--output": a.output}))
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:

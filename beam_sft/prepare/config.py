@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from beam_sft.config_utils import from_dict, load_yaml
+from beam_sft.config_utils import from_dict, load_yaml, shown
 from beam_sft.convert.options import FORMAT_CHOICES, MissingReasoning
 from beam_sft.data.hub import source_label
 from beam_sft.errors import ConfigError
@@ -59,7 +59,7 @@ class SourceSpec:
 
     def __post_init__(self) -> None:
         if self.format not in FORMAT_CHOICES:
-            raise ConfigError("format", f"{self.format!r} is not one of {', '.join(FORMAT_CHOICES)}")
+            raise ConfigError("format", f"{shown(self.format)} is not one of {', '.join(FORMAT_CHOICES)}")
         if self.batch_input is not None:
             for key, value in (("path", self.path), ("batch_input", self.batch_input)):
                 if not os.path.isfile(value):

@@ -42,7 +42,7 @@ from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
 from beam_sft.prepare.progress import Counter, bar, heartbeat
 from beam_sft.prepare.resolved import ResolvedPrepare, resolve
-from beam_sft.prepared import output, owner
+from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
 from beam_sft.prepared.arrow_dataset import DatasetWriter
 from beam_sft.prepared.integrity import check_integrity, file_digests
@@ -135,11 +135,9 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
         write_page(staging, final)  # after verify: the page shows its result (a failed folder keeps its page too)
         if not result.ok:
             failed = failed_dir(final)
-            if failed.exists() or failed.is_symlink():
-                if not owner.is_ours(failed):  # named like ours, but the user's: kept, and so is this result
-                    failed = final.parent / f"{failed.name}-{os.getpid()}"
-                else:
-                    shutil.rmtree(failed)
+            # an earlier failed result goes only when it holds nothing but ours; else it is kept, and so is this one
+            if (failed.exists() or failed.is_symlink()) and not output.remove_ours(failed, "an earlier failed result"):
+                failed = final.parent / f"{failed.name}-{os.getpid()}"
             os.replace(staging, failed)
             raise VerificationError(
                 f"{final}: {len(result.violations)} mask violation(s): nothing was published or cached. The dataset "
@@ -229,7 +227,7 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
                   base_fingerprint: str, parts: dict) -> dict:
     config = plan.config
 
-    work = staging / ".work"
+    work = staging / output.WORK_DIR
     save_tokenizer(tokenizer, config.tokenizer, staging / TOKENIZER_DIR)
     jobs, infos, n_records = records.write_records(plan, work / "records.arrow")
     source_records = records.RecordsFile(work / "records.arrow")

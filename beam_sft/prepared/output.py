@@ -12,6 +12,7 @@ run's only when it holds our marker and the run the marker names is gone; names 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import logging
 import os
 import re
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from beam_sft.errors import OutputRefused
 from beam_sft.prepared import owner
-from beam_sft.prepared.layout import UNDIGESTED
+from beam_sft.prepared.layout import OWN_ENTRIES, OWN_PATTERNS, TOKENIZER_DIR, UNDIGESTED
 from beam_sft.prepared.oserrors import unwritable
 from beam_sft.prepared.report import read_report
 
@@ -108,7 +109,9 @@ def staging_dir(final: Path) -> Path:
             if not owner.is_ours(staging):  # our pid's name, but not a folder we made
                 raise OutputRefused(staging, "it is in the way of this run's staging folder and is not one "
                                              f"of ours (no {owner.MARKER}); move it away", hint=False)
-            shutil.rmtree(staging)
+            if not remove_ours(staging, "an earlier run with this pid's staging folder"):
+                raise OutputRefused(staging, "it is in the way of this run's staging folder and holds files no run "
+                                             "of ours wrote; move it away", hint=False)
         _make_marked(staging)
     except OSError as exc:
         raise unwritable(final.parent, exc) from exc
@@ -135,7 +138,72 @@ def remove_own(folder: Path) -> None:
     """Remove ``folder`` when this process made it (its marker names this run); else leave it."""
     marker = owner.read_marker(folder) if owner.is_ours(folder) else None
     if marker is not None and marker.get("pid") == os.getpid() and marker.get("started") == owner.process_start(os.getpid()):
-        shutil.rmtree(folder, ignore_errors=True)
+        remove_ours(folder, "this run's staging folder")
+
+
+# A staging folder's own entries, before its report records the files: what prepare, merge-shards and
+# verify write there (the scratch folder, shards being written, the atomic writers' temporary names).
+WORK_DIR = ".work"
+_STAGING_TOP = re.compile(r"\.shard-\d+\.arrow|\.(report\.json|report\.html|report_lengths\.png|"
+                          r"verify_violations\.jsonl)\.tmp(-?\d+)?")
+_WORK_FILES = re.compile(r"records\.arrow|teacher_refusals\.json|part-\d+\.arrow")
+
+
+def unexplained(folder: Path) -> list[str]:
+    """Every entry of ``folder`` (at any depth, hidden ones and links too) that no run of ours writes
+    there: not one its report records, nor a name prepare, merge-shards or verify writes into a staging
+    folder. Empty means removing it can only remove what our runs wrote."""
+    from beam_sft.data.fingerprint import TOKENIZER_FILES
+
+    report = read_report(folder)
+    recorded = report.get("files", {}).get("files") if isinstance(report, dict) else None
+    recorded = set(recorded) if isinstance(recorded, dict) else set()
+
+    def ours(rel: Path, is_dir: bool) -> bool:
+        parts, name = rel.parts, rel.name
+        if rel.as_posix() in recorded and not is_dir:
+            return True
+        if len(parts) == 1:
+            if is_dir:
+                return name in (TOKENIZER_DIR, WORK_DIR)
+            return (name in OWN_ENTRIES or name == owner.MARKER or bool(_STAGING_TOP.fullmatch(name))
+                    or any(fnmatch.fnmatchcase(name, p) for p in OWN_PATTERNS))
+        if len(parts) == 2 and not is_dir and parts[0] == TOKENIZER_DIR:
+            return name in TOKENIZER_FILES or name.startswith("chat_template")
+        if len(parts) == 2 and not is_dir and parts[0] == WORK_DIR:
+            return bool(_WORK_FILES.fullmatch(name))
+        return False
+
+    out = []
+    for root, dirs, files in os.walk(folder):
+        base = Path(root).relative_to(folder)
+        for name in sorted(dirs):
+            if (Path(root) / name).is_symlink() or not ours(base / name, True):
+                out.append((base / name).as_posix() + "/")
+        dirs[:] = [d for d in dirs if not (Path(root) / d).is_symlink() and ours(base / d, True)]
+        for name in sorted(files):
+            if (Path(root) / name).is_symlink() or not ours(base / name, False):
+                out.append((base / name).as_posix())
+    return sorted(out)
+
+
+def remove_ours(folder: Path, what: str) -> bool:
+    """The one way prepare removes a folder (a dead run's staging or old folder, its own staging on
+    failure, a replaced or kept-aside result): only a real folder holding our marker and nothing a run
+    of ours does not write (``unexplained``). Anything else stays, said in a warning naming what it
+    holds; returns whether it was removed. ``what`` says which folder it is, for that warning."""
+    folder = Path(folder)
+    if not owner.is_ours(folder):
+        logger.warning("left %s (%s): it holds no %s marker, so it is not ours to remove", folder, what, owner.MARKER)
+        return False
+    extra = unexplained(folder)
+    if extra:
+        shown = ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "")
+        logger.warning("left %s (%s): it also holds %s, which no run of ours wrote; remove it yourself once "
+                       "that is saved", folder, what, shown)
+        return False
+    shutil.rmtree(folder, ignore_errors=True)
+    return True
 
 
 def clean_stale(final: Path) -> list[Path]:
@@ -162,9 +230,9 @@ def clean_stale(final: Path) -> list[Path]:
             continue
         marker = owner.read_marker(entry)
         # staging: the marker names its writer; old: the folder was renamed by the process in its name
-        if not owner.run_alive(marker, int(match.group(2))):
-            logger.info("removing %s, left by process %s which is gone", entry, match.group(2))
-            shutil.rmtree(entry, ignore_errors=True)
+        if not owner.run_alive(marker, int(match.group(2))) and remove_ours(
+                entry, f"left by process {match.group(2)}, which is gone"):
+            logger.info("removed %s, left by process %s which is gone", entry, match.group(2))
             removed.append(entry)
     return removed
 
@@ -188,7 +256,7 @@ def publish(staging: Path, final: Path) -> Path:
                                      "away", hint=False)
         os.replace(final, old)
         os.replace(staging, final)
-        shutil.rmtree(old, ignore_errors=True)
+        remove_ours(old, f"the result {final} replaced")
     else:
         os.replace(staging, final)
     return final

@@ -77,6 +77,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--summary-json", help="also write the per-source summary and the teacher's counts as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress line")
     parser.set_defaults(func=run)
+    from beam_sft.convert.cli import convert_outputs
+    from beam_sft.paths import writes
+
+    # convert's outputs, its prompt file read and its cache folder written, all through the one guard
+    writes(parser, lambda a: convert_outputs(a, inputs={"--prompt": a.prompt}, folders={"--cache-dir": a.cache_dir}))
 
 
 def teacher_config(args: argparse.Namespace):

@@ -13,9 +13,10 @@ import json
 import os
 
 from beam_sft.cli_args import count, non_negative_float, positive_float
+from beam_sft.paths import Outputs, writes, writes_nothing
 from beam_sft.train import plan as planner
 from beam_sft.train import trainer
-from beam_sft.train.data import check_run_paths
+from beam_sft.train.data import check_run_paths, run_inputs
 from beam_sft.train.export import export_checkpoint, parse_size
 from beam_sft.train.extensions import clear_stale_build_locks
 from beam_sft.train.merge import merge_adapter
@@ -44,6 +45,7 @@ def _keep_overrides(parser: argparse.ArgumentParser):
 def register(subparsers) -> None:
     train = _keep_overrides(_add_train(subparsers))
     train.set_defaults(func=_train)
+    writes(train, _train_outputs)
 
     merge = subparsers.add_parser("merge", help="merge a LoRA adapter into its base model")
     merge.add_argument("adapter", help="adapter directory written by `beam-sft train` with a lora section")
@@ -51,6 +53,7 @@ def register(subparsers) -> None:
     merge.add_argument("--base", help="base model (default: the adapter's base_model_name_or_path)")
     merge.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     merge.set_defaults(func=_merge)
+    writes(merge, lambda a: Outputs(inputs={"ADAPTER": a.adapter, "--base": a.base}, folders={"-o": a.out}))
     _add_plan(subparsers)
     _add_export(subparsers)
 
@@ -67,11 +70,24 @@ def _add_train(subparsers):
     return train
 
 
-def _train(args) -> int:
+def _recipe(args):
     overrides = list(args.overrides or [])
     recipe = load_recipe(args.config, overrides)
     if not recipe.model.path and os.environ.get("BEAM_MODEL_ID"):
         recipe = load_recipe(args.config, overrides + ["--model.path", os.environ["BEAM_MODEL_ID"]])
+    return recipe
+
+
+def _train_outputs(args) -> Outputs:
+    """The recipe's paths; check_run_paths first, so a model path that is neither here nor a hub id is
+    named as that, and the resume rule holds."""
+    recipe = _recipe(args)
+    check_run_paths(recipe)
+    return Outputs(inputs=run_inputs(recipe), folders={"sft.output_dir": recipe.sft.get("output_dir")})
+
+
+def _train(args) -> int:
+    recipe = _recipe(args)
     check_run_paths(recipe)  # before accelerate or torch start: never over the model or the data
     clear_stale_build_locks()  # a killed DeepSpeed op build's lock would hang this launch for good
     out = trainer.train(recipe)
@@ -126,6 +142,7 @@ def _add_plan(subparsers) -> None:
     plan.add_argument("--trust-remote-code", action="store_true", help="let a hub config run its own code")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     plan.set_defaults(func=_plan)
+    writes_nothing(plan, "prints the plan (text or --json) on stdout")
 
 
 def _plan(args) -> int:
@@ -152,6 +169,7 @@ def _add_export(subparsers) -> None:
                         help="output dtype (default: the config's dtype, else float32)")
     export.add_argument("--max-shard-size", default="5GB", help="largest output shard (e.g. 5GB, 200MB)")
     export.set_defaults(func=_export)
+    writes(export, lambda a: Outputs(inputs={"CHECKPOINT": a.checkpoint, "--config": a.config}, folders={"-o": a.out}))
 
 
 def _export(args) -> int:

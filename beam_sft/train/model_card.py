@@ -8,13 +8,18 @@ says nothing that is not true of it:
   and distribution, LoRA or full, checkpoint format, the step reached;
 * ``metrics.jsonl`` and ``format_health.jsonl`` (``train/run_log.py``, ``train/format_health.py``):
   eval loss and format health by step; ``losses.jsonl``: training loss and tokens seen;
-* the prepared folder's ``report.json``: sources, rows kept and rejected by reason code, tokens and
-  trained tokens, and the report's own SHA-256;
+* the data as the run recorded it when it started (``beam_run.json``'s ``prepared_data``, from
+  ``train/provenance.py``): sources, rows kept and rejected by reason code, tokens and trained tokens,
+  and the report's own SHA-256. Never the prepared folder's current ``report.json``: after a re-prepare
+  it describes data the model never saw (the card then says the folder changed);
 * the weights' safetensors headers: parameter count; ``config.json``: the architecture.
 
 ``card_facts(folder)`` gathers them (pure reading, no model load), ``render_card(facts)`` writes the
-Markdown with hub front matter (``base_model`` and ``datasets`` only where they are hub ids), and
-``write_model_card(folder)`` replaces whatever card is there. A merged or exported folder gets the
+Markdown with hub front matter (``base_model`` and ``datasets`` only where they are hub ids, as JSON
+strings, which YAML reads as quoted scalars), and ``write_model_card(folder)`` replaces whatever card is
+there. Every text that comes from data, records or paths goes through ``md_text`` (Markdown text) or
+``md_code`` (a code span), so a folder name holding a newline, ``# ...``, ``---``, ``<img onerror>`` or
+a backtick stays one line of inert text: no heading, no raw HTML, no broken code span. A merged or exported folder gets the
 card of the run it came from plus a line saying how it was made (``derived=``).
 """
 
@@ -23,12 +28,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from beam_sft.prepared.layout import REPORT_FILE
+from beam_sft.train.provenance import data_summary
 
 CARD_FILE = "README.md"
 RUN_FILE = "beam_run.json"  # beam_sft.train.save.RUN_FILE (not imported: save pulls in torch)
@@ -144,6 +151,29 @@ def _is_hub_model(path: str) -> bool:
 # ---------------------------------------------------------------------------- facts
 
 
+def recorded_data(run: dict, prepared: Path) -> dict[str, Any]:
+    """The data the run saw: its record's ``prepared_data`` (taken when it started), and whether the
+    prepared folder still holds it (its report.json's SHA-256 now against the recorded one).
+
+    A record from before the counts were recorded has the digest only: the folder's report is used
+    while its digest is the recorded one, else no counts are stated. A record with no data
+    provenance at all (an older beam-sft) falls back to the folder as it is, and says so."""
+    now = file_sha256(prepared / REPORT_FILE) if run.get("prepared") else None
+    recorded = run.get("prepared_data")
+    if isinstance(recorded, dict):
+        summary = recorded.get("summary")
+        if not isinstance(summary, dict):
+            current = _read_json(prepared / REPORT_FILE) if now is not None and now == recorded.get("report_sha256") else None
+            summary = data_summary(current) if isinstance(current, dict) else {}
+        return {"recorded": True, "summary": summary, "report_sha256": recorded.get("report_sha256"),
+                "fingerprint": recorded.get("fingerprint"), "report_sha256_now": now,
+                "changed": now != recorded.get("report_sha256")}
+    current = _read_json(prepared / REPORT_FILE) if now is not None else None
+    current = current if isinstance(current, dict) else {}
+    return {"recorded": False, "summary": data_summary(current), "report_sha256": now,
+            "fingerprint": current.get("fingerprint"), "report_sha256_now": now, "changed": False}
+
+
 def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, derived: str | None = None,
                launcher: str | None = None) -> dict[str, Any]:
     """Everything the card states, read from ``run_folder`` (default: ``folder``) and its records.
@@ -168,20 +198,13 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
     health = [r for r in _read_jsonl(records / "format_health.jsonl") if r.get("step", 0) <= step]
     losses = [r for r in _read_jsonl(records / "losses.jsonl") if r.get("step", 0) <= step]
     prepared = Path(str(run.get("prepared") or ""))
-    report = _read_json(prepared / REPORT_FILE) if run.get("prepared") else None
-    report = report if isinstance(report, dict) else {}
+    data = recorded_data(run, prepared)
     model = recipe.get("model") or {}
     sft = recipe.get("sft") or {}
     config = _read_json(folder / "config.json") or _read_json(run_dir / "config.json") or {}
     distributed = run.get("distributed") or {}
     eval_summary = ((run.get("preflight") or {}).get("eval") or run.get("eval") or {})
-    tokens = report.get("tokens") or {}
-    sources = []
-    for name, entry in (report.get("sources") or {}).items():
-        if isinstance(entry, dict):
-            sources.append({"name": name, "format": entry.get("format"), "read": entry.get("read", 0),
-                            "kept": entry.get("kept", 0), "rejected": dict(entry.get("rejected") or {}),
-                            "rows_out": entry.get("rows_out", 0)})
+    summary = data["summary"]
     return {
         "name": folder.name,
         "derived": derived,
@@ -206,17 +229,20 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
         "learning_rate": sft.get("learning_rate"),
         "batch_size": sft.get("per_device_train_batch_size"),
         "prepared": str(prepared) if run.get("prepared") else None,
-        "report_sha256": file_sha256(prepared / REPORT_FILE) if run.get("prepared") else None,
-        "fingerprint": report.get("fingerprint"),
-        "sources": sources,
-        "hub_datasets": hub_dataset_ids((report.get("config") or {}).get("sources") or []),
-        "rejected_by_code": dict((report.get("rejects") or {}).get("by_code") or {}),
-        "rows": tokens.get("rows"),
-        "tokens": tokens.get("total"),
-        "trained_tokens": tokens.get("trained"),
-        "verified": bool((report.get("verify") or {}).get("ok")),
-        "trained_tool_call_tokens": (((report.get("verify") or {}).get("trained_by_channel") or {})
-                                     .get("tool_call") or {}).get("tokens", 0),
+        "report_sha256": data["report_sha256"],
+        "fingerprint": data["fingerprint"],
+        "data_recorded": data["recorded"],
+        "data_changed": data["changed"],
+        "counts_known": bool(summary),
+        "report_sha256_now": data["report_sha256_now"],
+        "sources": summary.get("sources") or [],
+        "hub_datasets": hub_dataset_ids(summary.get("configured_sources") or []),
+        "rejected_by_code": dict(summary.get("rejected_by_code") or {}),
+        "rows": summary.get("rows"),
+        "tokens": summary.get("tokens"),
+        "trained_tokens": summary.get("trained_tokens"),
+        "verified": bool(summary.get("verified")),
+        "trained_tool_call_tokens": summary.get("trained_tool_call_tokens") or 0,
         "train_rows": eval_summary.get("train_rows"),
         "eval_rows": eval_summary.get("eval_rows"),
         "eval_mode": eval_summary.get("mode"),
@@ -233,7 +259,58 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
 
 
 def _yaml_list(key: str, values: list[str]) -> list[str]:
-    return [f"{key}:"] + [f"- {json.dumps(v)}" for v in values] if values else []
+    return [f"{key}:"] + [f"- {yaml_string(v)}" for v in values] if values else []
+
+
+def yaml_string(value: Any) -> str:
+    """A front-matter value: a JSON string (ASCII, every control character escaped), which YAML reads as
+    a double-quoted scalar, so no value can end the front matter, add a key or a line.
+
+    >>> yaml_string("a\\n---\\nb: 1")
+    '"a\\\\n---\\\\nb: 1"'
+    """
+    text = json.dumps(str(value), ensure_ascii=False)  # escapes quotes, backslashes and C0 controls
+    # YAML takes the rest of Unicode as it is, but for DEL and C1 controls, line and paragraph separators
+    # (it folds them like line breaks), surrogates and non-characters: those as YAML's \\u escapes (a
+    # surrogate pair written as two escapes would read back as two characters, so astral ones stay whole)
+    return _YAML_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+_YAML_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\ud800-\udfff\ufeff\ufffe\uffff]")
+
+
+# Every character that can start Markdown syntax (ASCII punctuation, as CommonMark lets any be escaped
+# with a backslash) and every line break (a new line could start a heading, a ``---`` rule, a list).
+_MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")
+_LINE_BREAKS = re.compile(r"[\r\n\v\f\x85\u2028\u2029]+")
+
+
+def md_text(value: Any) -> str:
+    """``value`` as one line of inert Markdown text: line breaks become spaces and every ASCII
+    punctuation character is backslash-escaped (no heading, emphasis, link, image, raw HTML, entity,
+    table pipe or code span can come of it; it renders as the text it is).
+
+    >>> md_text("x\\n# <img onerror=alert(1)> `a|b`")
+    'x \\\\# \\\\<img onerror\\\\=alert\\\\(1\\\\)\\\\> \\\\`a\\\\|b\\\\`'
+    """
+    return _MD_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(value)))
+
+
+def md_code(value: Any, *, table: bool = True) -> str:
+    """``value`` as one code span: fenced by more backticks than its longest run of them (so a backtick
+    cannot end it), padded when it starts or ends with one, line breaks made spaces; in a table
+    (``table``) a pipe is escaped as GFM reads it inside a span. Raw HTML in a code span is text.
+
+    >>> md_code("a`b"), md_code("`x"), md_code("a|b")
+    ('``a`b``', '`` `x ``', '`a\\\\|b`')
+    """
+    text = _LINE_BREAKS.sub(" ", str(value)) or "-"
+    if table:
+        text = text.replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def front_matter(facts: dict) -> str:
@@ -246,7 +323,7 @@ def front_matter(facts: dict) -> str:
         tags.append("tool-calling")
     lines = ["---", f"library_name: {library}", "pipeline_tag: text-generation"]
     if facts["base_model_on_hub"]:
-        lines.append(f"base_model: {json.dumps(facts['base_model'])}")
+        lines.append(f"base_model: {yaml_string(facts['base_model'])}")
     lines += _yaml_list("datasets", facts["hub_datasets"])
     lines += _yaml_list("tags", tags)
     lines.append("---")
@@ -260,12 +337,15 @@ def _f(value: Any, digits: int = 4) -> str:
         return f"{value:.{digits}f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
-    return str(value)
+    return md_text(value)  # a value of another type came from a record: text, escaped
 
 
-def _md(text: Any) -> str:
-    """A table cell: pipes and newlines would break the row; backslash-escape the one, drop the other."""
-    return str(text).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+_md = md_text  # a table cell's text: md_text escapes the pipe too
+
+
+def _total(counts: dict) -> Any:
+    values = list(counts.values())
+    return sum(values) if all(isinstance(v, int) and not isinstance(v, bool) for v in values) else "-"
 
 
 def quick_start(facts: dict, path: str) -> str:
@@ -274,7 +354,7 @@ def quick_start(facts: dict, path: str) -> str:
     return f'''```python
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-path = {json.dumps(path)}
+path = {_py_string(path)}
 tokenizer = AutoTokenizer.from_pretrained(path)
 model = AutoModelForCausalLM.from_pretrained(path){"  # loads the base model, then this adapter (peft)" if facts["lora"] else ""}
 
@@ -296,16 +376,36 @@ print(message)
 ```'''
 
 
+def _py_string(text: str) -> str:
+    """A Python string literal that cannot end the code fence it sits in: JSON's escapes are Python's,
+    and a backtick is written as its escape (the fence is three backticks)."""
+    return json.dumps(str(text)).replace("`", "\\u0060")
+
+
+def _data_lines(facts: dict) -> list[str]:
+    """What the Data section says about where its figures come from."""
+    if not facts["data_recorded"]:
+        return ["", "The run record names no data by digest (written by an older beam-sft): the figures below "
+                    "are the prepared folder's as it is now, which may not be the data the model saw."]
+    if not facts["data_changed"]:
+        return []
+    now = (f"its `report.json` has SHA-256 {md_code(facts['report_sha256_now'], table=False)} now"
+           if facts["report_sha256_now"] else "its `report.json` is gone")
+    said = ("the figures below are those the run recorded when it started" if facts["counts_known"]
+            else "the run recorded the data's digests only, so no counts are stated")
+    return ["", f"The prepared folder holds other data since this run read it ({now}): {said}."]
+
+
 def render_card(facts: dict, *, path: str | None = None) -> str:
     """The card's Markdown (front matter first)."""
-    out: list[str] = [front_matter(facts), "", f"# {facts['name']}", ""]
+    out: list[str] = [front_matter(facts), "", f"# {md_text(facts['name'])}", ""]
     kind = ("a LoRA adapter" if facts["lora"] else "a LoRA fine-tune merged into its base" if facts["lora_config"]
             else "a full fine-tune")
     base = facts["base_model"] or "-"
     where = "" if facts["base_model_on_hub"] else " (a local checkpoint, not a hub model)"
-    arch = f", {facts['architecture']}" if facts["architecture"] else ""
-    params = f", {facts['parameters']:,} parameters" if facts["parameters"] else ""
-    out.append(f"{kind.capitalize()} of `{base}`{where}{arch}{params}, trained with "
+    arch = f", {md_text(facts['architecture'])}" if facts["architecture"] else ""
+    params = f", {_f(facts['parameters'])} parameters" if facts["parameters"] else ""
+    out.append(f"{kind.capitalize()} of {md_code(base, table=False)}{where}{arch}{params}, trained with "
                "beam-sft (TRL's SFTTrainer) to speak Beam Harmony: an `analysis` message (reasoning) on "
                "every assistant turn, then a `final` answer or tool calls with XML arguments, ended by "
                "`<|return|>` or `<|call|>`.")
@@ -313,58 +413,59 @@ def render_card(facts: dict, *, path: str | None = None) -> str:
         out += ["", "This folder is the LoRA adapter of that run merged into its base (`beam-sft merge`): a "
                     "standalone `from_pretrained` checkpoint."]
     elif facts["derived"] == "exported":
-        out += ["", f"This folder is the run's sharded checkpoint at step {facts['global_step']} written as one "
+        out += ["", f"This folder is the run's sharded checkpoint at step {_f(facts['global_step'])} written as one "
                     "`from_pretrained` checkpoint (`beam-sft export`)."]
     elif facts["checkpoint_format"] not in (None, "from_pretrained"):
-        out += ["", f"The weights here are a sharded `{facts['checkpoint_format']}` checkpoint: run "
+        out += ["", f"The weights here are a sharded {md_code(facts['checkpoint_format'], table=False)} checkpoint: run "
                     "`beam-sft export THIS_FOLDER -o OUT` before `from_pretrained`."]
     out += ["", "## Training", "", "| | |", "|---|---|",
-            f"| base model | `{_md(base)}` |",
+            f"| base model | {md_code(base)} |",
             f"| recipe digest | `sha256:{facts['recipe_digest']}` (the recipe in `beam_run.json`, canonical JSON) |",
             f"| launcher | {_md(facts['launcher'] or 'not recorded')} |",
             f"| world size | {_f(facts['world_size'])} ({_md(facts['distributed_type'] or '-')}"
-            + (f", ZeRO-{facts['zero_stage']}" if facts["zero_stage"] is not None else "")
-            + (f", FSDP{facts['fsdp_version']}" if facts["fsdp_version"] is not None else "") + ") |",
+            + (f", ZeRO-{_f(facts['zero_stage'])}" if facts["zero_stage"] is not None else "")
+            + (f", FSDP{_f(facts['fsdp_version'])}" if facts["fsdp_version"] is not None else "") + ") |",
             f"| steps | {_f(facts['global_step'])} of {_f(facts['max_steps'])} |",
             f"| learning rate | {_f(facts['learning_rate'], 6)} |",
             f"| batch size per process | {_f(facts['batch_size'])} |"]
     if facts["lora_config"]:
         lora = facts["lora_config"]
-        out.append(f"| LoRA | r {_md(lora.get('r'))}, alpha {_md(lora.get('alpha'))}, "
-                   f"targets {_md(lora.get('target_modules'))} |")
-    out += ["", "## Data", "", f"Prepared folder `{_md(facts['prepared'] or '-')}` "
-            f"({'verified' if facts['verified'] else 'NOT verified'}); its `report.json` has "
-            f"SHA-256 `{facts['report_sha256'] or '-'}` (fingerprint `{facts['fingerprint'] or '-'}`).", "",
+        out.append(f"| LoRA | r {_f(lora.get('r'))}, alpha {_f(lora.get('alpha'))}, "
+                   f"targets {md_code(lora.get('target_modules'))} |")
+    out += ["", "## Data", "", f"Prepared folder {md_code(facts['prepared'] or '-', table=False)} "
+            f"({'verified' if facts['verified'] else 'NOT verified'}); its `report.json` had "
+            f"SHA-256 {md_code(facts['report_sha256'] or '-', table=False)} when the run read it (fingerprint "
+            f"{md_code(facts['fingerprint'] or '-', table=False)}).", *_data_lines(facts), "",
             "| source | format | read | kept | rejected (by code) | rows out |", "|---|---|---:|---:|---|---:|"]
     for s in facts["sources"]:
-        rejected = ", ".join(f"{code} {n}" for code, n in sorted(s["rejected"].items())) or "-"
-        out.append(f"| `{_md(s['name'])}` | {_md(s['format'])} | {_f(s['read'])} | {_f(s['kept'])} | "
-                   f"{_md(rejected)} | {_f(s['rows_out'])} |")
+        rejected = ", ".join(f"{md_code(code)} {_f(n)}" for code, n in sorted(s["rejected"].items(), key=str)) or "-"
+        out.append(f"| {md_code(s['name'])} | {md_text(s['format'])} | {_f(s['read'])} | {_f(s['kept'])} | "
+                   f"{rejected} | {_f(s['rows_out'])} |")
     out += ["", "| | |", "|---|---|",
             f"| rows prepared | {_f(facts['rows'])} |",
-            f"| rows rejected | {_f(sum(facts['rejected_by_code'].values()))} |",
+            f"| rows rejected | {_f(_total(facts['rejected_by_code']))} |",
             f"| tokens | {_f(facts['tokens'])} |",
             f"| trained tokens (assistant mask) | {_f(facts['trained_tokens'])} |",
             f"| training rows / eval rows | {_f(facts['train_rows'])} / {_f(facts['eval_rows'])} "
-            f"({_md(facts['eval_mode'] or 'no eval set')}"
-            + (f": `{_md(facts['eval_dir'])}`" if facts["eval_dir"] else "") + ") |",
+            f"({md_code(facts['eval_mode']) if facts['eval_mode'] else 'no eval set'}"
+            + (f": {md_code(facts['eval_dir'])}" if facts["eval_dir"] else "") + ") |",
             f"| tokens seen by the trainer (TRL `num_tokens`, context included) | {_f(facts['tokens_seen'])} |"]
     out += ["", "## Results at the end", "", "| | |", "|---|---|"]
     if facts["final_train_loss"] is not None:
-        out.append(f"| train loss (step {facts['final_train_loss_step']}) | {_f(facts['final_train_loss'])} |")
+        out.append(f"| train loss (step {_f(facts['final_train_loss_step'])}) | {_f(facts['final_train_loss'])} |")
     if facts["eval_loss"]:
         step, loss = facts["eval_loss"][-1]
-        out.append(f"| eval loss (step {step}) | {_f(loss)} |")
+        out.append(f"| eval loss (step {_f(step)}) | {_f(loss)} |")
     if facts["format_health"]:
         step, value, n = facts["format_health"][-1]
-        out.append(f"| format health (step {step}) | {_f(value, 3)} of {n} greedy turns on eval prompts are valid "
+        out.append(f"| format health (step {_f(step)}) | {_f(value, 3)} of {_f(n)} greedy turns on eval prompts are valid "
                    "Beam turns |")
     if not facts["eval_loss"] and not facts["format_health"]:
         out.append("| eval | none: the recipe had no `data.eval` |")
     if len(facts["eval_loss"]) > 1:
-        out += ["", "Eval loss by step: " + ", ".join(f"{s}: {_f(v, 3)}" for s, v in facts["eval_loss"]) + "."]
+        out += ["", "Eval loss by step: " + ", ".join(f"{_f(s)}: {_f(v, 3)}" for s, v in facts["eval_loss"]) + "."]
     if len(facts["format_health"]) > 1:
-        out += ["", "Format health by step: " + ", ".join(f"{s}: {_f(v, 2)}" for s, v, _ in facts["format_health"])
+        out += ["", "Format health by step: " + ", ".join(f"{_f(s)}: {_f(v, 2)}" for s, v, _ in facts["format_health"])
                 + "."]
     out += ["", "## Quick start", "", "The tokenizer carries the chat template (`chat_template.jinja`) and the "
             "response template (`response_template` in `tokenizer_config.json`):", "",

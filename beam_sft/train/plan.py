@@ -38,13 +38,13 @@ top-k above the expert count, a memory that is not a finite positive number) is 
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from beam_sft.config_utils import load_json_config
 from beam_sft.errors import BeamError, ConfigError, PreflightError
 
 GIB = 1024**3
@@ -169,7 +169,7 @@ def load_model_config(source, *, trust_remote_code: bool = False):
     require_support(path)  # a 'beam' config on a transformers without models/beam/: say which it needs
     if path.is_file():
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = load_json_config(path)  # size-bounded, like every config we read
         except (ValueError, RecursionError) as exc:  # not UTF-8, not JSON, nested past the parser
             raise BeamError(f"{path}: not a JSON config ({_one_line(exc)})") from exc
         except OSError as exc:
@@ -189,7 +189,7 @@ def load_model_config(source, *, trust_remote_code: bool = False):
             raise BeamError(f"{source}: a folder without config.json (plan needs the model's config)")
         if path.is_dir():
             try:
-                raw = json.loads((path / "config.json").read_text(encoding="utf-8"))
+                raw = load_json_config(path / "config.json")
             except (OSError, ValueError, RecursionError) as exc:
                 raise BeamError(f"{path / 'config.json'}: not a JSON config ({_one_line(exc)})") from exc
             if not isinstance(raw, dict):
@@ -602,8 +602,7 @@ def strategy_from_environment(env=None) -> str:
         stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
         config_file = env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
         if config_file and Path(config_file).is_file():
-            stage = str(json.loads(Path(config_file).read_text(encoding="utf-8"))
-                        .get("zero_optimization", {}).get("stage", stage))
+            stage = str(load_json_config(config_file).get("zero_optimization", {}).get("stage", stage))
         return {"3": "zero3", "2": "zero2", "1": "zero2"}.get(str(stage), "ddp")
     if env.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
         return "fsdp2"

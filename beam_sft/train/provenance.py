@@ -36,4 +36,35 @@ def folder_provenance(directory: str | Path) -> dict[str, Any]:
     return {"path": str(path.resolve()), "report_sha256": hashlib.sha256(raw).hexdigest(),
             "report_seal": seal.get("report"), "fingerprint": report.get("fingerprint"),
             "files": recorded_digests(report),
-            "verified": {k: verify.get(k) for k in ("ok", "full", "rows", "sample", "max_length")}}
+            "verified": {k: verify.get(k) for k in ("ok", "full", "rows", "sample", "max_length")},
+            "summary": data_summary(report)}
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def data_summary(report: dict) -> dict[str, Any]:
+    """The counts a model card states about the data, as the report holds them when the run starts
+    (the folder may hold other data by the time a merge or export writes the card): per source read,
+    kept, rejected by code and rows out, rejects by code, rows, tokens, trained tokens, the verified
+    flag, trained tool-call tokens, and the configured sources (for the card's hub dataset ids).
+
+    >>> data_summary({"tokens": {"rows": 2, "total": 9, "trained": 4}})["tokens"]
+    9
+    """
+    sources = []
+    for name, entry in _dict(report.get("sources")).items():
+        if isinstance(entry, dict):
+            sources.append({"name": name, "format": entry.get("format"), "read": entry.get("read", 0),
+                            "kept": entry.get("kept", 0), "rejected": dict(_dict(entry.get("rejected"))),
+                            "rows_out": entry.get("rows_out", 0)})
+    tokens, verify = _dict(report.get("tokens")), _dict(report.get("verify"))
+    keys = ("path", "name", "split", "revision", "data_files")
+    configured = [{k: s.get(k) for k in keys} for s in _dict(report.get("config")).get("sources") or []
+                  if isinstance(s, dict)]
+    return {"sources": sources, "rejected_by_code": dict(_dict(_dict(report.get("rejects")).get("by_code"))),
+            "rows": tokens.get("rows"), "tokens": tokens.get("total"), "trained_tokens": tokens.get("trained"),
+            "verified": bool(verify.get("ok")),
+            "trained_tool_call_tokens": _dict(_dict(verify.get("trained_by_channel")).get("tool_call")).get("tokens", 0),
+            "configured_sources": configured}

@@ -23,7 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from beam_sft.config_utils import _coerce, deep_merge, from_dict, load_yaml, parse_overrides
+from beam_sft.config_utils import (
+    _coerce,
+    deep_merge,
+    from_dict,
+    load_yaml,
+    parse_overrides,
+    parse_yaml,
+    shown,
+)
 from beam_sft.errors import ConfigError
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
@@ -191,10 +199,8 @@ def parse_recipe_overrides(pairs: list[str]) -> dict[str, Any]:
 
 
 def _override_value(parts: list[str], raw: str) -> Any:
-    import yaml
-
     tp = _field_type(parts)
-    value = yaml.safe_load(raw) if raw.strip() else raw
+    value = parse_yaml(raw, "--" + ".".join(parts)) if raw.strip() else raw  # bounded like a config file
     if _takes_string(tp):
         if value is None and type(None) in (typing.get_args(tp) or ()):
             return None
@@ -277,7 +283,7 @@ def _check_eval(recipe: Recipe) -> Recipe:
     strategy = str(sft.get("eval_strategy", "no")).split(".")[-1].lower()
     if ev is None:
         if strategy != "no":
-            raise ConfigError("sft.eval_strategy", f"{strategy!r} needs an eval set: set data.eval")
+            raise ConfigError("sft.eval_strategy", f"{shown(strategy)} needs an eval set: set data.eval")
         if health.steps:
             raise ConfigError("format_health.steps", "format health takes its prompts from the eval set: set data.eval")
     else:
@@ -309,11 +315,11 @@ def _check_preflight(preflight: PreflightSection) -> None:
     if tolerance is not None and not (low <= tolerance <= high):
         raise ConfigError(
             "preflight.packing_tolerance",
-            f"{tolerance!r} is outside [{low:g}, {high:g}]: below it float noise reads as a leak, above it a "
+            f"{shown(tolerance)} is outside [{low:g}, {high:g}]: below it float noise reads as a leak, above it a "
             "real leak passes (null: chosen by dtype and logit scale)",
         )
     if not (0 < preflight.timeout < float("inf")):
-        raise ConfigError("preflight.timeout", f"must be a positive number of seconds, got {preflight.timeout!r}")
+        raise ConfigError("preflight.timeout", f"must be a positive number of seconds, got {shown(preflight.timeout)}")
 
 
 def _check_lora(lora: LoraSection) -> None:
@@ -375,7 +381,7 @@ def check_sft_values(sft: dict[str, Any]) -> None:
         if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         if not math.isfinite(value) or not ok(value):
-            raise ConfigError(f"sft.{key}", f"must be {what}, got {value!r}")
+            raise ConfigError(f"sft.{key}", f"must be {what}, got {shown(value)}")
 
 
 def _prepare_config_class():
@@ -410,7 +416,7 @@ def validate_sft(sft: dict[str, Any]) -> dict[str, Any]:
             raise ConfigError(path, f"not allowed here: {FORBIDDEN_SFT_KEYS[key]}")
         if key == "resume_from_checkpoint":  # ours: a path, or true for the last checkpoint in output_dir
             if value is not None and not isinstance(value, (bool, str)):
-                raise ConfigError(path, f"expected a path or true/false, got {value!r}")
+                raise ConfigError(path, f"expected a path or true/false, got {shown(value)}")
             out[key] = value
             continue
         if key not in known:

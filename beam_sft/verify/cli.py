@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from beam_sft.cli_args import count
+from beam_sft.paths import Outputs, rewrites_own_files, writes
 
 AUTO_PARALLEL_ROWS = 2000  # below this, starting worker processes costs more than it saves
 
@@ -34,6 +35,8 @@ def register(subparsers) -> None:
                         help="violations to print (all are in verify_violations.jsonl)")
     verify.add_argument("--no-histogram", action="store_true", help="do not write report_lengths.png")
     verify.set_defaults(func=run_verify)
+    rewrites_own_files(verify, "the prepared folder's report.json verify sections, verify_violations.jsonl, "
+                               "report_lengths.png and report.html, all written by prepare or verify")
 
     inspect = subparsers.add_parser(
         "inspect", help="show one row's tokens, trained ones highlighted",
@@ -48,6 +51,7 @@ def register(subparsers) -> None:
     colors.add_argument("--no-color", dest="color", action="store_false",
                         help="no ANSI colours (trained text in ⟪ ⟫)")
     inspect.set_defaults(func=run_inspect)
+    writes(inspect, lambda a: Outputs(inputs=folder_inputs(a.directory, None), files={"--html": a.html}))
 
     report = subparsers.add_parser(
         "report", help="one self-contained HTML page about a prepared folder",
@@ -61,6 +65,27 @@ def register(subparsers) -> None:
     report.add_argument("--rows", type=count(0), default=4, metavar="N", help="rows drawn with their masks (default 4)")
     report.add_argument("--seed", type=int, default=0, help="seed for the rows drawn")
     report.set_defaults(func=run_report)
+    writes(report, lambda a: Outputs(inputs=folder_inputs(a.directory, a.output), files={"-o": a.output}))
+
+
+def folder_inputs(directory: Path, page: Path | None) -> dict:
+    """What a page about a prepared folder reads, for the output guard: the folder (every file of it
+    but its own report.html, which is the page's usual place) and the sources its report records (a
+    source JSONL is the user's data, never a page's place)."""
+    from beam_sft.paths import relation
+    from beam_sft.prepared.layout import REPORT_FILE, REPORT_PAGE
+    from beam_sft.prepared.report import read_report
+
+    own_page = directory / REPORT_PAGE
+    if page is not None and relation(page, own_page) == "is" and directory.is_dir():
+        inputs: dict = {"DIR": [p for p in directory.iterdir() if relation(p, own_page) != "is"]}
+    else:
+        inputs = {"DIR": directory}
+    recorded = (read_report(directory) or {}).get("sources")
+    if isinstance(recorded, dict):
+        inputs[f"a source in {directory / REPORT_FILE}"] = [
+            e["path"] for e in recorded.values() if isinstance(e, dict) and isinstance(e.get("path"), str)]
+    return inputs
 
 
 def _num_proc(requested: int, directory: Path) -> int:
@@ -120,11 +145,6 @@ def _partial(result, directory: Path) -> int:
 def run_inspect(args: argparse.Namespace) -> int:
     from beam_sft.verify.api import inspect_row
 
-    if args.html is not None:  # beam_sft.paths: never over (or into) the folder read, never onto a folder
-        from beam_sft.paths import check_paths, check_writable_target
-
-        check_paths({"DIR": args.directory}, {"--html": args.html})
-        check_writable_target(args.html, kind="file", label="--html")
     color = args.color if args.color is not None else sys.stdout.isatty() and "NO_COLOR" not in os.environ
     text, page = inspect_row(args.directory, args.row, color=color, html=args.html is not None)
     if args.html is not None:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.prepared.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
+from beam_sft.verify.page_head import page_head
 
 EXAMPLES_PER_CODE = 3
 SAMPLE_ROWS = 4
@@ -48,14 +49,6 @@ pre.raw { background: #f6f6f6; padding: 0.5em; font-size: 12px; max-height: 14em
 
 
 # ---------------------------------------------------------------------------- reading the folder
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def json_objects(path: Path) -> Iterator[dict]:
@@ -346,6 +339,37 @@ def _rows_section(directory: Path, positions: Sequence[int]) -> str:
 # ---------------------------------------------------------------------------- the page
 
 
+def _sealed_report(directory: Path) -> dict:
+    """report.json, its seal checked first as verify checks it: a page drawn from an edited report would
+    show the edit as the folder's figures (and an edited value of the wrong type would end in a
+    traceback). One line naming the file instead."""
+    from beam_sft.errors import PreparedError
+    from beam_sft.prepared.report import read_report, seal_problem
+
+    report = read_report(directory)
+    if report is None:
+        raise PreparedError(directory / REPORT_FILE, "missing or not a JSON object: not a prepared folder")
+    problem = seal_problem(report)
+    if problem is not None:
+        raise PreparedError(directory / REPORT_FILE, f"{problem}; no page is drawn from it (prepare again)")
+    return report
+
+
+def _field(section: Any, key: str) -> str:
+    """``section[key]`` as text when ``section`` is a mapping, else "?"."""
+    return str(section.get(key, "?")) if isinstance(section, Mapping) else "?"
+
+
+def _drawn(heading: str, section, report: dict, *args) -> str:
+    """One section of the page; a report value of the wrong type (a sealed report written by other
+    code, or the API called on an unchecked dict) draws a line saying so, never a traceback."""
+    try:
+        return section(report, *args)
+    except (TypeError, ValueError, AttributeError, KeyError, ArithmeticError):
+        return (f'<h2>{escape(heading)}</h2><p class="bad">report.json holds values of the wrong type for this '
+                "section; it is not drawn (run <code>beam-sft verify</code>)</p>")
+
+
 def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS, seed: int = 0,
                        shown_as: str | Path | None = None) -> str:
     """The page for the prepared folder at ``directory``, as a string; ``shown_as``: the path the page
@@ -354,28 +378,23 @@ def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS,
 
     directory = Path(directory)
     named = Path(shown_as) if shown_as is not None else directory
-    report = _read_json(directory / REPORT_FILE)
     lengths, trained, sources = _columns(directory)
+    report = _sealed_report(directory)
     positions = sample_positions(sources, sample_rows, seed)
     title = f"beam-sft report: {named.name}"
     verify = report.get("verify") if isinstance(report.get("verify"), dict) else None
     verdict = ("verified" if verify and verify.get("ok") else "verification failed" if verify else "not verified")
     meta = (f"{named} · {len(lengths):,} rows · fingerprint {str(report.get('fingerprint', '?'))[:16]} · "
-            f"encoder {(report.get('encoder') or {}).get('name', '?')} · {verdict}")
+            f"encoder {_field(report.get('encoder'), 'name')} · {verdict}")
     return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        # No network, ever: nothing may load from elsewhere, and no script runs.
-        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
-        "img-src data:\">",
-        f"<title>{escape(title)}</title><style>{ROW_STYLE}{STYLE}</style></head><body>",
+        page_head(title, ROW_STYLE + STYLE),  # the one head: no network, no script (page_head's policy)
         f"<h1>{escape(title)}</h1>",
         f'<p class="muted">{escape(meta)}</p>',
-        _sources_section(report),
-        _tokens_section(report),
-        _figures_section(report, lengths, trained),
-        _verify_section(report),
-        _rejects_section(report, reject_examples(directory / REJECTS_FILE)),
+        _drawn("Sources", _sources_section, report),
+        _drawn("Tokens", _tokens_section, report),
+        _drawn("Lengths and masks", _figures_section, report, lengths, trained),
+        _drawn("Verify", _verify_section, report),
+        _drawn("Rejected rows", _rejects_section, report, reject_examples(directory / REJECTS_FILE)),
         _rows_section(directory, positions),
         "</body></html>",
         "",

@@ -10,6 +10,7 @@ from html import escape
 
 from beam_sft.harmony import markers
 from beam_sft.verify.context import RowContext, Violation
+from beam_sft.verify.page_head import page_head
 from beam_sft.verify.view_terminal import provenance_lines, segments
 
 STYLE = """
@@ -70,9 +71,7 @@ def render_html(ctx: RowContext, texts: list[str], raw_tokens: list[str],
     meta = (f"source {ctx.source} · row_index {ctx.row_index} · tokens {len(ctx.ids)} · "
             f"trained {trained}")
     return "\n".join([
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
+        page_head(title, STYLE),  # the one head, with the Content-Security-Policy every page has
         f"<h1>{escape(title)}</h1>",
         f'<p class="meta">{escape(meta)}</p>',
         *(f'<p class="meta">{escape(line)}</p>' for line in provenance_lines(ctx.row)),

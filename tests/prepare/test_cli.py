@@ -75,5 +75,6 @@ def test_prepare_command_end_to_end(tmp_path, tokenizer_dir, capsys, caplog):
 
 
 def test_merge_command_reports_a_bad_set(tmp_path, capsys):
-    assert main(["merge-shards", str(tmp_path), "--output", str(tmp_path / "merged")]) == 2
+    (tmp_path / "shard").mkdir()  # beside the output: an output inside a shard is refused first (the guard)
+    assert main(["merge-shards", str(tmp_path / "shard"), "--output", str(tmp_path / "merged")]) == 2
     assert "not a prepared dataset" in capsys.readouterr().err

@@ -228,3 +228,88 @@ def test_a_marker_cut_off_mid_write_goes_a_users_marker_file_with_more_stays(tmp
     (kept / "x").write_text("mine")
     assert _prepare(tmp_path, tokenizer_dir) == 0
     assert not cut.exists() and (kept / "x").read_text() == "mine" and (kept / MARKER).exists()
+
+
+# ------------------------------------------------------------------ the content check on every removal
+
+def _dead_marked(folder, pid=None):
+    from tests.prepare.test_faults import _dead_pid
+
+    pid = pid if pid is not None else _dead_pid()
+    folder.mkdir()
+    (folder / owner.MARKER).write_text(json.dumps({**owner.this_run(), "pid": pid, "started": "1"}))
+    return folder
+
+
+def test_a_dead_runs_marked_staging_folder_holding_a_users_file_stays(tmp_path, tokenizer_dir, caplog):
+    """A marker (dead pid, this host) proves the folder was made by a run of ours, not that all in it
+    is: a file no run writes keeps it, and the run says so."""
+    from tests.prepare.test_faults import _dead_pid
+
+    _data(tmp_path)
+    pid = _dead_pid()
+    kept = _dead_marked(tmp_path / f".out.staging-{pid}", pid)
+    (kept / "data-00000-of-00001.arrow").write_bytes(b"ours")
+    (kept / "notes.txt").write_text("mine")
+    nested = _dead_marked(tmp_path / f".out.old-{pid}", pid)
+    (nested / "tokenizer").mkdir()
+    (nested / "tokenizer" / "my-vocab-notes.md").write_text("mine")
+    gone = _dead_marked(tmp_path / f".out.staging-{pid + 100000}", pid + 100000)  # nothing but ours
+    (gone / "tokenizer").mkdir()
+    (gone / "tokenizer" / "tokenizer.json").write_text("{}")
+    (gone / ".work").mkdir()
+    (gone / ".work" / "part-00000001.arrow").write_bytes(b"x")
+    (gone / ".report.json.tmp-12").write_text("{")
+    before = tree_digest(kept), tree_digest(nested)
+    assert _prepare(tmp_path, tokenizer_dir) == 0
+    assert (tree_digest(kept), tree_digest(nested)) == before
+    assert not gone.exists()
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "notes.txt" in warned and "tokenizer/my-vocab-notes.md" in warned
+
+
+def test_a_link_inside_a_marked_staging_folder_keeps_it(tmp_path, tokenizer_dir):
+    from tests.prepare.test_faults import _dead_pid
+
+    _data(tmp_path)
+    pid = _dead_pid()
+    folder = _dead_marked(tmp_path / f".out.staging-{pid}", pid)
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", folder / "tokenizer")
+    assert _prepare(tmp_path, tokenizer_dir) == 0
+    assert (folder / "tokenizer").is_symlink()
+
+
+def test_an_earlier_failed_result_holding_a_users_file_is_kept(tmp_path):
+    """verify_then_publish replaces an earlier failed result only through the same check."""
+    from beam_sft.prepared.output import remove_ours, unexplained
+
+    folder = _dead_marked(tmp_path / "failed")
+    (folder / "report.json").write_text(json.dumps({"files": {"files": {"data-00000-of-00001.arrow": {}}}}))
+    (folder / "data-00000-of-00001.arrow").write_bytes(b"x")
+    assert unexplained(folder) == []
+    (folder / "sub").mkdir()
+    (folder / "sub" / "mine").write_text("x")
+    assert unexplained(folder) == ["sub/"]
+    assert remove_ours(folder, "a test") is False and (folder / "sub" / "mine").exists()
+    (folder / "sub" / "mine").unlink()
+    (folder / "sub").rmdir()
+    assert remove_ours(folder, "a test") is True and not folder.exists()
+    assert remove_ours(tmp_path, "not ours") is False and tmp_path.exists()  # no marker: never
+
+
+def test_prepare_removes_folders_only_through_the_one_function():
+    """No other shutil.rmtree of a folder prepare did not just make (the run's own .work scratch and a
+    folder it failed to mark are the two it makes itself)."""
+    import ast
+    import inspect
+
+    from beam_sft.prepare import pipeline, shards
+    from beam_sft.prepared import output
+
+    for module, allowed in ((output, {"_make_marked", "remove_ours"}), (pipeline, {"_prepare_into"}), (shards, set())):
+        tree = ast.parse(inspect.getsource(module))
+        for fn in [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)]:
+            calls = [c for c in ast.walk(fn) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                     and c.func.attr == "rmtree"]
+            assert not calls or fn.name in allowed, (module.__name__, fn.name)

@@ -95,10 +95,10 @@ def test_the_cards_figures_are_the_run_records_and_the_reports(tmp_path):
                  "| launcher | accelerate launch |",
                  "| world size | 4 (DEEPSPEED, ZeRO-3) |",
                  "| steps | 30 of 30 |",
-                 "| `HuggingFaceH4/ultrachat_200k@train_sft` | openai | 120 | 110 | harmony_marker_in_text 3, "
-                 "missing_reasoning 7 | 110 |",
+                 "| `HuggingFaceH4/ultrachat_200k@train_sft` | openai | 120 | 110 | `harmony_marker_in_text` 3, "
+                 "`missing_reasoning` 7 | 110 |",
                  "| rows rejected | 10 |", "| tokens | 45,000 |", "| trained tokens (assistant mask) | 15,000 |",
-                 "| training rows / eval rows | 135 / 15 (eval_fraction) |",
+                 "| training rows / eval rows | 135 / 15 (`eval_fraction`) |",
                  "| train loss (step 30) | 0.7500 |",
                  "| eval loss (step 30) | 0.8125 |",
                  "| format health (step 30) | 0.875 of 8 greedy turns",
@@ -118,7 +118,7 @@ def test_a_hub_base_and_a_lora_adapter_are_named_in_the_front_matter(tmp_path):
     card = write_model_card(run).read_text(encoding="utf-8")
     meta = _front_matter(card)
     assert meta["base_model"] == "openai/gpt-oss-20b" and meta["library_name"] == "peft" and "lora" in meta["tags"]
-    assert "| LoRA | r 8, alpha 16, targets all-linear |" in card
+    assert "| LoRA | r 8, alpha 16, targets `all-linear` |" in card
     assert "| launcher | not recorded |" in card
 
 

@@ -379,7 +379,9 @@ def render_card(facts: dict, *, path: str | None = None) -> str:
 def _count(entry: dict | None) -> str:
     if not entry or not entry.get("denominator"):
         return "-"
-    return f"{entry['value']:.3f} ({entry['numerator']:g}/{entry['denominator']})"
+    n = entry["numerator"]  # a count of turns, or a sum of F1 scores (shown to 2 decimals)
+    return f"{entry['value']:.3f} ({n:g}/{entry['denominator']})" if float(n).is_integer() else \
+        f"{entry['value']:.3f} ({n:.2f}/{entry['denominator']})"
 
 
 def task_metric_tables(curve: list[tuple[int, dict]]) -> list[str]:

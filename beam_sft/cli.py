@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "beam_sft.prepare.cli",  # prepare, merge-shards
     "beam_sft.verify.cli",  # verify, inspect, report
     "beam_sft.train.cli",  # train, merge
+    "beam_sft.evaluate.cli",  # eval
     "beam_sft.harmony.cli",  # fixture, check-tokenizer
 )
 

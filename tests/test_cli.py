@@ -11,7 +11,7 @@ from beam_sft import cli
 def test_every_documented_subcommand_is_registered():
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    for name in ("convert", "prepare", "verify", "inspect", "train", "merge", "fixture", "check-tokenizer"):
+    for name in ("convert", "prepare", "verify", "inspect", "train", "merge", "eval", "fixture", "check-tokenizer"):
         assert name in sub.choices, name
 
 

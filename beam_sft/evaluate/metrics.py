@@ -14,7 +14,8 @@ Which turns each metric counts (its denominator), and what makes a turn count as
 * ``format_valid``: every turn. Right when the generation is a valid Beam turn (``format_check``: it
   ends with a stop marker, parses strictly, has reasoning, an answer or calls to declared tools whose
   arguments satisfy their schemas). Served: the same rules on the message the server parsed, and the
-  server said it stopped (``finish_reason`` ``stop`` or ``tool_calls``, not ``length``).
+  server said it stopped (``finish_reason`` ``stop`` or ``tool_calls``). A served turn stopped by
+  ``length`` is read like a local one cut off before its stop token: unreadable, wrong wherever counted.
 * ``tool_name_accuracy``: turns where the reference calls a tool or the generation does. Right when
   the SET of called function names is the same (how often a name is called does not count here).
 * ``argument_exact_match``: turns where the reference calls a tool. Right when the calls are equal as
@@ -46,7 +47,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from beam_sft.evaluate.format_check import Verdict, check_message, tool_schemas
 from beam_sft.evaluate.format_check import score_turn as format_verdict
@@ -72,7 +73,7 @@ class ServedTurn:
     raw: str = ""
 
 
-ParsedOrText = Union[str, ServedTurn]  # noqa: UP007 (a runtime alias: `|` of a str and a class is fine, kept readable)
+ParsedOrText = str | ServedTurn  # raw generated text (local) or what a server returned
 
 
 @dataclass(frozen=True)
@@ -310,14 +311,15 @@ def _served_message(message: dict) -> dict:
 def _read(generated: ParsedOrText, tools: Sequence[dict] | None) -> _Reading:
     if isinstance(generated, ServedTurn):
         message = _served_message(generated.message)
-        if generated.stop is None:
-            verdict = Verdict(False, "the turn does not end (the server stopped it: length)", message)
-        else:
-            verdict = check_message(message, tools)
-            if verdict.valid and (generated.stop == STOP_CALL) != bool(message.get("tool_calls")):
-                verdict = Verdict(False, f"stopped with {generated.stop} but "
-                                         f"{'calls' if message.get('tool_calls') else 'calls no'} tool", message)
         raw = generated.raw or json.dumps(generated.message, sort_keys=True, ensure_ascii=False)
+        if generated.stop is None:
+            # Read as local generation reads a turn cut off before its stop token: not a turn at all, so
+            # its partial answer or calls are not scored as if the model had finished them.
+            return _Reading(Verdict(False, "the turn does not end (finish_reason: length)"), None, None, raw)
+        verdict = check_message(message, tools)
+        if verdict.valid and (generated.stop == STOP_CALL) != bool(message.get("tool_calls")):
+            verdict = Verdict(False, f"stopped with {generated.stop} but "
+                                     f"{'calls' if message.get('tool_calls') else 'calls no'} tool", message)
         return _Reading(verdict, message, generated.stop, raw)
     verdict = format_verdict(generated, tools)
     return _Reading(verdict, verdict.message, _stop_of_text(generated), generated)

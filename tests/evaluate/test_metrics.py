@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from beam_sft.evaluate import format_check, metrics
+from beam_sft.evaluate import format_check, metrics, served, turns
 from beam_sft.evaluate.metrics import (
     ServedTurn,
     aggregate,
@@ -54,7 +54,7 @@ def ref_answer(text: str) -> dict:
 
 
 def test_doctests_run():
-    for module in (metrics, format_check):
+    for module in (metrics, format_check, turns, served):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0
 
@@ -242,8 +242,12 @@ def test_local_and_served_forms_of_the_same_turn_score_alike():
 
 
 def test_a_served_turn_cut_off_or_inconsistent_is_not_valid():
-    cut = ServedTurn({"content": "Hel", "reasoning_content": "Hi."}, None)
+    cut = ServedTurn({"content": "Hello", "reasoning_content": "Hi."}, None)
     s = score_turn(cut, ref_answer("Hello"), TOOLS)
-    assert s.format_valid is False and s.stop is False
+    # cut off at the token limit: like a local turn that never wrote its stop token, not a finished answer
+    assert (s.format_valid, s.stop, s.answer_exact, s.answer_f1, s.message) == (False, False, False, 0.0, None)
+    local_cut = score_turn("<|channel|>analysis<|message|>Hi.<|end|><|start|>assistant<|channel|>final<|message|>Hello",
+                           ref_answer("Hello"), TOOLS)
+    assert (local_cut.format_valid, local_cut.stop, local_cut.answer_exact) == (False, False, False)
     odd = ServedTurn({"content": "Hello", "reasoning_content": "Hi."}, "call")
     assert score_turn(odd, ref_answer("Hello"), TOOLS).format_valid is False

@@ -1,0 +1,154 @@
+"""``beam-sft eval``: task metrics of a model on the trained turns of a prepared folder.
+
+    beam-sft eval MODEL_DIR --data PREPARED_DIR [--rows N] [--json OUT] [--max-new-tokens N]
+    beam-sft eval --base-url URL --model NAME --data PREPARED_DIR [...]
+
+Locally the model generates greedily; with ``--base-url`` an OpenAI-compatible server does
+(``evaluate/served.py``). Both are scored by ``evaluate/metrics.py`` and give the same keys; a table
+(overall, tool turns, plain turns, each figure with its count) goes to stdout, ``--json`` writes
+``{"metrics", "counts", "samples", "run"}``. Heavy imports stay inside ``run`` (``--help`` stays fast).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from beam_sft.cli_args import count
+from beam_sft.errors import BeamError
+from beam_sft.evaluate.metrics import KINDS, METRICS, TaskMetrics
+
+DEFAULT_MAX_NEW_TOKENS = 512
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("eval", help="task metrics of a model (local or served) on a prepared folder",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("model_dir", nargs="?", metavar="MODEL_DIR", help="a local model folder (not with --base-url)")
+    parser.add_argument("--data", required=True, metavar="PREPARED_DIR", help="the prepared folder whose trained "
+                        "turns are scored (a held-out one: scoring training rows measures memory)")
+    parser.add_argument("--rows", type=count(1), default=None, metavar="N", help="only the first N rows of the folder")
+    parser.add_argument("--json", dest="json_out", default=None, metavar="OUT", help="write the figures and every "
+                        "turn's sample here")
+    parser.add_argument("--max-new-tokens", type=count(1), default=DEFAULT_MAX_NEW_TOKENS, metavar="N",
+                        help=f"generation limit per turn (default {DEFAULT_MAX_NEW_TOKENS}); a turn cut off is "
+                        "counted as not ending")
+    parser.add_argument("--base-url", default=None, help="an OpenAI-compatible server (e.g. http://127.0.0.1:8000/v1)")
+    parser.add_argument("--model", default=None, help="the model name the server serves (with --base-url)")
+    parser.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the "
+                        "server's API key (default: OPENAI_API_KEY when set; none: no key sent)")
+    parser.set_defaults(func=run)
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.base_url is None:
+        if args.model_dir is None:
+            raise BeamError("give MODEL_DIR, or --base-url URL --model NAME for a served model")
+        if args.model is not None:
+            raise BeamError("--model names a served model: use it with --base-url")
+        if not Path(args.model_dir).is_dir():
+            # a missing path would be taken for a hub id and fetched: eval reads local folders only
+            raise BeamError(f"MODEL_DIR {args.model_dir} is not a folder (a local model; for a served one use "
+                            "--base-url)")
+    else:
+        if args.model_dir is not None:
+            raise BeamError("give MODEL_DIR or --base-url, not both")
+        if not args.model:
+            raise BeamError("--base-url needs --model NAME (the name the server serves)")
+    if args.json_out is not None:
+        from beam_sft.paths import check_paths, check_writable_target
+
+        check_paths({"MODEL_DIR": args.model_dir, "--data": args.data}, {"--json": args.json_out})
+        check_writable_target(args.json_out, kind="file", label="--json")
+
+
+def run(args: argparse.Namespace) -> int:
+    from beam_sft.evaluate.metrics import aggregate, score_turn
+    from beam_sft.evaluate.turns import read_rows, select_turns
+
+    _check_args(args)
+    selection = select_turns(read_rows(args.data, args.rows))
+    if not selection.turns:
+        raise BeamError(f"{args.data}: no trained assistant turn in the first {selection.rows} rows")
+    turns = selection.turns
+
+    def progress(done: int) -> None:
+        if sys.stderr.isatty():
+            print(f"\r  {done}/{len(turns)} turns", end="" if done < len(turns) else "\n", file=sys.stderr)
+
+    if args.base_url is None:
+        from beam_sft.evaluate.generate import generate, load_model
+
+        model, tokenizer = load_model(args.model_dir)
+        generated = generate(model, tokenizer, turns, max_new_tokens=args.max_new_tokens, progress=progress)
+        run_info = {"mode": "local", "model": str(args.model_dir)}
+    else:
+        from beam_sft.evaluate.served import api_key, generate_served
+
+        generated = generate_served(args.base_url, args.model, turns, max_new_tokens=args.max_new_tokens,
+                                    api_key_value=api_key(args.api_key_env), progress=progress)
+        after = sum(any(m.get("role") == "assistant" and (m.get("reasoning_content") or m.get("thinking")
+                            or m.get("reasoning")) for m in t.messages) for t in turns)
+        run_info = {"mode": "served", "base_url": args.base_url, "model": args.model, "turns_after_reasoning": after}
+        if after:
+            # transformers serve drops reasoning_content from the history: those prompts differ from training's
+            print(f"note: {after} of {len(turns)} turns follow an earlier assistant turn with reasoning; a server "
+                  "that drops reasoning_content from the history (transformers serve does) renders another prompt "
+                  "for them than training did", file=sys.stderr)
+    scores = [score_turn(g, t.reference, t.tools) for g, t in zip(generated, turns, strict=True)]
+    result = aggregate(scores)
+    run_info.update({"data": str(args.data), "rows": selection.rows, "turns": len(turns),
+                     "duplicate_turns_skipped": selection.duplicates, "max_new_tokens": args.max_new_tokens})
+    print(table(result, run_info))
+    if args.json_out is not None:
+        samples = [sample(t, g, s) for t, g, s in zip(turns, generated, scores, strict=True)]
+        write_json(Path(args.json_out), {"metrics": result.values(), "counts": result.counts(), "samples": samples,
+                                         "run": run_info})
+    return 0
+
+
+def sample(turn, generated, score) -> dict:
+    """One turn's record in ``--json``: where it is from, what was generated, how it scored."""
+    from beam_sft.evaluate.metrics import ServedTurn
+
+    text = generated.raw if isinstance(generated, ServedTurn) else generated
+    return {"source": turn.source, "kind": turn.kind, "generated": text[:4000], "message": score.message,
+            "reference": turn.reference, "format_valid": score.format_valid, "problem": score.format_problem,
+            "tool_name": score.tool_name, "arguments": score.arguments, "answer_exact": score.answer_exact,
+            "answer_f1": score.answer_f1, "stop": score.stop}
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Written whole or not at all (a temporary file beside it, then renamed over it)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _cell(metrics: dict, name: str) -> str:
+    f = metrics[name]
+    if not f.denominator:
+        return "-"
+    num = f"{f.numerator:.1f}" if name == "answer_token_f1" else f"{f.numerator:g}"
+    return f"{f.value:.3f} ({num}/{f.denominator})"
+
+
+def table(result: TaskMetrics, run_info: dict) -> str:
+    """The figures as a table: one line per metric, overall then per kind, each with its count."""
+    head = (f"eval of {run_info['model']} ({run_info['mode']}) on {run_info.get('data')}: {run_info.get('turns')} "
+            f"turns from {run_info.get('rows')} rows"
+            + (f", {run_info['duplicate_turns_skipped']} repeated turns skipped"
+               if run_info.get("duplicate_turns_skipped") else ""))
+    columns = [("overall", result.overall)] + [(f"{k} turns", result.by_kind[k]) for k in KINDS]
+    width = 22
+    lines = [head, f"{'metric':<22}" + "".join(f"{c:>{width}}" for c, _ in columns)]
+    for name in METRICS:
+        lines.append(f"{name:<22}" + "".join(f"{_cell(m, name):>{width}}" for _, m in columns))
+    return "\n".join(lines)

@@ -43,16 +43,20 @@ class DemoSettings:
     seed: int = 0
     hidden_size: int = 128  # the fixture's default (64) learns the tool calls more slowly (README: What it takes)
     intermediate_size: int = 256
+    # The fixture tokenizer, trained also on the demo's copied values so that each is one token (demo_rows.
+    # tokenizer_corpus); 1600 leaves room for them beside the fixture's own 1024.
+    vocab_size: int = 1600
     steps: int | None = None  # None: the recipe's
     processes: int = 2
     arch: str = "llama"  # "beam": the MoE path, a tiny transformers BeamForCausalLM (fixture --arch beam)
 
 
 def fixture_options(settings: DemoSettings):
+    from beam_sft.data.demo_rows import tokenizer_corpus
     from beam_sft.harmony.fixture import FixtureOptions
 
     return FixtureOptions(hidden_size=settings.hidden_size, intermediate_size=settings.intermediate_size,
-                          arch=settings.arch)
+                          arch=settings.arch, vocab_size=settings.vocab_size, extra_corpus=tokenizer_corpus())
 
 
 def write_rows(out: Path, settings: DemoSettings) -> tuple[Path, Path]:
@@ -115,12 +119,31 @@ def heldout_prompts(heldout: Path, count: int = 2):
     return select_prompts(rows, count)
 
 
+def print_task_curve(health: list[dict]) -> None:
+    """The task metrics by step, as the training callback measured them (all turns, tool / plain)."""
+    from beam_sft.evaluate.metrics import KINDS, METRICS
+
+    if not any(h.get("counts") for h in health):
+        return
+    print("   task metrics on the held-out prompts, all turns (tool turns / plain turns):")
+    print("   step  " + "  ".join(f"{name:>22}" for name in METRICS))
+    for h in health:
+        counts = h.get("counts") or {}
+        cells = []
+        for name in METRICS:
+            parts = [counts.get(name), *(counts.get(f"{name}_{k}") for k in KINDS)]
+            shown = [f"{p['value']:.2f}" if p and p.get("denominator") else "-" for p in parts]
+            cells.append(f"{shown[0]} ({' / '.join(shown[1:])})")
+        print(f"   {h['step']:>4}  " + "  ".join(f"{c:>22}" for c in cells))
+
+
 def generate_and_parse(model_dir: Path, prompts) -> list[dict]:
-    """Greedy turns from the trained model, each parsed with the response template (``parse_response``)
-    and scored as format health scores it."""
+    """Greedy turns from the trained model, each parsed with the response template (``parse_response``),
+    checked as format health checks it and scored against the held-out row's own turn (task scorer)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from beam_sft.evaluate.metrics import score_turn as score_task
     from beam_sft.train.format_health import score_turn
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -138,9 +161,12 @@ def generate_and_parse(model_dir: Path, prompts) -> list[dict]:
         except Exception as exc:  # noqa: BLE001 (a model can write text the parser refuses: show it)
             parsed = {"error": f"{type(exc).__name__}: {exc}"}
         verdict = score_turn(generated, prompt.tools)
+        task = score_task(generated, prompt.reference, prompt.tools) if prompt.reference is not None else None
         results.append({"prompt": prompt.messages, "tools": [t["function"]["name"] for t in prompt.tools or []],
                         "reasoning_effort": prompt.chat_template_kwargs.get("reasoning_effort"),
-                        "generated": generated, "parsed": parsed, "valid": verdict.valid, "problem": verdict.problem})
+                        "generated": generated, "parsed": parsed, "valid": verdict.valid, "problem": verdict.problem,
+                        "arguments_match": task.arguments if task else None,
+                        "answer_match": task.answer_exact if task else None})
     return results
 
 
@@ -232,6 +258,7 @@ def run(out: Path, settings: DemoSettings) -> int:
         print(f"   {e['step']:>4}  {train if train is None else f'{train:10.3f}'}  {e['eval_loss']:9.3f}  "
               f"{h['format_health']:.2f} / {h.get('format_health_tools', float('nan')):.2f} / "
               f"{h.get('format_health_plain', float('nan')):.2f}  ({len(h['outputs'])} turns)")
+    print_task_curve(health)
 
     t = _stage("5. generate on held-out prompts and parse with the response template")
     results = generate_and_parse(model_dir, heldout_prompts(heldout))
@@ -241,7 +268,11 @@ def run(out: Path, settings: DemoSettings) -> int:
         print(f"   prompt: {item['prompt'][-1]['content']!r}{tools}, reasoning effort {effort}")
         print(f"   generated: {item['generated']!r}")
         print(f"   parsed:    {json.dumps(item['parsed'], ensure_ascii=False)}")
-        print(f"   {'valid Beam turn' if item['valid'] else 'invalid: ' + str(item['problem'])}")
+        print(f"   {'valid Beam turn' if item['valid'] else 'invalid: ' + str(item['problem'])}"
+              + ("" if item["arguments_match"] is None else
+                 f"; arguments {'as' if item['arguments_match'] else 'NOT as'} in the held-out row")
+              + ("" if item["answer_match"] is None else
+                 f"; answer {'as' if item['answer_match'] else 'not as'} in the held-out row"))
     generations = out / "generations.json"
     generations.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     _done(t, "generations with their parsed messages", generations)
@@ -256,6 +287,13 @@ def run(out: Path, settings: DemoSettings) -> int:
         last = health[-1]
         print(f"  format health        {last['format_health']:.2f} of {len(last['outputs'])} held-out turns valid "
               f"(step {last['step']})")
+        counts = last.get("counts") or {}
+        for name in ("argument_exact_match_tool", "distinct_ratio_tool", "tool_name_accuracy_tool",
+                     "stop_accuracy", "answer_token_f1_plain"):
+            if (counts.get(name) or {}).get("denominator"):
+                c = counts[name]
+                n = f"{c['numerator']:g}" if float(c["numerator"]).is_integer() else f"{c['numerator']:.2f}"
+                print(f"  {name:<26} {c['value']:.2f} ({n} of {c['denominator']}, step {last['step']})")
     print("Artefacts:")
     for name, path in [("fixture checkpoint", fixture), ("demo rows", train_rows), ("prepared (train)", prepared),
                        ("report page", prepared / "report.html"), ("prepared (held-out)", heldout),

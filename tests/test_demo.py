@@ -1,10 +1,13 @@
-"""``make demo`` teaches the model Beam Harmony (issue 25), measured on held-out prompts.
+"""``make demo`` teaches the model Beam Harmony, measured on held-out prompts.
 
-The slow test runs the demo itself (beam_sft.demo.run: fixture, rows, prepare, 2-process training,
-generation) and asserts what the README states: format health >= 0.75 on held-out prompts whose
-rows, and whose first questions, are not in the training set; eval loss falling to the end; a model
-card whose figures are the run's; its quick start running as written. The default-tier tests check
-the generator.
+The slow tests run the demo once (beam_sft.demo.run: fixture, rows, prepare, 2-process training,
+generation) and assert what the README states: format health >= 0.75 on held-out prompts whose
+rows, and whose first questions, are not in the training set; every task metric measured with its
+counts; eval loss falling to the end; a model card whose figures are the run's; its quick start
+running as written. The content target (argument_exact_match >= 0.6 and distinct_ratio >= 0.8 on
+tool turns) is a strict xfail: not met at this budget, as the README says. The default-tier tests
+check the generator: every copied value one token, in the prompt as in the call; held-out values
+seen in training, held-out questions never.
 """
 
 from __future__ import annotations
@@ -15,7 +18,10 @@ from pathlib import Path
 
 import pytest
 
-HEALTH_TARGET = 0.75  # the README's figure
+HEALTH_TARGET = 0.75  # the README's figures
+ARGUMENTS_TARGET = 0.6  # argument_exact_match on held-out tool turns: the calls copy the prompt's values
+DISTINCT_TARGET = 0.8  # distinct_ratio on held-out tool turns: not one answer to every prompt
+PROMPTS = 32  # recipes/demo.yaml format_health.prompts: half with tools
 
 
 def test_demo_rows_cover_every_kind_tool_and_effort_and_are_seeded():
@@ -64,13 +70,25 @@ def _first_questions(folder: Path) -> set[str]:
     return out
 
 
-@pytest.mark.slow
-def test_the_demo_learns_beam_harmony_on_held_out_prompts(tmp_path):
+@pytest.fixture(scope="module")
+def demo_out(tmp_path_factory) -> Path:
+    """One run of the demo itself for the tests below (it is what takes the minutes)."""
     from beam_sft.demo import DemoSettings, run
+
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    assert run(out, DemoSettings()) == 0
+    return out
+
+
+def _final_health(out: Path) -> dict:
+    return [json.loads(line) for line in (out / "model" / "format_health.jsonl").read_text().splitlines()][-1]
+
+
+@pytest.mark.slow
+def test_the_demo_learns_beam_harmony_on_held_out_prompts(demo_out):
     from beam_sft.train.model_card import card_facts
 
-    out = tmp_path / "demo"
-    assert run(out, DemoSettings()) == 0
+    out = demo_out
     model = out / "model"
 
     # Held out: no held-out row is a training row, and none asks a question a training row asked first.
@@ -81,7 +99,14 @@ def test_the_demo_learns_beam_harmony_on_held_out_prompts(tmp_path):
     final = health[-1]
     assert final["format_health"] >= HEALTH_TARGET, [o["problem"] for o in final["outputs"]]
     assert final["format_health_tools"] >= HEALTH_TARGET and final["format_health_plain"] >= HEALTH_TARGET
-    assert len(final["outputs"]) == 16 and sum(o["tools"] for o in final["outputs"]) == 8
+    assert len(final["outputs"]) == PROMPTS and sum(o["tools"] for o in final["outputs"]) == PROMPTS // 2
+    # Every task metric measured, with its counts, on the held-out turns of both kinds.
+    counts = final["counts"]
+    assert counts["argument_exact_match_tool"]["denominator"] == PROMPTS // 2
+    assert counts["answer_exact_match_plain"]["denominator"] == PROMPTS // 2
+    from beam_sft.evaluate.metrics import METRICS
+
+    assert all(name in final for name in METRICS)
     evals = [json.loads(line)["eval_loss"] for line in (model / "metrics.jsonl").read_text().splitlines()
              if "eval_loss" in line]
     assert len(evals) >= 3 and all(b < a for a, b in zip(evals, evals[1:], strict=False))  # falling to the end
@@ -95,7 +120,10 @@ def test_the_demo_learns_beam_harmony_on_held_out_prompts(tmp_path):
     assert facts["launcher"] == record["launcher"] == "accelerate launch"
     assert facts["rejected_by_code"] == report["rejects"]["by_code"] and facts["rejected_by_code"]
     assert f"| eval loss (step {record['global_step']}) | {evals[-1]:.4f} |" in card
-    assert f"| format health (step {final['step']}) | {final['format_health']:.3f} of 16" in card
+    assert f"| format health (step {final['step']}) | {final['format_health']:.3f} of {PROMPTS}" in card
+    c = counts["argument_exact_match_tool"]
+    assert "| argument_exact_match | " in card and f"{c['value']:.3f} ({c['numerator']:g}/{c['denominator']})" in card
+    assert f"Task metrics at step {final['step']}" in card and "Task metrics by step" in card
     assert f"| tokens | {report['tokens']['total']:,} |" in card
     assert "huggingface.co/None" not in card and "fine-tuned version of" not in card
     code = re.search(r"```python\n(.*?)```", card, re.S).group(1)
@@ -107,3 +135,53 @@ def test_the_demo_learns_beam_harmony_on_held_out_prompts(tmp_path):
     assert any(g["tools"] for g in generations) and any(not g["tools"] for g in generations)
     assert all("error" not in g["parsed"] for g in generations)
     assert (out / "prepared" / "report.html").is_file()
+
+
+def test_every_copied_value_is_one_token_written_in_the_prompt_as_the_call_writes_it():
+    """What makes the content learnable by a tiny model: each value a call copies (city, word, the add
+    numbers) is one token of the demo's tokenizer, and that token is in the prompt, so the call is a
+    copy of one prompt token, not a mapping to learn per value."""
+    from beam_sft.data.demo_rows import TOOLS, copied_values, demo_rows
+    from beam_sft.demo import DemoSettings, fixture_options
+    from beam_sft.harmony.fixture import build_tokenizer
+
+    tokenizer = build_tokenizer(fixture_options(DemoSettings()))
+    assert all(len(tokenizer(v, add_special_tokens=False).input_ids) == 1 for v in copied_values())
+    copied = set(copied_values())
+    checked = 0
+    for row in demo_rows(60):
+        for i, message in enumerate(row["messages"]):
+            for call in message.get("tool_calls") or []:
+                prompt = tokenizer.apply_chat_template(row["messages"][:i], tools=TOOLS, tokenize=False,
+                                                       add_generation_prompt=True)
+                prompt_ids = tokenizer(prompt, add_special_tokens=False).input_ids
+                for value in call["function"]["arguments"].values():
+                    if str(value) in copied:
+                        assert tokenizer.convert_tokens_to_ids(tokenizer.tokenize(str(value)))[0] in prompt_ids
+                        checked += 1
+    assert checked >= 40
+
+
+def test_held_out_values_are_seen_in_training_but_never_the_same_question():
+    """Copying is learnable (every held-out city, word and number occurs in training rows) and held out
+    (no held-out first question is a training one)."""
+    from beam_sft.data.demo_rows import demo_split, first_prompt
+
+    train, held = demo_split(1200, 64)
+    seen = {str(v) for r in train for m in r["messages"] for c in m.get("tool_calls") or []
+            for v in c["function"]["arguments"].values()}
+    held_values = {str(v) for r in held for m in r["messages"] for c in m.get("tool_calls") or []
+                   for v in c["function"]["arguments"].values()}
+    assert held_values and held_values <= seen
+    assert not {first_prompt(r) for r in train} & {first_prompt(r) for r in held}
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="not met at the demo's budget (README: What `make demo` shows, What it "
+                   "takes): the tiny model learns the format and collapses on the content; strict, so this "
+                   "fails the day the demo does learn to copy and the README's figures must be updated")
+def test_the_demo_learns_the_content_of_tool_calls(demo_out):
+    """The content target: the calls copy the held-out prompts' own values, and differ from prompt to prompt."""
+    final = _final_health(demo_out)
+    assert final["argument_exact_match_tool"] >= ARGUMENTS_TARGET, [o["generated"] for o in final["outputs"]]
+    assert final["distinct_ratio_tool"] >= DISTINCT_TARGET, [o["generated"] for o in final["outputs"]]

@@ -50,6 +50,9 @@ class FixtureOptions:
     beam_layers: int = 6  # beam: BeamConfig's pattern gives 5 sliding + 1 full (NoPE) at 6
     beam_experts: int = 8
     beam_groups: int = 2  # n_group; each token may route into topk_group (1) of them
+    # More lines for the BPE to learn from (the demo's: its cities, words and numbers, so that each is one
+    # token; with a larger vocab_size). Empty: the fixture every test uses, unchanged.
+    extra_corpus: tuple[str, ...] = ()
 
 
 ARCHES = ("llama", "beam", "gpt_oss", "deepseek_v3")
@@ -79,7 +82,7 @@ def build_tokenizer(options: FixtureOptions = FixtureOptions()):
         special_tokens=[PAD_TOKEN],
         show_progress=False,
     )
-    core.train_from_iterator(_training_text(), trainer=trainer)
+    core.train_from_iterator(_training_text() + list(options.extra_corpus), trainer=trainer)
 
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, clean_up_tokenization_spaces=False)
     # Markers are added tokens, so text is split on them before BPE; only <|return|> is special.

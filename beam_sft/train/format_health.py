@@ -1,4 +1,4 @@
-"""Format health during training: does the model still write valid Beam Harmony turns?
+"""Task metrics during training: does the model still write valid Beam Harmony turns, and the right ones?
 
 Every ``format_health.steps`` optimizer steps, ``FormatHealthCallback`` generates (greedy) from a
 few fixed prompts taken from the eval set (with and without tools), reads each output with the
@@ -6,6 +6,15 @@ response template (``parse_assistant_turn``) and logs the fraction that is a val
 ``format_health`` (and ``format_health_tools`` / ``format_health_plain``), plus one sample in
 ``output_dir/format_health.jsonl``. A falling figure is the early warning that a run is breaking
 the format, long before the loss says anything.
+
+The same greedy turns are scored against the eval rows' own assistant turns by the task scorer
+(``evaluate/metrics.py``, the one ``beam-sft eval`` uses): every metric it has (``format_valid``,
+``tool_name_accuracy``, ``argument_exact_match``, ``answer_exact_match``, ``answer_token_f1``,
+``stop_accuracy``, ``distinct_ratio``, overall and ``_tool`` / ``_plain``) is logged beside format health
+(trainer log, TensorBoard, ``metrics.jsonl``) and written with its counts to ``format_health.jsonl``.
+Format health alone cannot tell a model that works from one that writes one well-formed answer to
+every prompt; ``collapse_warning`` says so in the log when ``distinct_ratio`` falls under
+``COLLAPSE_DISTINCT`` while format health is at least ``COLLAPSE_FORMAT``.
 
 A valid turn is what ``score_turn`` says (``evaluate/format_check.py``, the one scorer ``beam-sft eval``'s
 ``format_valid`` also uses): it ends with ``<|return|>`` or ``<|call|>``, parses strictly, has reasoning
@@ -32,10 +41,16 @@ from transformers import TrainerCallback
 from beam_sft.evaluate.format_check import Verdict as Verdict
 from beam_sft.evaluate.format_check import schema_problems as schema_problems
 from beam_sft.evaluate.format_check import score_turn
+from beam_sft.evaluate.metrics import KINDS, METRICS, aggregate
+from beam_sft.evaluate.metrics import score_turn as score_task
 
 logger = logging.getLogger("beam_sft.train")
 
 HEALTH_LOG = "format_health.jsonl"
+# The collapse warning: fewer distinct generations than half the prompts, while the format is good
+# (a broken format is its own, louder, signal; a collapse hides behind a good one).
+COLLAPSE_DISTINCT = 0.5
+COLLAPSE_FORMAT = 0.75
 
 
 # ---------------------------------------------------------------------------- prompts
@@ -43,12 +58,14 @@ HEALTH_LOG = "format_health.jsonl"
 
 @dataclass(frozen=True)
 class Prompt:
-    """The conversation up to the first trained assistant turn of an eval row, and its tools."""
+    """The conversation up to the first trained assistant turn of an eval row, its tools, and that turn
+    (``reference``: what the task scorer compares the generation with; None: format health only)."""
 
     messages: list[dict]
     tools: list[dict] | None
     chat_template_kwargs: dict = field(default_factory=dict)
     source: str = ""
+    reference: dict | None = None
 
     @property
     def has_tools(self) -> bool:
@@ -69,7 +86,8 @@ def prompt_of(row: dict) -> Prompt | None:
                 return None
             meta = row.get("meta") or {}
             return Prompt([dict(m) for m in messages[:i]], row.get("tools") or None,
-                          dict(row.get("chat_template_kwargs") or {}), f"{meta.get('source')}:{meta.get('row')}")
+                          dict(row.get("chat_template_kwargs") or {}), f"{meta.get('source')}:{meta.get('row')}",
+                          dict(message))
     return None
 
 
@@ -124,32 +142,70 @@ class HealthResult:
     with_tools: float | None
     plain: float | None
     verdicts: list[dict]
+    task: dict[str, float | None] = field(default_factory=dict)  # the scorer's values (TaskMetrics.values)
+    counts: dict[str, dict] = field(default_factory=dict)  # the same keys: numerator, denominator, value
 
     def metrics(self) -> dict[str, float]:
+        """Format health and every task metric that counted a turn (a 0/0 metric is left out, not 0)."""
         out = {"format_health": self.fraction}
         if self.with_tools is not None:
             out["format_health_tools"] = self.with_tools
         if self.plain is not None:
             out["format_health_plain"] = self.plain
+        out.update({name: value for name, value in self.task.items() if value is not None})
         return out
 
 
 def summarize(step: int, prompts: Sequence[Prompt], texts: Sequence[str]) -> HealthResult:
-    """Score every output; fractions overall, with tools and without."""
+    """Score every output: format health overall, with tools and without; the task metrics of the
+    prompts that carry a reference turn."""
     verdicts = [score_turn(text, prompt.tools) for prompt, text in zip(prompts, texts, strict=True)]
+    scores = [score_task(t, p.reference, p.tools) if p.reference is not None else None
+              for p, t in zip(prompts, texts, strict=True)]
 
     def frac(selected: list[bool]) -> float | None:
         return sum(selected) / len(selected) if selected else None
 
-    records = [{"source": p.source, "tools": p.has_tools, "valid": v.valid, "problem": v.problem,
-                "generated": t[:2000]} for p, t, v in zip(prompts, texts, verdicts, strict=True)]
+    records = []
+    for p, t, v, sc in zip(prompts, texts, verdicts, scores, strict=True):
+        record = {"source": p.source, "tools": p.has_tools, "valid": v.valid, "problem": v.problem,
+                  "generated": t[:2000]}
+        if sc is not None:
+            record.update(kind=sc.kind, tool_name=sc.tool_name, arguments=sc.arguments,
+                          answer_exact=sc.answer_exact, answer_f1=sc.answer_f1, stop=sc.stop)
+        records.append(record)
+    task = aggregate([sc for sc in scores if sc is not None]) if any(sc is not None for sc in scores) else None
     return HealthResult(
         step=step,
         fraction=frac([v.valid for v in verdicts]) or 0.0,
         with_tools=frac([v.valid for p, v in zip(prompts, verdicts, strict=True) if p.has_tools]),
         plain=frac([v.valid for p, v in zip(prompts, verdicts, strict=True) if not p.has_tools]),
         verdicts=records,
+        task=task.values() if task is not None else {},
+        counts=task.counts() if task is not None else {},
     )
+
+
+def collapse_warning(result: HealthResult) -> str | None:
+    """The log's warning when the model answers every prompt alike: ``distinct_ratio`` (overall, or of
+    one kind with two turns or more) under ``COLLAPSE_DISTINCT`` while format health is at least
+    ``COLLAPSE_FORMAT``; None otherwise.
+
+    >>> same = {"numerator": 1, "denominator": 8, "value": 0.125}
+    >>> collapse_warning(HealthResult(40, 1.0, 1.0, None, [], {"distinct_ratio": 0.125},
+    ...                               {"distinct_ratio": same}))[:60]
+    'step 40: the model answers every prompt alike: 1 distinct of'
+    """
+    if result.fraction < COLLAPSE_FORMAT:
+        return None
+    for suffix, what in (("", "generations"), *((f"_{k}", f"{k} turns") for k in KINDS)):
+        count = result.counts.get(f"distinct_ratio{suffix}")
+        if count and count["denominator"] >= 2 and count["value"] is not None and count["value"] < COLLAPSE_DISTINCT:
+            return (f"step {result.step}: the model answers every prompt alike: {count['numerator']:g} distinct of "
+                    f"{count['denominator']} {what} (distinct_ratio{suffix} {count['value']:.2f} < "
+                    f"{COLLAPSE_DISTINCT}) while format health is {result.fraction:.2f}; the format is learnt, "
+                    "the content is not (look at the samples in " + HEALTH_LOG + ")")
+    return None
 
 
 class FormatHealthCallback(TrainerCallback):
@@ -201,10 +257,16 @@ class FormatHealthCallback(TrainerCallback):
         if state.is_world_process_zero:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"step": result.step, **result.metrics(), "outputs": result.verdicts},
-                                    ensure_ascii=False) + "\n")
+                fh.write(json.dumps({"step": result.step, **result.metrics(), "counts": result.counts,
+                                     "outputs": result.verdicts}, ensure_ascii=False) + "\n")
             logger.info("format health at step %d: %.2f valid; sample (%s): %r", result.step, result.fraction,
                         sample["source"], shown)
+            if result.task:
+                logger.info("task metrics at step %d (overall; by kind in %s): %s", result.step, HEALTH_LOG,
+                            ", ".join(f"{k} {result.task[k]:.2f}" for k in METRICS if result.task.get(k) is not None))
+            warning = collapse_warning(result)
+            if warning:
+                logger.warning(warning)
 
     def _log(self, logs: dict) -> None:
         from transformers import Trainer

@@ -34,6 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from beam_sft.evaluate.metrics import KINDS, METRICS
 from beam_sft.prepared.layout import REPORT_FILE
 from beam_sft.train.provenance import data_summary
 
@@ -252,6 +253,8 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
         "final_train_loss_step": losses[-1]["step"] if losses else None,
         "eval_loss": [(r["step"], r["eval_loss"]) for r in evals],
         "format_health": [(r["step"], r["format_health"], len(r.get("outputs") or [])) for r in health],
+        # The task scorer's counts by step ({name: {numerator, denominator, value}}), where the run had them.
+        "task_metrics": [(r["step"], r["counts"]) for r in health if isinstance(r.get("counts"), dict) and r["counts"]],
     }
 
 
@@ -467,10 +470,49 @@ def render_card(facts: dict, *, path: str | None = None) -> str:
     if len(facts["format_health"]) > 1:
         out += ["", "Format health by step: " + ", ".join(f"{_f(s)}: {_f(v, 2)}" for s, v, _ in facts["format_health"])
                 + "."]
+    out += task_metric_tables(facts["task_metrics"])
     out += ["", "## Quick start", "", "The tokenizer carries the chat template (`chat_template.jinja`) and the "
             "response template (`response_template` in `tokenizer_config.json`):", "",
             quick_start(facts, path or facts["name"]), ""]
     return "\n".join(out)
+
+
+def _count(entry: dict | None) -> str:
+    if not entry or not entry.get("denominator"):
+        return "-"
+    n = entry["numerator"]  # a count of turns, or a sum of F1 scores (shown to 2 decimals)
+    return f"{entry['value']:.3f} ({n:g}/{entry['denominator']})" if float(n).is_integer() else \
+        f"{entry['value']:.3f} ({n:.2f}/{entry['denominator']})"
+
+
+def task_metric_tables(curve: list[tuple[int, dict]]) -> list[str]:
+    """The task metrics of the card's results (``train/format_health.py``; the scorer of ``beam-sft eval``):
+    the last measurement with its counts, overall and by kind, and the curve: one row per measured step.
+
+    >>> lines = task_metric_tables([(40, {"distinct_ratio": {"numerator": 1, "denominator": 8, "value": 0.125}})])
+    >>> lines[-1]
+    '| distinct_ratio | 0.125 (1/8) | - | - |'
+    """
+    if not curve:
+        return []
+    step, counts = curve[-1]
+    out = ["", f"Task metrics at step {step}: greedy turns on eval prompts scored against the eval rows' own "
+           "turns (value, right/counted; `-`: no turn counted):", "",
+           "| metric | all | " + " | ".join(f"{k} turns" for k in KINDS) + " |", "|---|---:|" + "---:|" * len(KINDS)]
+    for name in METRICS:
+        out.append(f"| {name} | {_count(counts.get(name))} | "
+                   + " | ".join(_count(counts.get(f"{name}_{k}")) for k in KINDS) + " |")
+    if len(curve) > 1:
+        out += ["", "Task metrics by step (all turns; tool turns / plain turns):", "",
+                "| step | " + " | ".join(METRICS) + " |", "|---:|" + "---|" * len(METRICS)]
+        for step, counts in curve:
+            cells = []
+            for name in METRICS:
+                parts = [counts.get(name), *(counts.get(f"{name}_{k}") for k in KINDS)]
+                shown = [f"{p['value']:.2f}" if p and p.get("denominator") else "-" for p in parts]
+                cells.append(f"{shown[0]} ({' / '.join(shown[1:])})")
+            out.append(f"| {step} | " + " | ".join(cells) + " |")
+    return out
 
 
 def write_model_card(folder: str | Path, *, run_folder: str | Path | None = None, derived: str | None = None,

@@ -7,7 +7,7 @@ A recipe has six sections::
     sft:       SFTConfig keys, checked against TRL's SFTConfig (unknown keys fail with their path)
     lora:      optional PEFT LoRA options                   (LoraSection; absent or null = full fine-tune)
     preflight: checks before step 1                         (PreflightSection)
-    format_health: valid-turn rate while training           (FormatHealthSection)
+    format_health: valid-turn rate + task metrics in training (FormatHealthSection)
 
 ``sft.assistant_only_loss`` keeps TRL's name but is ours: true (the default) trains exactly the
 tokens whose ``assistant_masks`` bit is 1; false trains every token. The prepared dataset reaches
@@ -89,7 +89,9 @@ class EvalConfig:
 @dataclass(frozen=True)
 class FormatHealthSection:
     """``format_health``: every ``steps`` optimizer steps (0: off) generate greedily from ``prompts``
-    fixed eval prompts (with and without tools) and log the fraction of valid Beam turns."""
+    fixed eval prompts (with and without tools) and log the fraction of valid Beam turns, and every task
+    metric of the scorer against the eval rows' own turns (``train/format_health.py``). The key keeps its
+    name: recipes written before the task metrics run as they did, and log more."""
 
     steps: int = 0
     prompts: int = 4

@@ -1,10 +1,10 @@
 """What a run shows where people look: TensorBoard (``sft.report_to: tensorboard``) gets the run
 record and the prepared data's key figures at the start, and every logged metric (loss,
-``eval_loss``, ``format_health``) as training goes, through transformers' own TensorBoardCallback.
+``eval_loss``, ``format_health``, the task metrics) as training goes, through transformers' own TensorBoardCallback.
 
 ``attach(trainer, recipe, eval_data, prepared_dir, prepared_data=...)`` adds the callbacks a recipe asks for:
 ``RunRecordCallback`` always (it does nothing without a TensorBoard writer), ``MetricsLogCallback``
-(``output_dir/metrics.jsonl``: eval loss and format health by step) and ``FormatHealthCallback`` when
+(``output_dir/metrics.jsonl``: eval loss, format health and task metrics by step) and ``FormatHealthCallback`` when
 ``format_health.steps`` is set.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from beam_sft.evaluate.metrics import KINDS, METRICS
 from beam_sft.prepared.report import read_report
 
 
@@ -86,11 +87,14 @@ class RunRecordCallback(TrainerCallback):
 
 
 METRICS_LOG = "metrics.jsonl"
-_LOGGED = ("eval_loss", "eval_mean_token_accuracy", "format_health", "format_health_tools", "format_health_plain")
+# Eval loss, format health and every task metric of the scorer (overall and per kind), by the names
+# `beam-sft eval --json` uses.
+_LOGGED = ("eval_loss", "eval_mean_token_accuracy", "format_health", "format_health_tools", "format_health_plain",
+           *(f"{name}{suffix}" for name in METRICS for suffix in ("", *(f"_{kind}" for kind in KINDS))))
 
 
 class MetricsLogCallback(TrainerCallback):
-    """Append every logged ``eval_loss`` and ``format_health`` figure to ``output_dir/metrics.jsonl``
+    """Append every logged ``eval_loss``, ``format_health`` and task-metric figure to ``output_dir/metrics.jsonl``
     (main process), beside ``losses.jsonl``: what the demo's summary and the tests read."""
 
     def __init__(self, output_dir: str | Path):

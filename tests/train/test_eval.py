@@ -60,6 +60,8 @@ def test_tiny_run_logs_eval_loss_at_the_configured_steps(fixture_dir, prepared_d
     health = [r for r in metrics if "format_health" in r]
     assert [r["step"] for r in health] == [3, 6]
     assert all(0.0 <= r["format_health"] <= 1.0 for r in health)
+    # The task metrics of the same turns, through the real Trainer: every metric that counts all turns.
+    assert all({"format_valid", "stop_accuracy", "distinct_ratio"} <= set(r) for r in health), health
     meta = json.loads((out / "beam_run.json").read_text())
     assert meta["preflight"]["eval"]["batches"] >= 1 and meta["preflight"]["eval"]["rows_checked"] > 0
     assert meta["preflight"]["eval"]["eval_rows"] + meta["preflight"]["eval"]["train_rows"] == 48
@@ -140,7 +142,7 @@ def test_tensorboard_gets_the_run_record_and_the_figures(fixture_dir, prepared_d
     events.Reload()
     scalars = set(events.Tags()["scalars"])
     assert {"prepare/rows", "prepare/trained_by_channel/final", "split/eval_rows", "eval/loss",
-            "train/format_health"} <= scalars, scalars
+            "train/format_health", "train/format_valid", "train/stop_accuracy", "train/distinct_ratio"} <= scalars, scalars
     texts = events.Tags()["tensors"]
     assert any("beam_run" in tag for tag in texts) and any("format_health_sample" in tag for tag in texts), texts
 

@@ -287,7 +287,8 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
         source_records.close()
     counts, tokens = collected.counts, collected.tokens
     for info in infos:
-        if not counts.sources[info.label]["read"]:
+        # (a shard's range may hold no record of a source: the merge says when the source is empty)
+        if not counts.sources[info.label]["read"] and config.num_shards == 1:
             logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
     if counts.kept() == 0:
         raise NothingKept(f"nothing to prepare: no row of any source was kept\n"

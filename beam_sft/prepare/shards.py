@@ -95,8 +95,21 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
                            engine=engine or {"name": "merge-shards"})
 
 
+def merge_checked_shards(shards: list[Path], final: Path, *, verify: bool, num_proc: int, engine: dict,
+                         config: dict, loaded=None) -> Path:
+    """``merge_shards`` for a caller that already holds ``final``'s lock and checked the paths (the
+    Ray driver): the same checks of every shard, the same merge; ``config`` is the run's own config
+    (the merged report's ``config``, as one unsharded run records it)."""
+    reports = _reports(shards)
+    check_shards(shards, reports)
+    if [r["shard"]["index"] for r in reports] != list(range(len(shards))):
+        raise ConfigError("shards", "the shard folders are not given in shard order")
+    return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc, engine=engine, config=config,
+                       loaded=loaded)
+
+
 def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify: bool, num_proc: int,
-                engine: dict) -> Path:
+                engine: dict, config: dict | None = None, loaded=None) -> Path:
     output.check_output_target(final)
     with output.staged(final) as staging:
         tokens = rep.TokenStats()
@@ -129,7 +142,7 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
         encoder = {k: v for k, v in first["encoder"].items() if k != "fallback_rows"}  # (summed by build_report)
         report = rep.build_report(
             fingerprint=fingerprint, fingerprint_base=base, fingerprint_parts=parts, shard={"index": 0, "count": 1},
-            config={**first["config"], "num_shards": 1, "shard_index": 0, "output": str(final)},
+            config={**(config or first["config"]), "num_shards": 1, "shard_index": 0, "output": str(final)},
             encoder={**encoder, "name": rep.encoder_names(r["encoder"] for r in reports)},
             infos=rep.infos_from_report(first), counts=counts, seed=first["mix"]["seed"],
             max_length=first["length_policy"]["max_length"], length_policy=first["length_policy"]["policy"],
@@ -140,5 +153,6 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
             {"index": r["shard"]["index"], "fingerprint": r["fingerprint"], "rows": r["tokens"]["rows"],
              "encoder": r["encoder"]} for r in reports]}
         rep.write_report(staging, report)
-        verify_then_publish(staging, final, num_proc, verify=verify)
+        # (``loaded``: the run's tokenizer, which verify uses once it proved it the folder's, as prepare does)
+        verify_then_publish(staging, final, num_proc, verify=verify, loaded=loaded)
     return final

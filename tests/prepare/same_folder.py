@@ -20,6 +20,9 @@ def comparable_report(folder: Path, *, probe: bool = True) -> dict:
     for key in ("timing", "engine", "integrity"):
         report.pop(key, None)
     report["config"].pop("output", None)
+    verify = report.get("verify") or {}
+    verify.pop("timing", None)
+    verify.pop("verified_report", None)  # the digest of the report verify saw, timing and all
     for name in PER_RUN_FILES:
         report["files"]["files"].pop(name, None)
         (report.get("verify") or {}).get("verified_files", {}).pop(name, None)

@@ -162,8 +162,8 @@ def sealed_shard(plan: Plan, index: int) -> bool:
     if report is None:
         return False  # nothing sealed there (a dead attempt's staging beside it is prepare's to clear)
     if report.get("fingerprint") != plan.shard_fingerprint(index):
-        raise PreparedError(f"{folder}: not shard {index} of this run (another fingerprint); remove it to "
-                            "prepare the shard again")
+        raise PreparedError(folder, f"not shard {index} of this run (another fingerprint); remove it to "
+                                    "prepare the shard again")
     check_integrity(folder, report)  # the seal, then every file's digest
     check_counts(folder, report)
     read = {name: entry["read"] for name, entry in report["sources"].items()}
@@ -171,7 +171,7 @@ def sealed_shard(plan: Plan, index: int) -> bool:
     for entry in plan.shards[index]["sources"]:
         planned[entry["source"]] = entry["rows"][1] - entry["rows"][0]
     if read != planned:
-        raise PreparedError(f"{folder}: holds {read} records per source, the plan gives shard {index} {planned}")
+        raise PreparedError(folder, f"holds {read} records per source, the plan gives shard {index} {planned}")
     return True
 
 
@@ -278,12 +278,12 @@ def _run(ray, config: PrepareConfig, plan: Plan, task, address: str | None, load
             retried.append({"shard": index, "why": why})
     if failed:
         index = min(failed)
-        raise PreparedError(f"shard {index} of {len(plan.shards)} failed after {len(history[index])} attempt(s): "
+        raise PreparedError(plan.final, f"shard {index} of {len(plan.shards)} failed after {len(history[index])} attempt(s): "
                             f"{failed[index]}; nothing was published (the sealed shards stay in {plan.root} "
                             "for the next run)")
     for index in range(len(plan.shards)):  # every shard's seal, digests, fingerprint and range, then merge
         if not sealed_shard(plan, index):
-            raise PreparedError(f"{plan.folder(index)}: shard {index} reported done but is not sealed there")
+            raise PreparedError(plan.folder(index), f"shard {index} reported done but is not sealed there")
     engine = {"name": "ray", "address": address or os.environ.get("RAY_ADDRESS") or "local", "count": len(plan.shards),
               "plan": plan.shards, "reused": reused, "retried": retried,
               "attempts": {str(i): len(a) for i, a in history.items()}}

@@ -105,15 +105,18 @@ def main() -> None:
         print(f"ray shards: {args.shards}, each {json.dumps(shard_seconds)} s for {json.dumps(shard_records)} records "
               f"({per_process:.0f} rows/s per shard process); driver and Ray overhead {driver:.1f} s "
               f"(ray wall {ray['seconds']} s vs local {local['seconds']} s)")
-        # The driver's part is serial: taken here as proportional to the rows (an upper bound: Ray's
-        # start-up in it is fixed), 50M rows cost it 50M / rows times what it cost here.
-        serial = driver * 50_000_000 / args.rows
-        print(f"driver (serial) for 50M rows: at most {serial / 3600:.2f} h; verify alone "
-              f"{report['timing'].get('phases', {}).get('verify')} s of it here")
+        # The estimate takes the CPU cost of a row (local run: prepare + verify, CPU seconds of the
+        # whole tree per row) rather than this shared machine's wall clock: on an idle core a shard
+        # process does 1 / that rows per second. The driver's part (Ray's start, the counting pass,
+        # the merge and its verify of every row) is serial on one machine and comes on top.
+        cpu_per_row = local["cpu_seconds"] / args.rows
+        verify = report["timing"].get("phases", {}).get("verify")
+        print(f"cpu per row: local {1000 * cpu_per_row:.2f} ms, ray {1000 * ray['cpu_seconds'] / args.rows:.2f} ms; "
+              f"driver here: verify of the merged folder {verify} s, the rest {driver - (verify or 0):.1f} s")
         for nodes in args.nodes:
-            shards_part = 50_000_000 / nodes / (per_process * args.cores_per_node)
-            print(f"estimate: 50M rows on {nodes} node(s) of {args.cores_per_node} cores: shards "
-                  f"{shards_part / 3600:.2f} h + driver at most {serial / 3600:.2f} h")
+            shards_part = 50_000_000 * cpu_per_row / (nodes * args.cores_per_node)
+            print(f"estimate: 50M rows on {nodes} node(s) of {args.cores_per_node} idle cores: shards "
+                  f"{shards_part / 3600:.2f} h, plus the driver's merge and verify")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

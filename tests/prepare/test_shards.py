@@ -74,3 +74,19 @@ def test_merge_refuses_missing_or_foreign_shards(sharded, tmp_path, tokenizer_di
         merge_shards([*shards, shards[0]], tmp_path / "m2", verify=False)
     with pytest.raises(ConfigError, match="different runs"):
         merge_shards([*shards[:2], whole], tmp_path / "m3", verify=False)
+
+
+def test_only_the_merge_calls_a_source_empty(tmp_path, tokenizer_dir, caplog):
+    """A shard's range may hold no record of a source: that shard does not call the source empty; the
+    merge does, once, for a source that has no record at all."""
+    a = write_jsonl(tmp_path / "a.jsonl", [simple_row(i) for i in range(4)])
+    b = write_jsonl(tmp_path / "b.jsonl", [simple_row(i) for i in range(4)])
+    empty = write_jsonl(tmp_path / "empty.jsonl", [])
+    base = PrepareConfig(sources=[SourceSpec(path=str(a)), SourceSpec(path=str(b)), SourceSpec(path=str(empty))],
+                         tokenizer=str(tokenizer_dir), num_proc=1, verify=False, num_shards=2)
+    caplog.set_level("WARNING", logger="beam_sft.prepare")
+    shards = [prepare(dataclasses.replace(base, shard_index=i, output=str(tmp_path / f"s{i}"))) for i in (0, 1)]
+    assert not [r for r in caplog.records if "is empty" in r.getMessage()]
+    merge_shards(shards, tmp_path / "merged", verify=False)
+    assert [r.getMessage() for r in caplog.records if "is empty" in r.getMessage()] == [
+        f"source {empty} is empty: no records in it"]

@@ -66,11 +66,18 @@ def _check_published(out: Path, local: Path, shards: int) -> dict:
     return report
 
 
-@pytest.mark.parametrize("shards", [1, 3, 7])
+@pytest.mark.parametrize("shards", [1, 3, 7, None])
 def test_same_folder_as_local(cluster, setup, shards):
+    """(None: the default, one shard per CPU of the cluster: 2.) A later local prepare of the same
+    config, and `--engine ray` itself, take the folder as their cache hit."""
     root, config, local = setup
-    out = ray_engine.prepare_on_ray(dataclasses.replace(config, output=str(root / f"ray-{shards}")), shards=shards)
+    target = dataclasses.replace(config, output=str(root / f"ray-{shards}"))
+    out = ray_engine.prepare_on_ray(target, shards=shards)
+    shards = shards or 2
     report = _check_published(out, local, shards)
+    before = (out / "report.json").read_bytes()
+    assert prepare(target) == out and ray_engine.prepare_on_ray(target, shards=5) == out
+    assert (out / "report.json").read_bytes() == before
     plan = report["engine"]["plan"]
     assert plan[0]["records"][0] == 0 and plan[-1]["records"][1] == 1000
     assert report["engine"]["attempts"] == {str(i): 1 for i in range(shards)} and not report["engine"]["retried"]

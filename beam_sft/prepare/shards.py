@@ -23,7 +23,8 @@ from collections import Counter
 from pathlib import Path
 
 from beam_sft.data.fingerprint import combine
-from beam_sft.errors import ConfigError
+from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+from beam_sft.errors import ConfigError, NothingKept
 from beam_sft.paths import check_paths
 from beam_sft.prepare.cache import combined, unsharded_parts
 from beam_sft.prepare.pipeline import verify_then_publish
@@ -133,6 +134,9 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
         counts = rep.Counts()
         for report in reports:
             counts.merge(rep.Counts.from_report(report))
+        if counts.kept() == 0:  # (each shard may keep none; the merged folder must keep a row, as prepare's)
+            raise NothingKept(f"nothing to merge: no shard kept a row\n"
+                              f"{sources_table(rep.sources_section(rep.infos_from_report(reports[0]), counts))}")
         for name, entry in counts.sources.items():
             if not entry["read"]:
                 logger.warning("source %s is empty: no records in it", name)

@@ -90,3 +90,31 @@ def test_only_the_merge_calls_a_source_empty(tmp_path, tokenizer_dir, caplog):
     merge_shards(shards, tmp_path / "merged", verify=False)
     assert [r.getMessage() for r in caplog.records if "is empty" in r.getMessage()] == [
         f"source {empty} is empty: no records in it"]
+
+
+def test_a_shard_that_keeps_no_row_merges_into_the_unsharded_folder(tmp_path, tokenizer_dir, caplog):
+    """Shards 1 and 2 hold only rows that convert rejects: they keep none, are sealed without a
+    verification (nothing to verify) and without a warning, are their own cache hits, and merge into
+    the unsharded folder; a merge where no shard kept a row is refused as prepare refuses it."""
+    from beam_sft.errors import NothingKept
+
+    a = write_jsonl(tmp_path / "a.jsonl", [simple_row(i) for i in range(10)])
+    b = write_jsonl(tmp_path / "b.jsonl", [{"messages": "not a list"}] * 20)
+    base = PrepareConfig(sources=[SourceSpec(path=str(a)), SourceSpec(path=str(b))], tokenizer=str(tokenizer_dir),
+                         num_proc=1)
+    whole = prepare(dataclasses.replace(base, output=str(tmp_path / "whole")))
+    caplog.set_level("WARNING", logger="beam_sft")
+    configs = [dataclasses.replace(base, num_shards=3, shard_index=i, output=str(tmp_path / f"s{i}")) for i in range(3)]
+    shards = [prepare(c) for c in configs]
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    empty = json.loads((shards[2] / "report.json").read_text())
+    assert empty["tokens"]["rows"] == 0 and "verify" not in empty
+    before = (shards[2] / "report.json").read_bytes()
+    assert prepare(configs[2]) == shards[2] and (shards[2] / "report.json").read_bytes() == before  # its cache hit
+    merged = merge_shards(shards, tmp_path / "merged")
+    assert_same_folder(merged, whole, probe=False, verify_tokenizer=False)
+    only_b = PrepareConfig(sources=[SourceSpec(path=str(b))], tokenizer=str(tokenizer_dir), num_proc=1, num_shards=2)
+    none = [prepare(dataclasses.replace(only_b, shard_index=i, output=str(tmp_path / f"b{i}"))) for i in range(2)]
+    with pytest.raises(NothingKept, match="no shard kept a row"):
+        merge_shards(none, tmp_path / "none")
+    assert not (tmp_path / "none").exists()

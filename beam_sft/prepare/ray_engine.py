@@ -11,8 +11,9 @@ so the guarantees stay ours, the same as for a SLURM job array:
    runs again, on a retry or a second time, finds its sealed folder and reuses it (its cache hit);
    a dead attempt's staging folder and lock are cleared by the next attempt.
 3. A driver started again reuses every shard folder already sealed for this plan and submits only
-   the rest. A shard folder that is not what this plan asks for (another fingerprint, another row
-   range, a file whose digest differs) is refused, with its path: never merged.
+   the rest. Another run's shard folder (another fingerprint) is prepared again over, through
+   prepare's output guard; a folder of this run that is not what it sealed (a file whose digest
+   differs, another row range) is refused, with its path: never merged.
 4. Only when every shard is sealed and checked, the driver merges them once (``shards``: the merge of
    ``merge-shards``, every seal and digest checked again) into a staging folder, verifies it, writes
    the report (the manifest: every file's digest) last and publishes it by one rename. The merged
@@ -152,8 +153,10 @@ class Plan:
 
 def sealed_shard(plan: Plan, index: int) -> bool:
     """Whether shard ``index``'s folder is a sealed shard of this plan (reuse it); False when there is
-    none yet. A folder there that is not (another fingerprint, another row range, a changed file)
-    raises, naming it: it is never merged."""
+    none yet, or the folder there is another run's (another fingerprint: an earlier config or shard
+    count), which the shard's prepare then replaces as it replaces any older result of ours (its
+    output guard refuses a folder that is not ours). A folder of this run's fingerprint that is not
+    what it sealed (a changed file, another row range) raises, naming it: it is never merged."""
     from beam_sft.prepared.integrity import check_integrity
     from beam_sft.prepared.load import check_counts
 
@@ -162,8 +165,8 @@ def sealed_shard(plan: Plan, index: int) -> bool:
     if report is None:
         return False  # nothing sealed there (a dead attempt's staging beside it is prepare's to clear)
     if report.get("fingerprint") != plan.shard_fingerprint(index):
-        raise PreparedError(folder, f"not shard {index} of this run (another fingerprint); remove it to "
-                                    "prepare the shard again")
+        logger.info("ray: shard %d: %s is another run's (another fingerprint): prepared again", index, folder)
+        return False
     check_integrity(folder, report)  # the seal, then every file's digest
     check_counts(folder, report)
     read = {name: entry["read"] for name, entry in report["sources"].items()}

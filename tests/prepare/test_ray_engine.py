@@ -270,29 +270,32 @@ def test_a_task_that_ran_twice_is_merged_once(cluster, setup, caplog):
     assert "sealed the shard and ran again" in report["engine"]["retried"][0]["why"]
 
 
-def test_a_shard_folder_not_of_this_plan_or_changed_is_never_merged(cluster, setup):
+def test_a_shard_folder_of_another_run_is_replaced_and_a_changed_one_never_merged(cluster, setup, caplog):
     root, config, local = setup
     target = dataclasses.replace(config, output=str(root / "foreign"))
     shards_root = ray_engine.shards_root(Path(target.output).absolute())
-    # a dead attempt of another plan (2 shards) left shard-1 there: another fingerprint
+    # a dead driver of another plan (2 shards) left its sealed shard-1 there: another fingerprint
     other = dataclasses.replace(config, num_shards=2, shard_index=1, output=str(shards_root / "shard-1"))
     from beam_sft.prepared import owner
 
     shards_root.mkdir()
     owner.write_marker(shards_root)
     prepare(other)
-    with pytest.raises(PreparedError, match=r"shard-1: not shard 1 of this run \(another fingerprint\)"):
-        ray_engine.prepare_on_ray(target, shards=3)
-    assert not Path(target.output).exists()
+    caplog.set_level(logging.INFO, logger="beam_sft.prepare")
+    out = ray_engine.prepare_on_ray(target, shards=3)
+    report = _check_published(out, local, 3)  # its rows were not merged: the folder is the local one
+    assert report["engine"]["reused"] == []
+    assert any(r.getMessage().startswith("ray: shard 1: ") and "is another run's (another fingerprint): prepared "
+               "again" in r.getMessage() for r in caplog.records)
 
-    # the right shard, sealed, then one of its files changed: its digest differs
-    import shutil
-
-    shutil.rmtree(shards_root / "shard-1")
-    good = dataclasses.replace(config, num_shards=3, shard_index=1, output=str(shards_root / "shard-1"))
-    prepare(good)
+    # this run's shard, sealed, then one of its files changed: its digest differs
+    again = dataclasses.replace(config, output=str(root / "changed"))
+    shards_root = ray_engine.shards_root(Path(again.output).absolute())
+    shards_root.mkdir()
+    owner.write_marker(shards_root)
+    prepare(dataclasses.replace(config, num_shards=3, shard_index=1, output=str(shards_root / "shard-1")))
     rejects = shards_root / "shard-1" / "rejects.jsonl"
     rejects.write_text(rejects.read_text() + "\n")
     with pytest.raises(PreparedError, match="rejects.jsonl"):
-        ray_engine.prepare_on_ray(target, shards=3)
-    assert not Path(target.output).exists()
+        ray_engine.prepare_on_ray(again, shards=3)
+    assert not Path(again.output).exists()

@@ -8,7 +8,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,deepspeed
+EXTRAS ?= dev,deepspeed,ray
 PYTEST_ARGS ?=
 
 .PHONY: install test test-slow test-fuzz test-deep test-all demo bench bench-memory lint fixture realistic-tokenizer clean

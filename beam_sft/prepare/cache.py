@@ -95,8 +95,20 @@ def teacher_incomplete(report: dict) -> bool:
 def fingerprints(plan: ResolvedPrepare, tokenizer) -> tuple[str, str, dict]:
     """(fingerprint, the fingerprint shared by all shards of the run, the parts)."""
     parts = fingerprint_parts(plan, tokenizer)
+    return (*combined(parts), parts)
+
+
+def combined(parts: dict) -> tuple[str, str]:
+    """(fingerprint, the fingerprint shared by all shards) of a run's fingerprint parts."""
     base = {k: v for k, v in parts.items() if k != "shard_index"}
-    return fp.combine(parts), fp.combine(base), parts
+    return fp.combine(parts), fp.combine(base)
+
+
+def unsharded_parts(parts: dict) -> dict:
+    """The fingerprint parts of the one-process run that a shard's run is part of: merged shards
+    are that run's folder (contiguous shard ranges, ``shard_plan``), so they carry its fingerprint
+    and a later unsharded prepare of the same config finds them as its own."""
+    return {**parts, "options": {**parts["options"], "num_shards": 1}, "shard_index": 0}
 
 
 def is_cached(directory: str | Path, fingerprint: str) -> bool:

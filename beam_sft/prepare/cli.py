@@ -5,6 +5,7 @@
                      --output DIR [--max-length N] [--length-policy drop|trim_turns]
     beam-sft prepare ... --num-shards N --shard-index I      (one shard; then:)
     beam-sft merge-shards SHARD_DIR... --output DIR
+    beam-sft prepare ... --engine ray [--ray-address ADDR] [--shards N]   (the shards as Ray tasks)
 
 Flags override the recipe's ``data.prepare`` section; the tokenizer falls back to the recipe's
 ``model.path``, then to ``$BEAM_MODEL_ID``.
@@ -69,6 +70,13 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--seed", type=count(0))
     prepare.add_argument("--num-shards", type=count(1), metavar="N")
     prepare.add_argument("--shard-index", type=count(0), metavar="I")
+    prepare.add_argument("--engine", choices=ENGINES, default="local",
+                         help="local (default): this machine; ray: one Ray task per shard, merged here "
+                         "(needs pip install 'beam-sft[ray]')")
+    prepare.add_argument("--ray-address", metavar="ADDR",
+                         help="--engine ray: the cluster (default $RAY_ADDRESS, else a local one)")
+    prepare.add_argument("--shards", type=count(1), metavar="N",
+                         help="--engine ray: shards (default: one per CPU of the cluster)")
     prepare.add_argument("--encoder", choices=_choices("encoder"))
     prepare.add_argument("--no-cache", action="store_true", help="encode again even if the output is up to date")
     prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
@@ -91,6 +99,18 @@ def register(subparsers: Any) -> None:
     merge.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
     merge.set_defaults(func=run_merge)
     writes(merge, lambda a: Outputs(inputs={"SHARD_DIR": a.shards}, folders={"--output": a.output}))
+
+
+ENGINES = ("local", "ray")
+
+
+def _check_engine(args: argparse.Namespace) -> None:
+    """The engine's flags go with their engine (checked before any work)."""
+    if args.engine != "ray" and (args.ray_address is not None or args.shards is not None):
+        raise ConfigError("engine", "--ray-address and --shards go with --engine ray")
+    if args.engine == "ray" and (args.num_shards is not None or args.shard_index is not None):
+        raise ConfigError("engine", "--engine ray plans the shards itself: give --shards N, not "
+                                    "--num-shards/--shard-index")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -244,11 +264,17 @@ def run_prepare(args: argparse.Namespace) -> int:
     # would otherwise print its INFO statistics at exit, after our one-line message).
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("beam_sft").setLevel(logging.WARNING if args.quiet else logging.INFO)
+    _check_engine(args)
     config = build_config(args)
 
     def work() -> int:
         with cli_progress(args.quiet) as interval:
-            out = pipeline.prepare(config, progress_interval=interval)
+            if args.engine == "ray":
+                from beam_sft.prepare.ray_engine import prepare_on_ray  # (Ray only when asked for)
+
+                out = prepare_on_ray(config, address=args.ray_address, shards=args.shards)
+            else:
+                out = pipeline.prepare(config, progress_interval=interval)
         print(_summary(out))
         print(f"prepared dataset: {out}")
         return 0

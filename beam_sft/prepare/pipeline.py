@@ -152,6 +152,9 @@ def write_page(staging: Path, final: Path) -> None:
     report it is not digested). A page that cannot be drawn costs a warning, never the prepared data."""
     from beam_sft.verify.report_page import write_report_page
 
+    report = rep.read_report(staging)
+    if isinstance(report, dict) and (report.get("tokens") or {}).get("rows") == 0:
+        return  # a shard that kept no row: nothing to draw (the merged folder gets its page)
     try:
         write_report_page(staging, shown_as=final)
     except Exception as exc:  # noqa: BLE001 (the dataset is good; only its picture failed)
@@ -164,7 +167,7 @@ def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | Non
     report = rep.require_report(final)
     check_integrity(final, report)  # the report's seal, then every file's digest
     check_counts(final, report)
-    if config.verify:
+    if _verifies(config, report):
         if "verify" not in report:
             verify_folder(final, config.resolved_num_proc(), loaded)
             return final
@@ -177,7 +180,14 @@ def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | Non
 
 def _needs_verify(final: Path, config: PrepareConfig) -> bool:
     report = rep.read_report(final)
-    return bool(config.verify) and (not isinstance(report, dict) or "verify" not in report)
+    return _verifies(config, report) and (not isinstance(report, dict) or "verify" not in report)
+
+
+def _verifies(config: PrepareConfig, report) -> bool:
+    """Whether this folder is verified: not a shard that kept no row (there is nothing to verify; the
+    merge verifies the merged folder, and refuses a merge that keeps nothing)."""
+    empty_shard = config.num_shards > 1 and isinstance(report, dict) and (report.get("tokens") or {}).get("rows") == 0
+    return bool(config.verify) and not empty_shard
 
 
 def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
@@ -217,7 +227,7 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
         output.check_output_target(final)
         with output.staged(final) as staging:
             report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts)
-            verify_then_publish(staging, final, config.resolved_num_proc(), verify=config.verify, clock=clock,
+            verify_then_publish(staging, final, config.resolved_num_proc(), verify=_verifies(config, report), clock=clock,
                                 loaded=loaded)
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
     return final
@@ -288,9 +298,10 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
         source_records.close()
     counts, tokens = collected.counts, collected.tokens
     for info in infos:
-        if not counts.sources[info.label]["read"]:
+        # (a shard's range may hold no record of a source: the merge says when the source is empty)
+        if not counts.sources[info.label]["read"] and config.num_shards == 1:
             logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
-    if counts.kept() == 0:
+    if counts.kept() == 0 and config.num_shards == 1:  # (a shard may keep none: the merge decides)
         raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
                           f"{sources_table(rep.sources_section(infos, counts))}")
     clock.phase("save")

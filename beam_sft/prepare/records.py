@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from beam_sft.data.batch import BatchPair, iter_batch_raw
+from beam_sft.prepare import shard_plan
 from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
 from beam_sft.prepare.resolved import ResolvedPrepare, source_location
 from beam_sft.prepared.report import SourceInfo
@@ -45,12 +45,12 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
     import pyarrow as pa
 
     from beam_sft.convert.pipeline import SourceConversion
-    from beam_sft.data.sources import iter_raw_located
 
     config = plan.config
     schema = _schema()
     jobs, infos = [], []
     total = 0
+    ranges = shard_rows(plan)
     out_file.parent.mkdir(parents=True, exist_ok=True)
     with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
         for source_id, resolved in enumerate(plan.sources):
@@ -75,9 +75,11 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
                     for column in batch.values():
                         column.clear()
 
-            raw_records = iter_batch_raw(location) if isinstance(location, BatchPair) else iter_raw_located(location)
-            for index, record in enumerate(raw_records):
-                if index % config.num_shards != config.shard_index:
+            first, end = ranges[source_id] if ranges is not None else (0, None)
+            for index, record in enumerate(shard_plan.iter_source(location)):
+                if end is not None and index >= end:
+                    break  # past this shard's range: the rest of the source is another shard's
+                if index < first:
                     continue
                 if record.bad is not None and record.bad.rest:
                     unreadable.append({"file": record.file, "byte": record.bad.byte,
@@ -96,6 +98,18 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
                                     skipped=tuple({"path": str(f.path), "reason": f.reason} for f in detected.skipped),
                                     unreadable=tuple(unreadable)))
     return jobs, infos, total
+
+
+def shard_rows(plan: ResolvedPrepare) -> list[tuple[int, int]] | None:
+    """This shard's ``[first, end)`` row range of each source (``shard_plan``: contiguous ranges of
+    the record stream, so the merged shards keep the unsharded order); None when not sharded."""
+    config = plan.config
+    if config.num_shards == 1:
+        return None
+    counts = shard_plan.source_counts(plan)
+    mine = shard_plan.plan([s.spec.label for s in plan.sources], counts, config.num_shards)[config.shard_index]
+    rows = {entry["source"]: tuple(entry["rows"]) for entry in mine["sources"]}
+    return [rows.get(s.spec.label, (0, 0)) for s in plan.sources]
 
 
 class RecordsFile:

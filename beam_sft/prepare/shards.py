@@ -1,7 +1,10 @@
-"""Sharded preparation: N processes or machines each prepare rows ``i % N == I``; ``merge_shards``
-joins their directories into one prepared dataset.
+"""Sharded preparation: N processes or machines each prepare one contiguous range of the records
+(``shard_plan``); ``merge_shards`` joins their directories into one prepared dataset, the very
+folder one unsharded ``prepare`` of the same config writes: the same rows in the same order, the
+same rejects, the same report (its fingerprint too) but for timing and the ``engine`` section,
+which names the shards it was merged from.
 
-Each shard reads every record (reading is cheap) but converts and encodes only its own. Mixing
+Each shard counts every record (reading is cheap) but converts and encodes only its own. Mixing
 decisions depend on the row alone (``beam_sft.data.mix``), so shards need not talk to each other.
 The merge checks that the shards come from the same run (same ``fingerprint_base``), that each
 index from 0 to N-1 is there exactly once, and that each shard's report is sealed, its counts agree
@@ -9,18 +12,21 @@ index from 0 to N-1 is there exactly once, and that each shard's report is seale
 then it concatenates the datasets (record batch by record batch with plain reads through
 ``prepared.arrow_dataset``: nothing is memory-mapped, so memory does not grow with rows), the rejects,
 and the report counts, through the same report builder as ``prepare``, and publishes the result
-only once it verified (like ``prepare``). Rows come shard by shard.
+only once it verified (like ``prepare``). Rows come shard by shard, which is the unsharded order.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections import Counter
 from pathlib import Path
 
 from beam_sft.data.fingerprint import combine
-from beam_sft.errors import ConfigError
+from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+from beam_sft.errors import ConfigError, NothingKept
 from beam_sft.paths import check_paths
+from beam_sft.prepare.cache import combined, unsharded_parts
 from beam_sft.prepare.pipeline import verify_then_publish
 from beam_sft.prepared import output
 from beam_sft.prepared import report as rep
@@ -29,6 +35,8 @@ from beam_sft.prepared.integrity import check_integrity, file_digests
 from beam_sft.prepared.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.prepared.lock import output_lock
+
+logger = logging.getLogger("beam_sft.prepare")
 
 
 def _reports(shards: list[Path]) -> list[dict]:
@@ -67,8 +75,12 @@ def check_shards(shards: list[Path], reports: list[dict]) -> None:
         raise ConfigError("shards", f"shard indices: missing {missing}, given twice {twice} (of {count})")
 
 
-def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bool = True, num_proc: int = 1) -> Path:
-    """Join the prepared shard directories into ``output_dir``; returns it."""
+def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bool = True, num_proc: int = 1,
+                 engine: dict | None = None) -> Path:
+    """Join the prepared shard directories into ``output_dir``; returns it.
+
+    ``engine`` (the Ray driver's plan and attempts) goes into the report's ``engine`` section beside
+    the shards' own facts; default ``{"name": "merge-shards"}``."""
     shards = [Path(s) for s in shards]
     if not shards:
         raise ConfigError("shards", "no shard directories given")
@@ -80,10 +92,25 @@ def merge_shards(shards: list[str | Path], output_dir: str | Path, *, verify: bo
     check_paths({"SHARD_DIR": shards}, {"--output": final})  # not a shard, nor inside or around one
 
     with output_lock(final):
-        return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc)
+        return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc,
+                           engine=engine or {"name": "merge-shards"})
 
 
-def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify: bool, num_proc: int) -> Path:
+def merge_checked_shards(shards: list[Path], final: Path, *, verify: bool, num_proc: int, engine: dict,
+                         config: dict, loaded=None) -> Path:
+    """``merge_shards`` for a caller that already holds ``final``'s lock and checked the paths (the
+    Ray driver): the same checks of every shard, the same merge; ``config`` is the run's own config
+    (the merged report's ``config``, as one unsharded run records it)."""
+    reports = _reports(shards)
+    check_shards(shards, reports)
+    if [r["shard"]["index"] for r in reports] != list(range(len(shards))):
+        raise ConfigError("shards", "the shard folders are not given in shard order")
+    return _merge_into(shards, reports, final, verify=verify, num_proc=num_proc, engine=engine, config=config,
+                       loaded=loaded)
+
+
+def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify: bool, num_proc: int,
+                engine: dict, config: dict | None = None, loaded=None) -> Path:
     output.check_output_target(final)
     with output.staged(final) as staging:
         tokens = rep.TokenStats()
@@ -107,19 +134,29 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
         counts = rep.Counts()
         for report in reports:
             counts.merge(rep.Counts.from_report(report))
+        if counts.kept() == 0:  # (each shard may keep none; the merged folder must keep a row, as prepare's)
+            raise NothingKept(f"nothing to merge: no shard kept a row\n"
+                              f"{sources_table(rep.sources_section(rep.infos_from_report(reports[0]), counts))}")
+        for name, entry in counts.sources.items():
+            if not entry["read"]:
+                logger.warning("source %s is empty: no records in it", name)
         first = reports[0]
+        parts = unsharded_parts(first["fingerprint_parts"])
+        fingerprint, base = combined(parts)
+        encoder = {k: v for k, v in first["encoder"].items() if k != "fallback_rows"}  # (summed by build_report)
         report = rep.build_report(
-            fingerprint=combine({"merged": first["fingerprint_base"], "shards": len(shards)}),
-            fingerprint_base=first["fingerprint_base"],
-            fingerprint_parts={k: v for k, v in first["fingerprint_parts"].items() if k != "shard_index"},
-            shard={"merged": len(shards), "count": first["shard"]["count"]},
-            config={**first["config"], "shard_index": None, "output": str(final)},
-            encoder={"name": rep.encoder_names(r["encoder"] for r in reports),
-                     "shards": [r["encoder"] for r in reports]},
+            fingerprint=fingerprint, fingerprint_base=base, fingerprint_parts=parts, shard={"index": 0, "count": 1},
+            config={**(config or first["config"]), "num_shards": 1, "shard_index": 0, "output": str(final)},
+            encoder={**encoder, "name": rep.encoder_names(r["encoder"] for r in reports)},
             infos=rep.infos_from_report(first), counts=counts, seed=first["mix"]["seed"],
             max_length=first["length_policy"]["max_length"], length_policy=first["length_policy"]["policy"],
             tokens=tokens, timing={"shards": [r.get("timing") for r in reports]}, files=file_digests(staging),
         )
+        # How it was made: the shards (their own fingerprints and encoder probes) and the engine's facts.
+        report["engine"] = {**engine, "shards": [
+            {"index": r["shard"]["index"], "fingerprint": r["fingerprint"], "rows": r["tokens"]["rows"],
+             "encoder": r["encoder"]} for r in reports]}
         rep.write_report(staging, report)
-        verify_then_publish(staging, final, num_proc, verify=verify)
+        # (``loaded``: the run's tokenizer, which verify uses once it proved it the folder's, as prepare does)
+        verify_then_publish(staging, final, num_proc, verify=verify, loaded=loaded)
     return final

@@ -196,7 +196,7 @@ def test_merge_shards_checks_the_shards_counts(tmp_path, fixture_dir):
                          num_shards=2, verify=False)
     shards = [Path(prepare(dataclasses.replace(base, shard_index=i, output=str(tmp_path / f"s{i}")))) for i in (0, 1)]
     _lower_kept(shards[1], reseal=True)
-    with pytest.raises(PreparedError, match=r"s1/report.json: sources\[.*\]: read 4 != kept 3 \+ rejected 0"):
+    with pytest.raises(PreparedError, match=r"s1/report.json: sources\[.*\]: read 5 != kept 4 \+ rejected 0"):
         merge_shards(shards, tmp_path / "merged", verify=False)
     assert not (tmp_path / "merged").exists()
     _lower_kept(shards[0], reseal=False)

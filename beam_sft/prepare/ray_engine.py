@@ -1,0 +1,307 @@
+"""``beam-sft prepare --engine ray``: the shards of one prepare as Ray tasks, merged once by the driver.
+
+Ray gives scheduling, retries and data movement, not exactly-once output (a task can run twice),
+so the guarantees stay ours, the same as for a SLURM job array:
+
+1. The driver plans the shards (``shard_plan``: contiguous record ranges, source and row range ->
+   shard id) from the record counts alone; the plan goes into the log and the report's ``engine``.
+2. One Ray task per shard runs the same sharded ``prepare`` as ``--num-shards/--shard-index`` into
+   its own folder ``.NAME.ray-shards/shard-I`` beside the output: staged, verified, sealed and
+   published there by one rename (``pipeline.prepare``, its lock and its output guard). A task that
+   runs again, on a retry or a second time, finds its sealed folder and reuses it (its cache hit);
+   a dead attempt's staging folder and lock are cleared by the next attempt.
+3. A driver started again reuses every shard folder already sealed for this plan and submits only
+   the rest. Another run's shard folder (another fingerprint) is prepared again over, through
+   prepare's output guard; a folder of this run that is not what it sealed (a file whose digest
+   differs, another row range) is refused, with its path: never merged.
+4. Only when every shard is sealed and checked, the driver merges them once (``shards``: the merge of
+   ``merge-shards``, every seal and digest checked again) into a staging folder, verifies it, writes
+   the report (the manifest: every file's digest) last and publishes it by one rename. The merged
+   folder is the folder ``--engine local`` writes for the same config (same fingerprint too).
+
+Every attempt of a shard appends a line to ``.NAME.ray-shards/attempts/shard-I.jsonl`` (start, and
+its end: sealed or raised); the driver reads them to say which shard was retried and why (a start
+without an end is a worker that died). The shard folders must be on a file system every node sees
+(as for SLURM); the output folder is written by the driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shutil
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from beam_sft.errors import ConfigError, OutputRefused, PreparedError
+from beam_sft.prepare import cache, shard_plan
+from beam_sft.prepare.config import PrepareConfig
+from beam_sft.prepared import owner
+from beam_sft.prepared import report as rep
+
+logger = logging.getLogger("beam_sft.prepare")
+
+MISSING_RAY = "--engine ray needs Ray, which is not installed: pip install 'beam-sft[ray]'"
+# Ray's own retries: a worker that dies and a shard that raises are each tried again this often.
+MAX_RETRIES = 2
+
+
+def import_ray():
+    """The ``ray`` module, or one line naming the extra that installs it."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError("engine", MISSING_RAY) from exc
+    return ray
+
+
+def shards_root(final: Path) -> Path:
+    """Where the shard folders of ``final`` are prepared (beside it, hidden, removed after the publish)."""
+    return final.parent / f".{final.name}.ray-shards"
+
+
+def _attempts_file(root: Path, index: int) -> Path:
+    return root / "attempts" / f"shard-{index}.jsonl"
+
+
+def _note(path: Path, **entry) -> None:
+    """One line of a shard's attempts file (appended: attempts on other nodes add theirs)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps({**entry, "pid": os.getpid(), "host": socket.gethostname(), "time": round(time.time(), 3)})
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line + "\n")
+
+
+def run_shard(config: PrepareConfig, attempts: str) -> dict:
+    """The body of one shard's Ray task: the sharded ``prepare``, its attempt noted before and after."""
+    from beam_sft.prepare.pipeline import prepare
+
+    path = Path(attempts)
+    _note(path, shard=config.shard_index, event="start")
+    try:
+        out = prepare(config)
+    except BaseException as exc:
+        _note(path, shard=config.shard_index, event="raised", error=f"{type(exc).__name__}: {exc}")
+        raise
+    report = rep.require_report(out)
+    _note(path, shard=config.shard_index, event="sealed", fingerprint=report["fingerprint"])
+    return {"shard": config.shard_index, "path": str(out), "fingerprint": report["fingerprint"]}
+
+
+def read_attempts(path: Path) -> list[dict]:
+    """A shard's attempts, each ``{"start": entry, "end": entry | None}``, in order."""
+    attempts: list[dict] = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return attempts
+    for line in lines:
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # a line cut off by a kill mid-write
+        if entry.get("event") == "start":
+            attempts.append({"start": entry, "end": None})
+        elif attempts and attempts[-1]["end"] is None:
+            attempts[-1]["end"] = entry
+    return attempts
+
+
+def retries(attempts: list[dict]) -> list[str]:
+    """Why each attempt but the last ended without a sealed shard, in words.
+
+    >>> retries([{"start": {"pid": 7, "host": "n1"}, "end": None}, {"start": {"pid": 9, "host": "n1"},
+    ...          "end": {"event": "sealed"}}])
+    ['attempt 1 (pid 7 on n1) ended without a result: its worker died (killed, or its node was lost)']
+    """
+    out = []
+    for number, attempt in enumerate(attempts[:-1], 1):
+        start, end = attempt["start"], attempt["end"]
+        where = f"attempt {number} (pid {start.get('pid')} on {start.get('host')})"
+        if end is None:
+            out.append(f"{where} ended without a result: its worker died (killed, or its node was lost)")
+        elif end.get("event") == "raised":
+            out.append(f"{where} raised {end.get('error')}")
+        else:
+            out.append(f"{where} sealed the shard and ran again")
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The driver's plan: where each shard goes and what it must hold."""
+
+    final: Path
+    root: Path
+    fingerprint: str  # the unsharded run's (the merged folder's)
+    parts: dict
+    shards: list[dict]  # shard_plan.plan entries
+    labels: list[str]
+
+    def folder(self, index: int) -> Path:
+        return self.root / f"shard-{index}"
+
+    def shard_fingerprint(self, index: int) -> str:
+        parts = {**self.parts, "options": {**self.parts["options"], "num_shards": len(self.shards)},
+                 "shard_index": index}
+        return cache.combined(parts)[0]
+
+
+def sealed_shard(plan: Plan, index: int) -> bool:
+    """Whether shard ``index``'s folder is a sealed shard of this plan (reuse it); False when there is
+    none yet, or the folder there is another run's (another fingerprint: an earlier config or shard
+    count), which the shard's prepare then replaces as it replaces any older result of ours (its
+    output guard refuses a folder that is not ours). A folder of this run's fingerprint that is not
+    what it sealed (a changed file, another row range) raises, naming it: it is never merged."""
+    from beam_sft.prepared.integrity import check_integrity
+    from beam_sft.prepared.load import check_counts
+
+    folder = plan.folder(index)
+    report = rep.read_report(folder)
+    if report is None:
+        return False  # nothing sealed there (a dead attempt's staging beside it is prepare's to clear)
+    if report.get("fingerprint") != plan.shard_fingerprint(index):
+        logger.info("ray: shard %d: %s is another run's (another fingerprint): prepared again", index, folder)
+        return False
+    check_integrity(folder, report)  # the seal, then every file's digest
+    check_counts(folder, report)
+    read = {name: entry["read"] for name, entry in report["sources"].items()}
+    planned = {label: 0 for label in plan.labels}
+    for entry in plan.shards[index]["sources"]:
+        planned[entry["source"]] = entry["rows"][1] - entry["rows"][0]
+    if read != planned:
+        raise PreparedError(folder, f"holds {read} records per source, the plan gives shard {index} {planned}")
+    return True
+
+
+def _start_ray(ray, address: str | None) -> bool:
+    """Connect to (or start) a cluster; True when this call started the connection (ours to end)."""
+    if ray.is_initialized():  # a caller (a test, a notebook) connected already
+        return False
+    kwargs: dict = {"log_to_driver": False}
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        kwargs["include_dashboard"] = False  # a local cluster of this process: no dashboard to serve
+    ray.init(address=address, **kwargs)
+    return True
+
+
+def prepare_on_ray(config: PrepareConfig, *, address: str | None = None, shards: int | None = None,
+                   task: Callable[[PrepareConfig, str], dict] = run_shard) -> Path:
+    """Prepare ``config`` as ``shards`` Ray tasks (default: one per CPU of the cluster, at most one per
+    record) and merge them; returns the published folder. ``task`` is the body of each shard's task
+    (``run_shard``; the fault tests wrap it)."""
+    ray = import_ray()  # first: a cluster without the extra says so before any work
+    if config.num_shards != 1 or config.shard_index != 0:
+        raise ConfigError("num_shards", "--engine ray plans the shards itself: give --shards N, not "
+                                        "--num-shards/--shard-index")
+    from beam_sft.prepare import pipeline
+    from beam_sft.prepare.resolved import resolve
+    from beam_sft.prepared.lock import output_lock
+
+    if not config.sources:
+        raise ConfigError("sources", "no data sources given")
+    if config.output:
+        from beam_sft.paths import check_paths
+
+        check_paths({"sources": [s.path for s in config.sources], "tokenizer": config.tokenizer},
+                    {"output": config.output})
+    loaded = pipeline.load_run_tokenizer(config.tokenizer)
+    resolved = resolve(config, loaded.tokenizer)
+    fingerprint, _, parts = cache.fingerprints(resolved, loaded.tokenizer)
+    final = Path(config.output) if config.output else cache.default_output(fingerprint)
+    from beam_sft.prepared import output
+
+    output.check_output_target(final)
+    if config.cache and cache.is_cached(final, fingerprint):
+        return pipeline.prepare(dataclasses.replace(config, output=str(final)))  # its cache hit, checked
+    started = _start_ray(ray, address)
+    try:
+        count = shards or max(1, int(ray.cluster_resources().get("CPU", 1)))
+        counts = shard_plan.source_counts(resolved)
+        count = max(1, min(count, sum(counts)))  # no shard without a record
+        labels = [s.spec.label for s in resolved.sources]
+        plan = Plan(final, shards_root(final.absolute()), fingerprint, parts, shard_plan.plan(labels, counts, count), labels)
+        with output_lock(final):  # one driver per output folder
+            return _run(ray, config, plan, task, address, loaded)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _make_root(root: Path) -> None:
+    if root.exists() or root.is_symlink():
+        if not owner.is_ours(root):
+            raise OutputRefused(root, "it is in the way of the Ray shards of this output and is not ours; move it "
+                                      "away", hint=False)
+        return  # an earlier driver's: its sealed shards are reused
+    root.mkdir(parents=True)
+    owner.write_marker(root)
+
+
+def _run(ray, config: PrepareConfig, plan: Plan, task, address: str | None, loaded) -> Path:
+    from beam_sft.prepare.shards import merge_checked_shards
+
+    _make_root(plan.root)
+    procs = config.num_proc or 1
+    for entry in plan.shards:
+        ranges = ", ".join(f"{s['source']} rows {s['rows'][0]}-{s['rows'][1] - 1}" for s in entry["sources"])
+        logger.info("ray: shard %d of %d: %s", entry["shard"], len(plan.shards), ranges)
+    reused = [i for i in range(len(plan.shards)) if sealed_shard(plan, i)]
+    for index in reused:
+        logger.info("ray: shard %d: sealed by an earlier run, reused (not recomputed)", index)
+    remote = ray.remote(task)
+    pending = {}
+    for index in range(len(plan.shards)):
+        if index in reused:
+            continue
+        shard_config = dataclasses.replace(config, num_shards=len(plan.shards), shard_index=index,
+                                           output=str(plan.folder(index)), num_proc=procs)
+        ref = remote.options(name=f"beam-sft-prepare-shard-{index}", num_cpus=procs, max_retries=MAX_RETRIES,
+                             retry_exceptions=True).remote(shard_config, str(_attempts_file(plan.root, index)))
+        pending[ref] = index
+    failed = {}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        index = pending.pop(done[0])
+        try:
+            result = ray.get(done[0])
+        except Exception as exc:  # noqa: BLE001 (Ray's retries are spent: the shard failed; say which and why)
+            failed[index] = _cause(exc)
+            continue
+        logger.info("ray: shard %d sealed: %s", index, result["path"])
+    history = {i: read_attempts(_attempts_file(plan.root, i)) for i in range(len(plan.shards))}
+    retried = []
+    for index, attempts in history.items():
+        for why in retries(attempts):
+            logger.warning("ray: shard %d retried: %s", index, why)
+            retried.append({"shard": index, "why": why})
+    if failed:
+        index = min(failed)
+        raise PreparedError(plan.final, f"shard {index} of {len(plan.shards)} failed after {len(history[index])} attempt(s): "
+                            f"{failed[index]}; nothing was published (the sealed shards stay in {plan.root} "
+                            "for the next run)")
+    for index in range(len(plan.shards)):  # every shard's seal, digests, fingerprint and range, then merge
+        if not sealed_shard(plan, index):
+            raise PreparedError(plan.folder(index), f"shard {index} reported done but is not sealed there")
+    engine = {"name": "ray", "address": address or os.environ.get("RAY_ADDRESS") or "local", "count": len(plan.shards),
+              "plan": plan.shards, "reused": reused, "retried": retried,
+              "attempts": {str(i): len(a) for i, a in history.items()}}
+    out = merge_checked_shards([plan.folder(i) for i in range(len(plan.shards))], plan.final, verify=config.verify,
+                               num_proc=config.resolved_num_proc(), engine=engine, config=dataclasses.asdict(config),
+                               loaded=loaded)
+    if owner.is_ours(plan.root):
+        shutil.rmtree(plan.root, ignore_errors=True)  # published: the shards were ours and are done
+    return out
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of what ended a shard: the shard's own exception, not Ray's wrapping of it."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        exc = cause
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -15,7 +15,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from beam_sft.errors import VerificationError
@@ -55,6 +55,9 @@ class VerifyResult:
     # The folder's result after the run: this run's when it was full or found a violation, else (a
     # clean partial run) the full result recorded before it, None when there is none.
     recorded_ok: bool | None = None
+    # The environment the rows were checked with (its tokenizer is the folder's, or proven the same):
+    # the report page drawn just after reuses it instead of loading DIR/tokenizer again.
+    env: CheckEnv | None = field(default=None, compare=False, repr=False)
 
 
 def load_tokenizer(directory: str | Path):
@@ -422,7 +425,7 @@ def _verify_folder(directory: Path, provenance: list[Violation], writable: bool,
         recorded_ok = total == 0
     else:
         recorded_ok = None if recorded is None else recorded.get("ok") is True and recorded.get("full") is True
-    return VerifyResult(total == 0, kept, section, directory, recorded_ok=recorded_ok)
+    return VerifyResult(total == 0, kept, section, directory, recorded_ok=recorded_ok, env=env)
 
 
 # --- one row, for inspect ---------------------------------------------------------------------------------
@@ -442,17 +445,20 @@ class _NoRenderer:
         raise RuntimeError("this CheckEnv was made to draw rows, not to check them (load_rows(check=False))")
 
 
-def load_rows(directory: str | Path, positions: Sequence[int], *,
-              check: bool = True) -> tuple[list[RowContext], CheckEnv]:
+def load_rows(directory: str | Path, positions: Sequence[int], *, check: bool = True,
+              env: CheckEnv | None = None) -> tuple[list[RowContext], CheckEnv]:
     """A RowContext for each row at ``positions`` and the one CheckEnv they share (reads those rows only).
-    ``check=False``: the env can decode and draw the rows but not run ``check_row`` on them."""
+    ``check=False``: the env can decode and draw the rows but not run ``check_row`` on them.
+    ``env``: one already built for this folder's tokenizer (``VerifyResult.env``), so that neither the
+    tokenizer is loaded again (seconds for a 200k vocabulary) nor the byte table rebuilt."""
     folder = open_prepared(directory)
     for position in positions:
         if not 0 <= position < len(folder.dataset):
             raise VerificationError(f"row {position} is out of range: the dataset has {len(folder.dataset)} rows")
-    env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report),
-                          renderer=None if check else _NoRenderer())
-    env.sampled = frozenset(positions)
+    if env is None:
+        env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report),
+                              renderer=None if check else _NoRenderer())
+    env = replace(env, sampled=frozenset(positions))  # (a copy: the caller's env keeps its own sample)
     contexts = []
     for position in positions:
         batch = TokenBatch.from_table(_read(_columns(folder.dataset), range(position, position + 1)), [position])

@@ -321,13 +321,13 @@ def _verify_section(report: dict) -> str:
     return "".join(parts)
 
 
-def _rows_section(directory: Path, positions: Sequence[int]) -> str:
+def _rows_section(directory: Path, positions: Sequence[int], env=None) -> str:
     from beam_sft.verify.api import load_rows, row_view
     from beam_sft.verify.view_html import row_blocks
 
     if not positions:
         return ""
-    contexts, env = load_rows(directory, positions, check=False)  # verify's findings are in its file
+    contexts, env = load_rows(directory, positions, check=False, env=env)  # verify's findings are in its file
     flagged = violations_by_row(directory / VIOLATIONS_FILE, set(positions))
     parts = ['<h2>Rows and their masks</h2><p class="legend"><span class="tok trained">trained</span> '
              '<span class="tok ctx">context</span> (as <code>beam-sft inspect --html</code> draws them; '
@@ -347,9 +347,10 @@ def _rows_section(directory: Path, positions: Sequence[int]) -> str:
 
 
 def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS, seed: int = 0,
-                       shown_as: str | Path | None = None) -> str:
+                       shown_as: str | Path | None = None, env=None) -> str:
     """The page for the prepared folder at ``directory``, as a string; ``shown_as``: the path the page
-    names (prepare draws it in the staging folder, for the folder it publishes)."""
+    names (prepare draws it in the staging folder, for the folder it publishes); ``env``: the CheckEnv
+    verify just checked the folder with (``VerifyResult.env``), reused to draw the rows."""
     from beam_sft.verify.view_html import STYLE as ROW_STYLE
 
     directory = Path(directory)
@@ -376,7 +377,7 @@ def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS,
         _figures_section(report, lengths, trained),
         _verify_section(report),
         _rejects_section(report, reject_examples(directory / REJECTS_FILE)),
-        _rows_section(directory, positions),
+        _rows_section(directory, positions, env),
         "</body></html>",
         "",
     ])

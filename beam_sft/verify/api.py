@@ -476,7 +476,9 @@ def row_view(ctx: RowContext, env: CheckEnv) -> tuple[list[str], list[str]]:
     from beam_sft.verify.tokens import token_texts
 
     safe = env.safe_ids(ctx.ids)
-    texts = token_texts(safe, env.decode)
+    # (env.decode on ids already safe; by the byte table's pieces where there is one: same text)
+    decode = env.decoder.piece_decoder(safe) if isinstance(env.decoder, TableDecoder) else env.decode
+    texts = token_texts(safe, decode)
     raw = env.tokenizer.convert_ids_to_tokens(safe.tolist())
     for i in ctx.bad_ids:
         texts[i] = raw[i] = f"⟨bad id {int(ctx.ids[i])}⟩"

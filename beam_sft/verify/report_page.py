@@ -94,10 +94,20 @@ def violations_by_row(path: Path, positions: set[int]) -> dict[int, list[str]]:
 
 def _columns(directory: Path) -> tuple[list[int], list[int], list[str]]:
     """(num_tokens, num_trained, source) of every row, from the dataset's columns (no row decoded)."""
+    from beam_sft.prepared.arrow_dataset import small_columns
     from beam_sft.verify.folder import open_prepared
 
-    dataset = open_prepared(directory).dataset.select_columns(["num_tokens", "num_trained", "source"])
-    return list(dataset["num_tokens"]), list(dataset["num_trained"]), list(dataset["source"])
+    open_prepared(directory)  # (what it is not, said as verify says it)
+    # The three columns straight from the Arrow files: through the dataset's formatting, Python
+    # lists of 10,000 rows took 0.3 s to 1.1 s of CPU, on the critical path of every prepare.
+    lengths: list[int] = []
+    trained: list[int] = []
+    sources: list[str] = []
+    for table in small_columns(directory, ["num_tokens", "num_trained", "source"]):
+        lengths += table.column(0).to_pylist()
+        trained += table.column(1).to_pylist()
+        sources += table.column(2).to_pylist()
+    return lengths, trained, sources
 
 
 def sample_positions(sources: Sequence[str], count: int = SAMPLE_ROWS, seed: int = 0) -> list[int]:

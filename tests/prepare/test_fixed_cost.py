@@ -67,3 +67,25 @@ def test_the_page_drawn_with_verifys_env_is_the_page_drawn_from_the_folder(small
     sampled = result.env.sampled
     assert render_report_page(out, env=result.env) == render_report_page(out)
     assert result.env.sampled == sampled  # drawing rows did not change the caller's env
+
+
+def test_the_page_reads_its_columns_from_the_arrow_files(small_source, fixture_dir, tmp_path, monkeypatch):
+    """The page's per-row columns (lengths, trained, source) come straight from the Arrow files, not
+    as whole columns through the dataset's formatting (0.3 s to 1.1 s of CPU at 10,000 rows), and
+    hold what the dataset holds."""
+    from datasets import Dataset, load_from_disk
+
+    from beam_sft.verify.report_page import _columns, render_report_page
+
+    out = _prepare(small_source, fixture_dir, tmp_path / "out")
+    dataset = load_from_disk(str(out))
+    want = (list(dataset["num_tokens"]), list(dataset["num_trained"]), list(dataset["source"]))
+    getitem = Dataset.__getitem__
+
+    def no_whole_columns(self, key):
+        assert not isinstance(key, str), f"a whole column through the dataset: {key}"
+        return getitem(self, key)
+
+    monkeypatch.setattr(Dataset, "__getitem__", no_whole_columns)
+    assert _columns(out) == want
+    assert "Rows and their masks" in render_report_page(out)

@@ -93,6 +93,8 @@ def added_tokens_entries(path: Path) -> list | None:
             return None
         value, i = decoder.raw_decode(text, _SPACE.match(text, i + 1).end())
         if key == "added_tokens":
+            if '"added_tokens"' in text[i:]:  # maybe a second one, which a full parse would take: let it
+                return None
             return value if isinstance(value, list) and all(isinstance(e, dict) and "id" in e for e in value) else None
         i = _SPACE.match(text, i).end()
         if text[i:i + 1] != ",":

@@ -114,7 +114,8 @@ def test_entries_match_a_full_parse_whatever_the_layout(tmp_path_factory, before
     assert added_tokens_entries(path) == (parsed if shaped else None)
 
 
-@pytest.mark.parametrize("text", ["", "[]", '{"added_tokens" 1}', '{"a": 1 "added_tokens": []}', "{'a': 1}"])
+@pytest.mark.parametrize("text", ["", "[]", '{"added_tokens" 1}', '{"a": 1 "added_tokens": []}', "{'a': 1}",
+                                  '{"added_tokens": [{"id": 1}], "added_tokens": [{"id": 2}]}'])
 def test_entries_of_a_file_not_laid_out_so_are_none(tmp_path, text):
     path = tmp_path / "tokenizer.json"
     path.write_text(text, encoding="utf-8")

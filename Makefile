@@ -11,7 +11,7 @@ TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,deepspeed,ray
 PYTEST_ARGS ?=
 
-.PHONY: install test test-slow test-fuzz test-deep test-all demo bench bench-memory lint fixture realistic-tokenizer clean
+.PHONY: install test test-slow test-fuzz test-deep test-all demo bench bench-targets bench-guard bench-memory lint fixture realistic-tokenizer clean
 
 install: $(VENV)/.installed
 
@@ -43,6 +43,13 @@ demo: install  ## the main job end to end on the bundled sample data, CPU
 BENCH_ROWS ?= 10000
 bench: install  ## `beam-sft prepare` (CLI, verified) vs TRL and the floor, synthetic + real-text rows
 	$(PY) benchmarks/bench_prepare.py --rows $(BENCH_ROWS)
+
+bench-targets: install  ## the figures prepare's speed targets are stated in: synthetic at 4,000 rows, real text at 10,000
+	$(PY) benchmarks/bench_prepare.py --rows 4000 --row-set synthetic
+	$(PY) benchmarks/bench_prepare.py --rows 10000 --row-set realtext
+
+bench-guard: install  ## CI: synthetic set, 300 rows, fixture tokenizer; fails on a ratio 30% below benchmarks/results/ci-baseline.json
+	$(PY) benchmarks/guard.py
 
 bench-memory: install  ## peak memory of the prepare process tree and rows/s, 10,000 vs 100,000 rows (slow)
 	$(PY) benchmarks/peak_rss.py --rows 10000 100000

@@ -26,7 +26,14 @@ All three must agree: the benchmark checks that beam's ids equal the floor's, an
 TRL's labels. Per set it prints ``ratio_vs_trl`` (TRL's seconds / the whole prepare's),
 ``ratio_vs_floor`` (the floor's seconds / the encode phase's) and ``verify_vs_encode`` (verify
 phase / encode phase), for each tokenizer (fixture, and the realistic gpt-oss one when installed:
-``scripts/get_realistic_tokenizer.sh``); the last line is that of the last one benchmarked.
+``scripts/get_realistic_tokenizer.sh``); the last line is that of the last one benchmarked. On the
+synthetic set it also times the fixed cost of a run: ``fixed_s``, the CLI from start to exit on 10
+rows (the best of two), what every small job pays whatever its size.
+
+Every run writes its figures, with the commit and a description of the machine (cores, CPU, load
+average before and after, library versions), to ``benchmarks/results/<date>-<commit>.json``
+(``--no-save``: not); ``benchmarks/compare.py OLD NEW`` prints two of them side by side, and
+``benchmarks/guard.py`` (CI) fails on a fall of a ratio against the committed one.
 """
 
 from __future__ import annotations
@@ -34,7 +41,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -135,10 +144,9 @@ def time_trl(tokenizer, rows: list[dict], cores: int, scratch: Path):
     return seconds, overhead, trainer.train_dataset
 
 
-def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
-    """``beam-sft prepare`` in its own process, verification on: (seconds, dataset, report)."""
-    import subprocess
-
+def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path, plant_delay: float = 0.0):
+    """``beam-sft prepare`` in its own process, verification on: (seconds, dataset, report).
+    ``plant_delay``: seconds added to the measured time (the guard's test plants a slowdown so)."""
     out = scratch / "beam"
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
@@ -146,6 +154,7 @@ def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
            "--tokenizer", str(tokenizer_dir), "--output", str(out), "--num-proc", str(cores), "--no-cache"]
     start = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    time.sleep(plant_delay)
     seconds = time.perf_counter() - start
     if done.returncode != 0:
         raise SystemExit(f"beam-sft prepare failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -156,8 +165,20 @@ def time_beam(tokenizer_dir: Path, data: Path, cores: int, scratch: Path):
     return seconds, dataset, report
 
 
+FIXED_ROWS = 10
+
+
+def time_fixed(tokenizer_dir: Path, cores: int, scratch: Path, plant_delay: float = 0.0) -> float:
+    """The fixed cost of a run: ``beam-sft prepare`` (CLI, verified) from start to exit on FIXED_ROWS
+    synthetic rows, the best of two (the first also warms the file cache)."""
+    data = scratch / "fixed-rows.jsonl"
+    data.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _rows(FIXED_ROWS, 0)),
+                    encoding="utf-8")
+    return round(min(time_beam(tokenizer_dir, data, cores, scratch, plant_delay)[0] for _ in range(2)), 3)
+
+
 def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scratch: Path, skip_trl: bool,
-              row_set: str = "synthetic") -> dict:
+              row_set: str = "synthetic", plant_delay: float = 0.0) -> dict:
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
@@ -175,7 +196,7 @@ def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scra
     result["floor_s"] = floor_s
     result["tokens"] = sum(map(len, floor_ids))
 
-    beam_s, dataset, report = time_beam(tokenizer_dir, data, cores, scratch)
+    beam_s, dataset, report = time_beam(tokenizer_dir, data, cores, scratch, plant_delay)
     phases = report["timing"]["phases"]
     result["beam_s"] = beam_s
     result["beam_phases"] = phases
@@ -197,22 +218,25 @@ def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scra
         seconds = result[f"{key}_s"]
         result[f"{key}_rows_per_s"] = round(n / seconds, 1) if seconds else None
     result["ratio_vs_floor"] = round(floor_s / result["encode_s"], 2) if result["encode_s"] else None
+    # The whole verified prepare (CLI start to exit) against the floor: the issue's "tokenizer's own speed".
+    result["prepare_vs_floor"] = round(floor_s / beam_s, 2)
     result["verify_vs_encode"] = (round(result["verify_s"] / result["encode_s"], 2)
                                   if result["verify_s"] is not None and result["encode_s"] else None)
     if result["trl_s"]:
         result["ratio_vs_trl"] = round(result["trl_s"] / beam_s, 2)
+    if row_set == "synthetic":
+        result["fixed_s"] = time_fixed(tokenizer_dir, cores, scratch, plant_delay)
     return result
 
 
 def _bench_fresh(name: str, tokenizer_dir: Path, n: int, seed: int, cores: int, scratch: Path, skip_trl: bool,
-                 row_set: str) -> dict:
+                 row_set: str, plant_delay: float = 0.0) -> dict:
     """``bench_one`` in a fresh interpreter, one per row set and tokenizer: a process that has used the
     tokenizer's thread pool and then forked (TRL's and prepare's workers do) runs ``tokenizers``
     single-threaded from then on, which would slow every later floor and TRL measurement in the run."""
-    import subprocess
-
     cmd = [sys.executable, str(Path(__file__).resolve()), "--one", row_set, name, str(tokenizer_dir),
-           "--rows", str(n), "--seed", str(seed), "--cores", str(cores), "--scratch", str(scratch)]
+           "--rows", str(n), "--seed", str(seed), "--cores", str(cores), "--scratch", str(scratch),
+           "--plant-delay", str(plant_delay)]
     cmd += ["--skip-trl"] if skip_trl else []
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
     lines = [line for line in done.stdout.splitlines() if line.startswith(_RESULT)]
@@ -222,6 +246,64 @@ def _bench_fresh(name: str, tokenizer_dir: Path, n: int, seed: int, cores: int, 
 
 
 _RESULT = "BENCH-RESULT "
+
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def _git(*args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def machine(cores: int) -> dict:
+    """What the figures were measured on: a ratio means little without it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    versions = {}
+    for package in ("tokenizers", "transformers", "trl", "datasets", "pyarrow", "torch"):
+        try:
+            versions[package] = version(package)
+        except PackageNotFoundError:
+            versions[package] = None
+    return {"host": platform.node(), "platform": platform.platform(), "python": platform.python_version(),
+            "cpu": _cpu_model(), "cores_used": cores, "cores_online": os.cpu_count(), "versions": versions}
+
+
+def _load() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def run_record(results: list[dict], args: argparse.Namespace, cores: int, load_before: list[float]) -> dict:
+    """One run's figures, with the commit and the machine (``benchmarks/results/*.json``)."""
+    status = _git("status", "--porcelain", "--untracked-files=no")
+    return {"kind": "bench_prepare", "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": _git("rev-parse", "HEAD"), "dirty": bool(status) if status is not None else None,
+            "command": " ".join(["benchmarks/bench_prepare.py", *(args.argv or [])]),
+            "rows": args.rows, "seed": args.seed, "machine": machine(cores),
+            "load_average": {"before": load_before, "after": _load()}, "results": results}
+
+
+def save_record(record: dict, directory: Path = RESULTS_DIR) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = record["date"].replace(":", "").replace("-", "")
+    path = directory / f"{stamp}-{(record['commit'] or 'nogit')[:10]}.json"
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    return path
 
 
 def _batches(dataset, size: int = 1000):
@@ -242,43 +324,57 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--realistic", default=None, help="the gpt-oss Beam tokenizer (default: .cache/gptoss-tokenizer/beam)")
     parser.add_argument("--skip-fixture", action="store_true", help="only the realistic tokenizer")
+    parser.add_argument("--skip-realistic", action="store_true", help="only the fixture tokenizer")
+    parser.add_argument("--no-save", action="store_true", help="do not write benchmarks/results/<date>-<commit>.json")
+    parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help=argparse.SUPPRESS)
+    parser.add_argument("--plant-delay", type=float, default=0.0, help=argparse.SUPPRESS)  # the guard's test
     parser.add_argument("--skip-trl", action="store_true")
     parser.add_argument("--row-set", choices=("synthetic", "realtext", "both"), default="both")
     parser.add_argument("--json", default=None, help="also write the results here")
     parser.add_argument("--one", nargs=3, metavar=("ROW_SET", "NAME", "TOKENIZER"), help=argparse.SUPPRESS)
     parser.add_argument("--scratch", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
 
+    load_before = _load()
     cores = _cores(args.cores)
     if args.one:  # one measurement, in this fresh process (``_bench_fresh``)
         row_set, name, path = args.one
         result = bench_one(name, Path(path), _rows(args.rows, args.seed, row_set), cores, Path(args.scratch),
-                           args.skip_trl, row_set)
+                           args.skip_trl, row_set, args.plant_delay)
         print(_RESULT + json.dumps(result), flush=True)
         return 0
     scratch = Path(tempfile.mkdtemp(prefix="beam-bench-"))
     results = []
     try:
         sets = ("synthetic", "realtext") if args.row_set == "both" else (args.row_set,)
-        tokenizers = _tokenizers(args, scratch)
+        tokenizers = [t for t in _tokenizers(args, scratch) if not (args.skip_realistic and t[0] != "fixture")]
         for row_set in sets:
             for name, path in tokenizers:
-                result = _bench_fresh(name, path, args.rows, args.seed, cores, scratch, args.skip_trl, row_set)
+                result = _bench_fresh(name, path, args.rows, args.seed, cores, scratch, args.skip_trl, row_set,
+                                      args.plant_delay)
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     if not results:
         return 1
+    record = run_record(results, args, cores, load_before)
+    if args.json:
+        Path(args.json).write_text(json.dumps(record, indent=2) + "\n")
+    if not args.no_save:
+        print(f"figures written to {save_record(record, args.results_dir)}")
     for r in results:
         print(f"{r['row_set']:>9} {r['tokenizer']:>8}: {r['rows']} rows, {r['tokens']} tokens, {r['cores']} cores | "
               f"trl {r['trl_rows_per_s']} rows/s | beam (CLI, verified) {r['beam_rows_per_s']} rows/s | "
               f"encode {r['encode_s']}s verify {r['verify_s']}s | floor {r['floor_rows_per_s']} rows/s"
               f" | identical: ids={r['ids_equal_floor']} labels={r.get('labels_equal_trl')}")
         print(f"{r['row_set']} {r['tokenizer']}: ratio_vs_trl={r.get('ratio_vs_trl')} "
-              f"ratio_vs_floor={r['ratio_vs_floor']} verify_vs_encode={r['verify_vs_encode']}")
+              f"ratio_vs_floor={r['ratio_vs_floor']} verify_vs_encode={r['verify_vs_encode']}"
+              f" prepare_vs_floor={r.get('prepare_vs_floor')}"
+              + (f" fixed_s={r['fixed_s']}" if "fixed_s" in r else ""))
+    print(f"load average before {record['load_average']['before']} after {record['load_average']['after']} "
+          f"({record['machine']['cores_online']} cores online)")
     last = results[-1]
     print(f"ratio_vs_trl={last.get('ratio_vs_trl')} ratio_vs_floor={last['ratio_vs_floor']} "
           f"verify_vs_encode={last['verify_vs_encode']}")

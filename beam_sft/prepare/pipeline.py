@@ -132,7 +132,9 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
         if not result.ok:  # the folder is marked, so train refuses it wherever it is pointed at
             report[KEPT_ASIDE_KEY] = f"{len(result.violations)} violation(s); nothing was published"
         rep.write_report(staging, report)
-        write_page(staging, final)  # after verify: the page shows its result (a failed folder keeps its page too)
+        # after verify: the page shows its result (a failed folder keeps its page too), drawn with
+        # verify's environment (its tokenizer is the folder's, or proven the same), not a second load
+        write_page(staging, final, result.env)
         if not result.ok:
             failed = failed_dir(final)
             # an earlier failed result goes only when it holds nothing but ours; else it is kept, and so is this one
@@ -147,7 +149,7 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
     return output.publish(staging, final)
 
 
-def write_page(staging: Path, final: Path) -> None:
+def write_page(staging: Path, final: Path, env=None) -> None:
     """report.html beside report.json, in the staging folder (so it is published with it; like the
     report it is not digested). A page that cannot be drawn costs a warning, never the prepared data."""
     from beam_sft.verify.report_page import write_report_page
@@ -156,7 +158,7 @@ def write_page(staging: Path, final: Path) -> None:
     if isinstance(report, dict) and (report.get("tokens") or {}).get("rows") == 0:
         return  # a shard that kept no row: nothing to draw (the merged folder gets its page)
     try:
-        write_report_page(staging, shown_as=final)
+        write_report_page(staging, shown_as=final, env=env)
     except Exception as exc:  # noqa: BLE001 (the dataset is good; only its picture failed)
         logger.warning("%s: the report page could not be written (%s: %s); `beam-sft report %s` retries",
                        staging, type(exc).__name__, exc, staging)

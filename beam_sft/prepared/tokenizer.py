@@ -7,6 +7,7 @@ a prepared dataset (so ids and template agree with the data); ``save_tokenizer``
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def load_tokenizer(name: str | Path | None, *, key: str = "tokenizer"):
             # The class AutoTokenizer would pick, without importing torch on the way.
             from transformers import PreTrainedTokenizerFast
 
-            return PreTrainedTokenizerFast.from_pretrained(str(name))
+            return PreTrainedTokenizerFast.from_pretrained(str(name), **added_tokens_kwargs(Path(name)))
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(str(name))
@@ -67,3 +68,57 @@ def is_plain_fast_tokenizer(directory: Path) -> bool:
         return False
     return (directory / "tokenizer.json").is_file() and isinstance(config, dict) and config.get(
         "tokenizer_class") in ("PreTrainedTokenizerFast", "TokenizersBackend") and not config.get("auto_map")
+
+
+_SPACE = re.compile(r"[ \t\n\r]*")  # JSON's whitespace
+
+
+def added_tokens_entries(path: Path) -> list | None:
+    """tokenizer.json's ``added_tokens``, parsed by ``json``'s own decoder key by key, stopping there.
+
+    The keys before it (version, truncation, padding) are small and the vocabulary and merges come
+    after it: this reads the added tokens without building the whole file in Python (0.8 s of CPU for
+    a 200k vocabulary). None when the file is not laid out so (the caller then lets transformers read
+    it as always)."""
+    text = path.read_text(encoding="utf-8")
+    decoder = json.JSONDecoder()
+    i = _SPACE.match(text).end()
+    if text[i:i + 1] != "{":
+        return None
+    i = _SPACE.match(text, i + 1).end()
+    while text[i:i + 1] == '"':
+        key, i = decoder.raw_decode(text, i)
+        i = _SPACE.match(text, i).end()
+        if text[i:i + 1] != ":":
+            return None
+        value, i = decoder.raw_decode(text, _SPACE.match(text, i + 1).end())
+        if key == "added_tokens":
+            if '"added_tokens"' in text[i:]:  # maybe a second one, which a full parse would take: let it
+                return None
+            return value if isinstance(value, list) and all(isinstance(e, dict) and "id" in e for e in value) else None
+        i = _SPACE.match(text, i).end()
+        if text[i:i + 1] != ",":
+            return None
+        i = _SPACE.match(text, i + 1).end()
+    return None
+
+
+def added_tokens_kwargs(directory: Path) -> dict:
+    """``added_tokens_decoder`` for ``from_pretrained`` of a plain fast tokenizer folder whose
+    tokenizer_config.json has none: exactly what transformers' legacy branch builds from
+    tokenizer.json's ``added_tokens`` (one ``AddedToken(**entry)`` per entry, keyed by its id), read
+    without parsing the whole file in Python a second time (the backend reads it anyway). Only where
+    that branch would read nothing else (no special_tokens_map.json, no added_tokens.json); {} otherwise,
+    and transformers reads the folder as it always does. (tests/prepare/test_tokenizer_load.py: both
+    loads give the same tokenizer.)"""
+    try:
+        config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
+        if not isinstance(config, dict) or "added_tokens_decoder" in config or any(
+                (directory / name).exists() for name in ("special_tokens_map.json", "added_tokens.json")):
+            return {}
+        entries = added_tokens_entries(directory / "tokenizer.json")
+    except (OSError, ValueError):
+        return {}
+    if entries is None:
+        return {}
+    return {"added_tokens_decoder": {int(e["id"]): {k: v for k, v in e.items() if k != "id"} for e in entries}}

@@ -15,7 +15,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from beam_sft.errors import VerificationError
@@ -55,6 +55,9 @@ class VerifyResult:
     # The folder's result after the run: this run's when it was full or found a violation, else (a
     # clean partial run) the full result recorded before it, None when there is none.
     recorded_ok: bool | None = None
+    # The environment the rows were checked with (its tokenizer is the folder's, or proven the same):
+    # the report page drawn just after reuses it instead of loading DIR/tokenizer again.
+    env: CheckEnv | None = field(default=None, compare=False, repr=False)
 
 
 def load_tokenizer(directory: str | Path):
@@ -142,7 +145,7 @@ _WORKER: dict = {}
 
 
 def _init_worker(directory: str, max_length: int | None, sampled: frozenset[int]) -> None:
-    gc.disable()  # collected once a chunk instead (_check_chunk, _collect_per_chunk)
+    gc.disable()  # collected once a chunk instead (collect_after_chunk, _collect_per_chunk)
     if "env" not in _WORKER:  # spawned, or forked by the pool to replace a worker after the run
         try:        # cleared what the first ones inherited: build it from the folder
             folder = open_prepared(directory)
@@ -177,11 +180,24 @@ class _Rows:
         return table.select(self.columns)
 
 
+FULL_COLLECT_EVERY = 16  # chunks; the others collect the young generation only (``collect_after_chunk``)
+
+
+def collect_after_chunk(done: int) -> None:
+    """The collection after the ``done``-th chunk: a row's garbage cycles (render contexts) are made
+    and die within its chunk, so collecting the objects made since the last collection (generation
+    0) frees them; survivors move up and are not walked again after every chunk, which a full pass
+    did (7% of a worker's CPU on real text). Every FULL_COLLECT_EVERY chunks a full pass takes any
+    cycle that reached into older survivors: memory still does not grow with rows."""
+    gc.collect() if done % FULL_COLLECT_EVERY == 0 else gc.collect(0)
+
+
 def _check_chunk(chunk: range | list[int]) -> tuple[list[Violation], Aggregator]:
     try:
         return check_batch(TokenBatch.from_table(_WORKER["rows"].table(chunk), chunk), _WORKER["env"])
     finally:
-        gc.collect()
+        _WORKER["chunks"] = _WORKER.get("chunks", 0) + 1
+        collect_after_chunk(_WORKER["chunks"])
 
 
 @contextlib.contextmanager
@@ -226,9 +242,9 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
     if num_proc <= 1 or len(positions) < 2:
         rows = _Rows(folder.directory)
         with _collect_per_chunk():
-            for chunk in _chunks(positions, CHUNK_ROWS):
+            for done, chunk in enumerate(_chunks(positions, CHUNK_ROWS), 1):
                 found = check_batch(TokenBatch.from_table(rows.table(chunk), chunk), env)
-                gc.collect()
+                collect_after_chunk(done)
                 yield found
         return
     import multiprocessing
@@ -422,7 +438,7 @@ def _verify_folder(directory: Path, provenance: list[Violation], writable: bool,
         recorded_ok = total == 0
     else:
         recorded_ok = None if recorded is None else recorded.get("ok") is True and recorded.get("full") is True
-    return VerifyResult(total == 0, kept, section, directory, recorded_ok=recorded_ok)
+    return VerifyResult(total == 0, kept, section, directory, recorded_ok=recorded_ok, env=env)
 
 
 # --- one row, for inspect ---------------------------------------------------------------------------------
@@ -442,17 +458,20 @@ class _NoRenderer:
         raise RuntimeError("this CheckEnv was made to draw rows, not to check them (load_rows(check=False))")
 
 
-def load_rows(directory: str | Path, positions: Sequence[int], *,
-              check: bool = True) -> tuple[list[RowContext], CheckEnv]:
+def load_rows(directory: str | Path, positions: Sequence[int], *, check: bool = True,
+              env: CheckEnv | None = None) -> tuple[list[RowContext], CheckEnv]:
     """A RowContext for each row at ``positions`` and the one CheckEnv they share (reads those rows only).
-    ``check=False``: the env can decode and draw the rows but not run ``check_row`` on them."""
+    ``check=False``: the env can decode and draw the rows but not run ``check_row`` on them.
+    ``env``: one already built for this folder's tokenizer (``VerifyResult.env``), so that neither the
+    tokenizer is loaded again (seconds for a 200k vocabulary) nor the byte table rebuilt."""
     folder = open_prepared(directory)
     for position in positions:
         if not 0 <= position < len(folder.dataset):
             raise VerificationError(f"row {position} is out of range: the dataset has {len(folder.dataset)} rows")
-    env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report),
-                          renderer=None if check else _NoRenderer())
-    env.sampled = frozenset(positions)
+    if env is None:
+        env = CheckEnv.create(folder.tokenizer, max_length=configured_max_length(folder.report),
+                              renderer=None if check else _NoRenderer())
+    env = replace(env, sampled=frozenset(positions))  # (a copy: the caller's env keeps its own sample)
     contexts = []
     for position in positions:
         batch = TokenBatch.from_table(_read(_columns(folder.dataset), range(position, position + 1)), [position])
@@ -470,7 +489,9 @@ def row_view(ctx: RowContext, env: CheckEnv) -> tuple[list[str], list[str]]:
     from beam_sft.verify.tokens import token_texts
 
     safe = env.safe_ids(ctx.ids)
-    texts = token_texts(safe, env.decode)
+    # (env.decode on ids already safe; by the byte table's pieces where there is one: same text)
+    decode = env.decoder.piece_decoder(safe) if isinstance(env.decoder, TableDecoder) else env.decode
+    texts = token_texts(safe, decode)
     raw = env.tokenizer.convert_ids_to_tokens(safe.tolist())
     for i in ctx.bad_ids:
         texts[i] = raw[i] = f"⟨bad id {int(ctx.ids[i])}⟩"

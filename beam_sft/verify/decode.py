@@ -131,6 +131,18 @@ class TableDecoder:
         data, _ = self.gather(np.asarray(ids, dtype=np.int64))
         return data.tobytes().decode("utf-8", errors="replace")
 
+    def piece_decoder(self, ids: Sequence[int] | np.ndarray):
+        """``decode`` for short runs of ``ids``' tokens (the token-by-token views decode each token
+        with a few of context, twice): the same bytes joined and decoded the same way, from each
+        token's bytes taken once, without a numpy gather per call (tens of microseconds each)."""
+        pieces = {int(i): self.blob[self.starts[i]:self.starts[i] + self.lengths[i]].tobytes()
+                  for i in set(np.asarray(ids, dtype=np.int64).tolist())}
+
+        def decode(run: Sequence[int]) -> str:
+            return b"".join([pieces[int(i)] for i in run]).decode("utf-8", errors="replace")
+
+        return decode
+
 
 class TokenizerDecoder:
     """Decoding through the tokenizer itself (any tokenizer)."""

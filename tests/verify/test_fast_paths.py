@@ -282,3 +282,23 @@ def test_byte_table_gather_is_each_tokens_bytes_end_to_end(data, tokenizer):
     pieces = [table.blob[table.starts[i]:table.starts[i] + table.lengths[i]].tobytes() for i in ids.tolist()]
     assert got.tobytes() == b"".join(pieces)
     assert offsets.tolist() == [sum(map(len, pieces[:k])) for k in range(len(pieces) + 1)]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_piece_decoder_decodes_as_the_byte_table(data, tokenizer):
+    """The token-by-token views decode short runs by ``TableDecoder.piece_decoder`` (each token's
+    bytes taken once): the same text as ``decode`` on every run, cut characters (U+FFFD) included,
+    and so the same ``token_texts``."""
+    from beam_sft.verify.decode import TableDecoder
+    from beam_sft.verify.tokens import token_texts
+
+    table = _ENV.setdefault("table", TableDecoder.build(tokenizer, len(tokenizer)))
+    text = data.draw(st.text(alphabet=st.sampled_from("ab é中😀\n<|>"), max_size=30))
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    ids += data.draw(st.lists(st.integers(0, len(tokenizer) - 1), max_size=8))  # any ids, cut bytes too
+    decode = table.piece_decoder(ids)
+    for start in range(len(ids)):
+        run = ids[start:start + data.draw(st.integers(0, 12))]
+        assert decode(run) == table.decode(run)
+    assert token_texts(ids, decode) == token_texts(ids, table.decode)

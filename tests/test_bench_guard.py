@@ -1,0 +1,78 @@
+"""The CI guard against a slower prepare (``benchmarks/guard.py``) and ``benchmarks/compare.py``.
+
+The guard judges ratios (prepare vs TRL, encode vs the floor) against the committed baseline and
+fails on a fall of more than 30%. Fast tests judge planted run records through the guard's own
+command line; the slow one plants a real slowdown in the measured prepare and runs the whole guard.
+Like ``tests/test_gpu_check.py``, the benchmarks run as scripts (no test imports a benchmark).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUARD = ROOT / "benchmarks" / "guard.py"
+COMPARE = ROOT / "benchmarks" / "compare.py"
+
+
+def _record(ratio_vs_trl: float, ratio_vs_floor: float, rows: int = 300) -> dict:
+    return {"commit": "0" * 40, "machine": {"cpu": "test", "cores_used": 2}, "load_average": {"before": [0.0]},
+            "results": [{"row_set": "synthetic", "tokenizer": "fixture", "rows": rows, "ratio_vs_trl": ratio_vs_trl,
+                         "ratio_vs_floor": ratio_vs_floor, "verify_vs_encode": 0.3, "beam_s": 1.0, "fixed_s": 0.5}]}
+
+
+def _judge(tmp_path: Path, baseline: dict, record: dict) -> subprocess.CompletedProcess:
+    (tmp_path / "baseline.json").write_text(json.dumps(baseline), encoding="utf-8")
+    (tmp_path / "run.json").write_text(json.dumps(record), encoding="utf-8")
+    return subprocess.run([sys.executable, str(GUARD), "--baseline", str(tmp_path / "baseline.json"),
+                           "--measured", str(tmp_path / "run.json")], capture_output=True, text=True, timeout=60)
+
+
+def test_the_committed_baseline_is_one_the_guard_reads():
+    baseline = json.loads((ROOT / "benchmarks" / "results" / "ci-baseline.json").read_text(encoding="utf-8"))
+    assert baseline["rows"] and baseline["ratio_vs_trl"] > 0 and baseline["ratio_vs_floor"] > 0
+
+
+def test_the_guard_fails_on_a_planted_fall_and_passes_within_the_tolerance(tmp_path):
+    baseline = {"rows": 300, "ratio_vs_trl": 2.0, "ratio_vs_floor": 1.5}
+    slower = _judge(tmp_path, baseline, _record(2.0 * 0.65, 1.5))  # prepare 35% slower against TRL
+    assert slower.returncode == 1, slower.stdout + slower.stderr
+    assert "FAIL: ratio_vs_trl fell to 1.30 from 2.00" in slower.stdout
+    encode = _judge(tmp_path, baseline, _record(2.0, 1.5 * 0.6))
+    assert encode.returncode == 1 and "FAIL: ratio_vs_floor" in encode.stdout
+    within = _judge(tmp_path, baseline, _record(2.0 * 0.75, 1.5 * 0.75))  # noise-sized: passes
+    assert within.returncode == 0, within.stdout + within.stderr
+    faster = _judge(tmp_path, baseline, _record(3.0, 2.0))
+    assert faster.returncode == 0 and "guard: ok" in faster.stdout
+
+
+def test_the_guard_refuses_a_ratio_measured_at_another_size(tmp_path):
+    done = _judge(tmp_path, {"rows": 300, "ratio_vs_trl": 2.0, "ratio_vs_floor": 1.5}, _record(2.0, 1.5, rows=4000))
+    assert done.returncode != 0 and "measured at 300 rows, this at 4000" in done.stderr
+
+
+def test_compare_prints_both_runs_side_by_side(tmp_path):
+    (tmp_path / "old.json").write_text(json.dumps(_record(1.63, 1.04)), encoding="utf-8")
+    (tmp_path / "new.json").write_text(json.dumps(_record(2.10, 1.40)), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(COMPARE), str(tmp_path / "old.json"), str(tmp_path / "new.json")],
+                          capture_output=True, text=True, timeout=60, check=True)
+    line = next(x for x in done.stdout.splitlines() if x.strip().startswith("ratio_vs_trl"))
+    assert line.split() == ["ratio_vs_trl", "1.63", "2.10", "new/old", "1.29x"]
+    assert "synthetic / fixture / 300 rows" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_guard_fails_on_a_real_planted_slowdown(tmp_path):
+    """The whole guard, measuring: a baseline from this tree, then the same prepare with 20 s
+    planted in its measured time fails (both tries), naming the ratio."""
+    baseline = tmp_path / "baseline.json"
+    common = [sys.executable, str(GUARD), "--rows", "60", "--baseline", str(baseline)]
+    subprocess.run([*common, "--update"], check=True, timeout=600, capture_output=True)
+    done = subprocess.run([*common, "--plant-delay", "20"], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL: ratio_vs_trl" in done.stdout and "measuring again once" in done.stdout

@@ -15,7 +15,6 @@ import argparse
 import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -30,13 +29,14 @@ def measure(base_url: str, model: str, src: Path, concurrency: int, max_tokens: 
     from beam_sft.convert.options import ConvertOptions
     from beam_sft.reason.config import TeacherConfig
     from beam_sft.reason.run import reason_files
+    from beam_sft.timing import timed
 
     config = TeacherConfig(base_url=base_url, model=model, concurrency=concurrency, max_tokens=max_tokens,
                            cache_dir=str(work / f"cache-{concurrency}"), retries=0, timeout=600)
-    started = time.perf_counter()
-    run = reason_files([src], config, options=ConvertOptions(missing_reasoning="unmask"), format="openai",
-                       output=work / f"out-{concurrency}.jsonl", rejects=work / f"rej-{concurrency}.jsonl")
-    seconds = time.perf_counter() - started
+    with timed() as took:
+        run = reason_files([src], config, options=ConvertOptions(missing_reasoning="unmask"), format="openai",
+                           output=work / f"out-{concurrency}.jsonl", rejects=work / f"rej-{concurrency}.jsonl")
+    seconds = took.phases["total"]
     return {"concurrency": concurrency, "requests": run.budget.requests, "seconds": round(seconds, 2),
             "requests_per_s": round(run.budget.requests / seconds, 2), "tokens": run.budget.tokens,
             "errors": run.budget.errors}

@@ -20,21 +20,21 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere: the rows are the tests' own
 
+from beam_sft.timing import timed  # noqa: E402
 from tests.verify.corpus_rows import REALISTIC, bench_rows  # noqa: E402
 
 
 def _run(argv: list[str]) -> float:
-    started = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-m", "beam_sft", *argv], check=True, env=env, cwd=ROOT,
-                   stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started
+    with timed() as took:
+        subprocess.run([sys.executable, "-m", "beam_sft", *argv], check=True, env=env, cwd=ROOT,
+                       stdout=subprocess.DEVNULL)
+    return took.phases["total"]
 
 
 def main(argv: list[str] | None = None) -> int:

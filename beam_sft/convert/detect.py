@@ -33,16 +33,15 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from beam_sft.convert.bedrock import is_bedrock
-from beam_sft.convert.chat_log import is_chat_log
 from beam_sft.convert.flat import is_flat
-from beam_sft.convert.gemini import is_gemini
-from beam_sft.convert.glaive import is_glaive
+from beam_sft.convert.formats import detectors
 from beam_sft.convert.openai import message_keys
 from beam_sft.convert.options import FORMATS, ColumnMap
 
 _HERMES_TAGS = ("<tool_call>", "<tool_response>")
 _TRANSCRIPT_HEADS = ("SYSTEM:", "USER:", "ASSISTANT:")
+# The own-key detectors of convert/formats.py's table, in its detect_rank order (resolved once: code, not state).
+_OWN_KEYS = tuple(detectors())
 
 
 def classify(raw: Any, columns: ColumnMap) -> str | None:
@@ -53,14 +52,9 @@ def classify(raw: Any, columns: ColumnMap) -> str | None:
         return _with_tags(raw, "role", "content", "openai")
     if not isinstance(raw, dict):
         return None
-    if is_chat_log(raw):
-        return "chat_log"
-    if is_gemini(raw):
-        return "gemini"
-    if is_glaive(raw):
-        return "glaive"
-    if is_bedrock(raw, columns):
-        return "bedrock"
+    for name, detector, takes_columns in _OWN_KEYS:
+        if detector(raw, columns) if takes_columns else detector(raw):
+            return name
     if isinstance(raw.get(columns.messages), list):
         return _with_tags(raw[columns.messages], "role", "content", "openai")
     turns = raw.get(columns.conversations)

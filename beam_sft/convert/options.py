@@ -16,8 +16,9 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-FORMATS: tuple[str, ...] = ("openai", "sharegpt", "hermes", "harmony", "alpaca", "glaive", "gemini", "bedrock",
-                           "chat_log")
+from beam_sft.convert.formats import FORMAT_NAMES
+
+FORMATS: tuple[str, ...] = FORMAT_NAMES  # the names of convert/formats.py's table, in its order
 FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # --format of convert and prepare; auto: per row
 MissingReasoning = Literal["drop", "truncate", "unmask"]
 ToolCallContent = Literal["reasoning", "reject"]

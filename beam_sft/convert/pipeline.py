@@ -41,20 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from beam_sft.convert.bedrock import convert_bedrock
-from beam_sft.convert.chat_log import convert_chat_log
 from beam_sft.convert.detect import classify, detect_format
-from beam_sft.convert.flat import convert_alpaca
-from beam_sft.convert.gemini import convert_gemini
-from beam_sft.convert.glaive import convert_glaive
-from beam_sft.convert.harmony_text import convert_harmony
-from beam_sft.convert.hermes import convert_hermes
+from beam_sft.convert.formats import FORMAT_TABLE, reader, reader_name
 from beam_sft.convert.infer_tools import ToolUsage, declare_inferred
-from beam_sft.convert.openai import convert_openai
 from beam_sft.convert.options import FORMATS, ConvertOptions
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
-from beam_sft.convert.sharegpt import convert_sharegpt
 from beam_sft.convert.validate import row_notes, validate
 from beam_sft.data.batch import BatchPair, iter_batch_located
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
@@ -75,22 +67,10 @@ Fill = Callable[[BeamRow], BeamRow]
 # The rejections the policy gives a row whose turns lack reasoning (their cause may be a fill's code).
 _POLICY_CODES = frozenset({"missing_reasoning", "no_trained_turn"})
 
-# Explicit registry, keyed by the function's name; FORMAT_CONVERTERS maps --format to it.
-CONVERTERS: dict[str, Converter] = {
-    f.__name__: f for f in (convert_openai, convert_sharegpt, convert_hermes, convert_harmony, convert_alpaca,
-                            convert_glaive, convert_gemini, convert_bedrock, convert_chat_log)
-}
-FORMAT_CONVERTERS: dict[str, str] = {
-    "openai": "convert_openai",
-    "sharegpt": "convert_sharegpt",
-    "hermes": "convert_hermes",
-    "harmony": "convert_harmony",
-    "alpaca": "convert_alpaca",
-    "glaive": "convert_glaive",
-    "gemini": "convert_gemini",
-    "bedrock": "convert_bedrock",
-    "chat_log": "convert_chat_log",
-}
+# Built from convert/formats.py's table (add a format there): converters keyed by the function's
+# name, and --format -> that name.
+CONVERTERS: dict[str, Converter] = {reader_name(f.name): reader(f.name) for f in FORMAT_TABLE}
+FORMAT_CONVERTERS: dict[str, str] = {f.name: reader_name(f.name) for f in FORMAT_TABLE}
 
 
 def resolve_format(raw: Any, options: ConvertOptions, default: str = "openai") -> str:

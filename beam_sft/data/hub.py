@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from beam_sft.data.file_kinds import DATA_SUFFIXES
 from beam_sft.errors import BeamError, ConfigError
 
 DEFAULT_SPLIT = "train"
@@ -102,7 +103,7 @@ def is_dataset_repo(path: str | Path) -> bool:
 
 
 # The file types a local repository's files are read as by beam_sft.data.sources, file by file.
-_OWN_READER = (".jsonl", ".ndjson", ".json", ".parquet", ".jsonl.gz", ".ndjson.gz", ".json.gz")
+_OWN_READER = DATA_SUFFIXES
 
 
 def _split_files(data_files: Any) -> dict[str, list[str]] | None:

@@ -67,14 +67,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from beam_sft.data import hub, jsontext
+from beam_sft.data.file_kinds import DATA_SUFFIXES, LINE_KINDS, reader_of
 from beam_sft.errors import BeamError
 from beam_sft.prepared.layout import DATASET_INFO_FILE, STATE_FILE
 
 CHUNK = 1 << 20
-# What a directory's files are read as (a .gz is read through gzip). A .txt file given on its own is
-# a Harmony transcript; in a directory it is more likely a note, and is listed as skipped.
-DATA_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet", ".jsonl.gz", ".ndjson.gz", ".json.gz")
-LINE_KINDS = (".jsonl", ".ndjson")
 ENCODING = "utf-8-sig"  # a byte-order mark is not part of the first record
 ERRORS = "surrogateescape"  # bad bytes survive as lone surrogates, for the converter to reject
 _BOM = b"\xef\xbb\xbf"
@@ -156,15 +153,15 @@ def kind(path: Path) -> str:
 
 
 def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
-    suffix = kind(path)
-    if suffix == ".parquet":
+    reader = reader_of(kind(path))  # data/file_kinds.py's table
+    if reader == "parquet":
         yield from enumerate(_iter_parquet(path))
         return
     sniff(path)
     with _corrupt_stream(path):
-        if suffix in LINE_KINDS:
+        if reader == "lines":
             yield from enumerate(_iter_lines(path))
-        elif suffix == ".txt":
+        elif reader == "transcript":
             with _open_text(path) as fh:
                 text = fh.read()
             # The editor's final line break is not part of the transcript (nothing follows <|return|>).
@@ -182,7 +179,7 @@ _WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32-LE"), (b"\x00\x00\xfe\xff", "UTF-32-
 
 def check_readable(path: Path) -> str:
     """``sniff`` for a file of a type that is text (JSON, JSON Lines, .txt); Parquet is its own check."""
-    return "" if kind(path) == ".parquet" else sniff(path)
+    return "" if reader_of(kind(path)) == "parquet" else sniff(path)
 
 
 def compressed(path: Path) -> bool:

@@ -51,6 +51,7 @@ from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.prepared.lock import clear_stale_lock, output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 from beam_sft.redact import redact_strings
+from beam_sft.timing import PhaseClock, timed
 from beam_sft.verify import verify_prepared
 from beam_sft.verify.caller_tokenizer import tokenizer_files
 
@@ -62,19 +63,17 @@ HEAD_RECORDS = 4 * PROBE_SAMPLE  # converted in this process: enough for PROBE_S
 PROBE_MAX_CHARS = 50_000
 
 
-class Clock:
-    """Seconds per phase, in order."""
+class Clock(PhaseClock):
+    """Seconds per phase, in order (beam_sft/timing.py), each logged as it ends."""
 
     def __init__(self) -> None:
-        self.started = self.last = time.time()
-        self.phases: dict[str, float] = {}
+        super().__init__()
         self.progress_interval = 0.0
 
-    def phase(self, name: str) -> None:
-        now = time.time()
-        self.phases[name] = round(now - self.last, 3)
-        self.last = now
-        logger.info("%s: %.2fs", name, self.phases[name])
+    def phase(self, name: str) -> float:
+        seconds = super().phase(name)
+        logger.info("%s: %.2fs", name, seconds)
+        return seconds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,10 +119,9 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
     one of ours) and VerificationError names it; ``final`` is left as it was.
     """
     if verify:
-        started = time.time()
-        with children_die_with_me():  # verify's worker processes too
+        with timed() as took, children_die_with_me():  # verify's worker processes too
             result = verify_prepared(staging, num_proc=num_proc, **_tokenizer_kwargs(loaded))
-        seconds = round(time.time() - started, 3)
+        seconds = took.phases["total"]
         if clock is not None:
             clock.phase("verify")
         report = rep.require_report(staging)
@@ -231,7 +229,7 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
             report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts)
             verify_then_publish(staging, final, config.resolved_num_proc(), verify=_verifies(config, report), clock=clock,
                                 loaded=loaded)
-    logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, time.time() - clock.started)
+    logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, clock.elapsed())
     return final
 
 
@@ -308,7 +306,7 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
                           f"{sources_table(rep.sources_section(infos, counts))}")
     clock.phase("save")
     shutil.rmtree(work)
-    encode_seconds = time.time() - clock.started
+    encode_seconds = clock.elapsed()
     report = rep.build_report(
         fingerprint=fingerprint, fingerprint_base=base_fingerprint, fingerprint_parts=parts,
         shard={"index": config.shard_index, "count": config.num_shards}, config=redact_strings(dataclasses.asdict(config)),

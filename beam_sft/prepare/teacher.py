@@ -25,9 +25,10 @@ def ask_teacher(config, records: Iterable[tuple[Any, Any, str, int]], jobs, refu
     """Convert every record (``batch.iter_records``: source job, decoded record, label, row) with an
     asking teacher (the answers land in the cache; the requests that failed, with their codes, in
     ``refusals_path`` for the workers); the counts."""
+    import json
+
     from beam_sft.convert.pipeline import convert_row, ordered_map, resolve_format
-    from beam_sft.reason.progress import progress
-    from beam_sft.reason.run import build_teacher, close_teacher
+    from beam_sft.reason.run import share_teacher, teacher_session
 
     teachers = {}
 
@@ -37,26 +38,19 @@ def ask_teacher(config, records: Iterable[tuple[Any, Any, str, int]], jobs, refu
         fmt = resolve_format(raw, source.options, source.default_format) if source.format == "auto" else source.format
         convert_row(raw, format=fmt, options=source.options, source=label, row=row, fill=teacher)
 
-    first = None
-    for source in jobs:  # one teacher per source (its own convert options), one client and budget for all
-        teacher = build_teacher(config, source.options, ask=first is None)
-        if first is None:
-            first = teacher
-        else:
-            teacher.client, teacher.stats, teacher.refusals = first.client, first.stats, first.refusals
-            teacher.judge = first.judge
-        teachers[source.label] = teacher
-    if first is None:
+    jobs = list(jobs)
+    if not jobs:
         return None
+    first = None
     try:
-        with progress(first.stats, first.client.budget, quiet=quiet):
+        with teacher_session(config, jobs[0].options, quiet=quiet) as first:
+            for index, source in enumerate(jobs):  # one teacher per source (its own options), one client for all
+                teachers[source.label] = first if index == 0 else share_teacher(first, config, source.options)
             for _ in ordered_map(one, records, config.concurrency):
                 first.stats.add(rows=1)
     finally:
-        close_teacher(first)
-        import json
-
-        refusals_path.write_text(json.dumps(first.refusals), encoding="utf-8")
+        if first is not None:  # the workers read the refusals, after the session closed the clients
+            refusals_path.write_text(json.dumps(first.refusals), encoding="utf-8")
     stats, budget = first.stats, first.client.budget
     logger.info("teacher: %d turn(s) without reasoning, %d filled, refused %s; %d request(s), %d token(s) "
                 "(%d counted at max_tokens for want of a usable usage), %d from cache", stats.asked, stats.filled,

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
 from collections.abc import Iterator
 
 from beam_sft.prepare.progress import periodic
 from beam_sft.reason.client import Budget
 from beam_sft.reason.fill import FillStats
+from beam_sft.timing import PhaseClock
 
 
 def line(stats: FillStats, budget: Budget, seconds: float) -> str:
@@ -34,10 +34,10 @@ def progress(stats: FillStats, budget: Budget, *, quiet: bool, interval: float |
         return
     interactive = sys.stderr.isatty()
     every = interval if interval is not None else (0.5 if interactive else 10.0)
-    started = time.time()
+    clock = PhaseClock()  # beam_sft/timing.py
 
     def draw() -> None:
-        text = line(stats, budget, time.time() - started)
+        text = line(stats, budget, clock.elapsed())
         sys.stderr.write(f"\r{text}\x1b[K" if interactive else text + "\n")
         sys.stderr.flush()
 

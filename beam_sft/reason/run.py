@@ -9,7 +9,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,30 @@ def close_teacher(teacher: Teacher) -> None:
         teacher.judge.client.close()
 
 
+def share_teacher(first: Teacher, config: TeacherConfig, options: ConvertOptions) -> Teacher:
+    """A teacher for another source (its own convert options) that spends ``first``'s client, budget,
+    stats, refusals and judge: one bound for every request of the run."""
+    teacher = build_teacher(config, options, ask=False)
+    teacher.client, teacher.stats, teacher.refusals = first.client, first.stats, first.refusals
+    teacher.judge = first.judge
+    return teacher
+
+
+@contextlib.contextmanager
+def teacher_session(config: TeacherConfig, options: ConvertOptions, *, quiet: bool = True,
+                    interval: float | None = None) -> Iterator[Teacher]:
+    """The one set-up and tear-down of a teacher pass (``reason`` and prepare's ``reasoning:``): the
+    asking teacher, its progress line while the pass runs, its clients closed however the pass ends."""
+    from beam_sft.reason.progress import progress
+
+    teacher = build_teacher(config, options)
+    try:
+        with progress(teacher.stats, teacher.client.budget, quiet=quiet, interval=interval):
+            yield teacher
+    finally:
+        close_teacher(teacher)
+
+
 @dataclass
 class ReasonRun:
     report: object  # beam_sft.convert.pipeline.ConvertReport
@@ -80,15 +105,10 @@ def reason_files(paths: Iterable[str | Path], config: TeacherConfig, *, options:
                  quiet: bool = True, on_source=None, progress_interval: float | None = None) -> ReasonRun:
     """Convert ``paths`` as ``convert`` does, the teacher filling missing reasoning on the way."""
     from beam_sft.convert.pipeline import convert_files
-    from beam_sft.reason.progress import progress
 
-    teacher = build_teacher(config, options)
-    stats = teacher.stats
-    try:
-        with progress(stats, teacher.client.budget, quiet=quiet, interval=progress_interval):
-            report = convert_files(paths, format=format, options=options, output=output, rejects=rejects,
-                                   on_source=on_source, fill=teacher, workers=config.concurrency,
-                                   on_row=lambda _: stats.add(rows=1))
-    finally:
-        close_teacher(teacher)
+    with teacher_session(config, options, quiet=quiet, interval=progress_interval) as teacher:
+        stats = teacher.stats
+        report = convert_files(paths, format=format, options=options, output=output, rejects=rejects,
+                               on_source=on_source, fill=teacher, workers=config.concurrency,
+                               on_row=lambda _: stats.add(rows=1))
     return ReasonRun(report, stats, teacher.client.budget, teacher.cache.damaged)

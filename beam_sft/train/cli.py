@@ -128,7 +128,7 @@ def _add_plan(subparsers) -> None:
     plan.add_argument("--gpus", type=count(1), default=8, help="GPUs in all (default 8)")
     plan.add_argument("--gpu-memory", type=positive_float, default=80.0, help="GiB per GPU (default 80)")
     plan.add_argument("--gpus-per-node", type=count(1), default=8)
-    plan.add_argument("--strategy", default="zero3", choices=["zero3", "zero2", "fsdp2", "ddp"])
+    plan.add_argument("--strategy", default="zero3", choices=list(planner.STRATEGIES))
     plan.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     plan.add_argument("--lora", type=count(1), metavar="R", help="LoRA rank (default: full fine-tune)")
     plan.add_argument("--lora-experts", action="store_true", help="LoRA on the expert tensors too")

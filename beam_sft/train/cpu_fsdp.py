@@ -14,20 +14,15 @@ library's internals, with its audit). Nothing here runs unless a CPU FSDP launch
 
 from __future__ import annotations
 
-import os
-
 from beam_sft.compat import accelerate_state
-
-
-def _env_true(name: str) -> bool:
-    return os.environ.get(name, "false").lower() in ("true", "1", "yes")
+from beam_sft.train import launch
 
 
 def cpu_fsdp_requested(use_cpu: bool = False) -> bool:
     """True when the launcher asked for FSDP and the run is on the CPU (the cpu-fsdp2 config)."""
-    if not _env_true("ACCELERATE_USE_FSDP"):
+    if not launch.fsdp_requested():
         return False
-    if use_cpu or _env_true("ACCELERATE_USE_CPU"):
+    if use_cpu or launch.cpu_requested():
         return True
     import torch
 
@@ -36,7 +31,7 @@ def cpu_fsdp_requested(use_cpu: bool = False) -> bool:
 
 def promote_cpu_fsdp(accelerator) -> bool:
     """Make ``accelerator`` shard with FSDP when a CPU FSDP launch asked for it but the state dropped it."""
-    if not _env_true("ACCELERATE_USE_FSDP") or not accelerate_state.is_multi_cpu(accelerator.state):
+    if not launch.fsdp_requested() or not accelerate_state.is_multi_cpu(accelerator.state):
         return False
     accelerate_state.promote_to_fsdp()
     return True

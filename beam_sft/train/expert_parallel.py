@@ -47,7 +47,8 @@ def check_launch(recipe, config, *, world_size: int, strategy: str | None = None
     ep = recipe.model.ep_size
     if ep == 1:
         return
-    from beam_sft.train.plan import NUM_EXPERTS_KEYS, strategy_from_environment
+    from beam_sft.train.launch import strategy_from_environment
+    from beam_sft.train.plan import NUM_EXPERTS_KEYS
 
     strategy = strategy or strategy_from_environment()
     if strategy != "ddp":

@@ -46,10 +46,10 @@ from typing import Any
 
 from beam_sft.config_utils import load_json_config
 from beam_sft.errors import BeamError, ConfigError, PreflightError
+from beam_sft.train.launch import STRATEGIES, strategy_from_environment  # the launchers' table
 
 GIB = 1024**3
 DEFAULT_MODEL = "BeamConfig(), transformers' defaults for reflection/Beam-1.0-501B-A23B"
-STRATEGIES = ("zero3", "zero2", "fsdp2", "ddp")
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 # Names a config uses for the number of routed experts and for how many each token uses.
 NUM_EXPERTS_KEYS = ("num_local_experts", "n_routed_experts", "num_experts", "moe_num_experts")
@@ -592,22 +592,6 @@ def format_plan(p: Plan) -> str:
 
 
 # ---------------------------------------------------------------- the pre-flight before loading
-
-def strategy_from_environment(env=None) -> str:
-    """The strategy ``accelerate launch`` set up for this process (from its environment)."""
-    import os
-
-    env = os.environ if env is None else env
-    if env.get("ACCELERATE_USE_DEEPSPEED", "false").lower() == "true":
-        stage = env.get("ACCELERATE_DEEPSPEED_ZERO_STAGE")
-        config_file = env.get("ACCELERATE_DEEPSPEED_CONFIG_FILE")
-        if config_file and Path(config_file).is_file():
-            stage = str(load_json_config(config_file).get("zero_optimization", {}).get("stage", stage))
-        return {"3": "zero3", "2": "zero2", "1": "zero2"}.get(str(stage), "ddp")
-    if env.get("ACCELERATE_USE_FSDP", "false").lower() == "true":
-        return "fsdp2"
-    return "ddp"
-
 
 def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: str | None = None) -> PlanSetup:
     """The PlanSetup a recipe describes, for ``world_size`` processes."""

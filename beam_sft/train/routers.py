@@ -28,6 +28,7 @@ import re
 
 from beam_sft.compat import model_config
 from beam_sft.errors import BeamError, ConfigError, PreflightError
+from beam_sft.train import launch
 
 BIAS = "e_score_correction_bias"
 
@@ -114,7 +115,7 @@ def check_precision(trainer, model, layout) -> None:
         raise PreflightError(f"the router tensors {names[:2]} ... loaded as {', '.join(loaded)}, not float32 "
                              "as the model declares (_keep_in_fp32_modules_strict)")
     accelerator = trainer.accelerator
-    if "FSDP" not in str(accelerator.distributed_type):
+    if not launch.is_fsdp(accelerator):
         return  # DDP: autocast only (route_in_fp32); DeepSpeed keeps these tensors fp32 (checked after wrapping)
     if accelerator.mixed_precision in ("bf16", "fp16"):
         raise PreflightError(

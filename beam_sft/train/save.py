@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from beam_sft.errors import BeamError
+from beam_sft.train import launch
 
 RUN_FILE = "beam_run.json"
 
@@ -87,7 +88,7 @@ def _save_fsdp_adapter(trainer, out: Path) -> None:
 def distributed_info(trainer) -> dict:
     """How the run was actually distributed (a launcher config can silently fall back to plain DDP)."""
     accelerator = trainer.accelerator
-    info = {"type": str(accelerator.distributed_type).split(".")[-1], "num_processes": accelerator.num_processes}
+    info = {"type": launch.distributed_type(accelerator), "num_processes": accelerator.num_processes}
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
     if plugin is not None:
         info["zero_stage"] = plugin.zero_stage

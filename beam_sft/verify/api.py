@@ -12,7 +12,6 @@ import contextlib
 import gc
 import math
 import random
-import time
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,6 +22,7 @@ from beam_sft.pool import imap_then_close
 from beam_sft.prepared.layout import TOKENIZER_DIR
 from beam_sft.prepared.load import recorded_digests
 from beam_sft.prepared.report import content_digest
+from beam_sft.timing import PhaseClock
 from beam_sft.verify import caller_tokenizer
 from beam_sft.verify import report as report_io
 from beam_sft.verify.arrays import COLUMNS, TokenBatch
@@ -343,14 +343,9 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
 def _verify_folder(directory: Path, provenance: list[Violation], writable: bool, *, num_proc: int,
                    sample: int | None, seed: int, max_length: int | None, write: bool, histogram: bool,
                    parity_sample: int, tokenizer, tokenizer_files: Mapping[str, str] | None) -> VerifyResult:
-    started = time.perf_counter()
-    phases: dict[str, float] = {}
-    clock = [started]
-
-    def phase(name: str) -> None:
-        now = time.perf_counter()
-        phases[name] = round(now - clock[0], 3)
-        clock[0] = now
+    clock = PhaseClock()  # beam_sft/timing.py
+    phases = clock.phases
+    phase = clock.phase
 
     folder = open_prepared(directory)
     report = folder.report
@@ -427,7 +422,7 @@ def _verify_folder(directory: Path, provenance: list[Violation], writable: bool,
         report_io.write_histogram(directory, totals.lengths, totals.fractions)
         phase("histogram")
     # Everything but writing the section itself (the one thing that cannot time itself).
-    section["timing"]["seconds"] = round(time.perf_counter() - started, 3)
+    section["timing"]["seconds"] = round(clock.elapsed(), 3)
     recorded = report.get("verify") if isinstance(report.get("verify"), dict) else None
     if write and writable:
         if full or total:  # a partial run may only downgrade: it found a violation

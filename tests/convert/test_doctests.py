@@ -10,6 +10,7 @@ import pytest
 MODULES = [
     "beam_sft.convert.assemble",
     "beam_sft.convert.detect",
+    "beam_sft.convert.formats",
     "beam_sft.convert.harmony_text",
     "beam_sft.convert.harmony_tools",
     "beam_sft.convert.hermes",
@@ -23,10 +24,13 @@ MODULES = [
     "beam_sft.convert.sharegpt",
     "beam_sft.convert.tools",
     "beam_sft.convert.validate",
+    "beam_sft.data.file_kinds",
     "beam_sft.data.rejects",
     "beam_sft.data.sources",
     "beam_sft.errors",
     "beam_sft.reasons",
+    "beam_sft.timing",
+    "beam_sft.train.launch",
     "tests.convert.export_rows",
 ]
 

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 
-from beam_sft.prepare.progress import periodic
+from beam_sft.periodic import periodic
 from beam_sft.reason.client import Budget
 from beam_sft.reason.fill import FillStats
 

@@ -47,7 +47,7 @@ def check_output_dir(recipe) -> None:
     """Refuse an ``sft.output_dir`` that is, contains or lies inside anything the run reads (the model,
     its tokenizer, a prepared folder, a source), or that is or lies inside the checkpoint it resumes
     from (a checkpoint-N inside output_dir is the normal case): training there would overwrite the base
-    weights or the data (issue 23). Compared on disk: links, ``..`` and hard links included."""
+    weights or the data. Compared on disk: links, ``..`` and hard links included."""
     from beam_sft.paths import check_paths, check_writable_target, relation
 
     out = recipe.sft.get("output_dir")

@@ -224,7 +224,7 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     if recipe.preflight.enabled:  # before the weights load
         check_tokenizer(tokenizer)
         check_model_tokenizer(recipe.model.path, tokenizer, trust_remote_code=recipe.model.trust_remote_code)
-    from beam_sft.train import eval_set, run_log  # issue 15: data.eval, format health, TensorBoard record
+    from beam_sft.train import eval_set, run_log  # data.eval, format health, TensorBoard record
 
     eval_data = eval_set.resolve_eval(recipe, dataset, prepared_dir, Path(args.output_dir), args.distributed_state)
     if recipe.preflight.enabled:  # on a GPU: refuse a plan larger than the free memory, before loading
@@ -285,7 +285,7 @@ def preflight(run: TrainingRun):
     from beam_sft.train.preflight import run_data_checks
 
     report, batches = run_data_checks(run.trainer, run.dataset, run.tokenizer, run.recipe, run.watch)
-    if run.eval is not None:  # issue 15: the eval batches too (kept in the report, so in beam_run.json)
+    if run.eval is not None:  # the eval batches too (kept in the report, so in beam_run.json)
         from beam_sft.train.eval_set import check_eval_batches
 
         report.eval = {**check_eval_batches(run.trainer, run.eval, run.tokenizer, run.recipe), **run.eval.summary}
@@ -315,7 +315,7 @@ def train(recipe: Recipe, *, callbacks: list | None = None) -> Path:
     with run.watch.naming_silent_ranks("training"):
         run.trainer.train(resume_from_checkpoint=run.resume)
     out = save_final(run, report)
-    if run.trainer.accelerator.is_main_process:  # issue 25: our card replaces TRL's README.md
+    if run.trainer.accelerator.is_main_process:  # our card replaces TRL's README.md
         from beam_sft.train.model_card import launcher_of, write_model_card
 
         write_model_card(out, launcher=launcher_of())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from beam_sft.errors import ConfigError, PreflightError, PreparedError
+from beam_sft.errors import ConfigError, OutputRefused, PreflightError, PreparedError
 
 logger = logging.getLogger("beam_sft.train")
 
@@ -56,7 +56,6 @@ def check_output_dir(recipe) -> None:
     check_paths(run_inputs(recipe), {"sft.output_dir": out})
     resume = recipe.sft.get("resume_from_checkpoint")
     if isinstance(resume, str) and Path(resume).exists() and relation(out, resume) in ("is", "lies inside"):
-        from beam_sft.errors import OutputRefused
 
         raise OutputRefused(out, f"sft.output_dir {relation(out, resume)} the checkpoint it resumes from "
                                  f"({resume}, sft.resume_from_checkpoint)", hint=False)

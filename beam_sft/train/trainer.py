@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from beam_sft.errors import ConfigError
+from beam_sft.model_support import require_support
+from beam_sft.train.plan import check_plan_fits
 from beam_sft.train.recipe import Recipe, sft_kwargs
 
 
@@ -63,7 +66,6 @@ def check_world(args) -> None:
     """
     import torch.distributed as dist
 
-    from beam_sft.errors import ConfigError
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and args.world_size == 1:
         raise ConfigError(
@@ -79,7 +81,6 @@ def load_model(recipe: Recipe):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from beam_sft.errors import ConfigError
     from beam_sft.train.expert_parallel import announce, distributed_config
     from beam_sft.train.packing import disable_cache, keep_packed_sequences_apart
 
@@ -111,7 +112,6 @@ def lora_config(recipe: Recipe, model=None):
         return None
     from peft import LoraConfig
 
-    from beam_sft.errors import ConfigError
     from beam_sft.train.moe import moe_layout
 
     lora = recipe.lora
@@ -154,7 +154,6 @@ def lora_config(recipe: Recipe, model=None):
 
 def check_routers(trainer, recipe: Recipe, layout=None) -> None:
     """Under LoRA, no router parameter may train unless ``lora.train_routers`` (raise naming them)."""
-    from beam_sft.errors import ConfigError
     from beam_sft.train.moe import router_parameters
 
     if recipe.lora is None or layout is None or not layout.is_moe:
@@ -192,7 +191,6 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     from beam_sft.train.resume import resolve_checkpoint
 
     if not recipe.model.path:
-        from beam_sft.errors import ConfigError
 
         raise ConfigError("model.path", "required (a hub id or a local checkpoint; or set BEAM_MODEL_ID)")
     # Before anything heavy: the checkpoint to resume from exists and reads.
@@ -228,12 +226,10 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
 
     eval_data = eval_set.resolve_eval(recipe, dataset, prepared_dir, Path(args.output_dir), args.distributed_state)
     if recipe.preflight.enabled:  # on a GPU: refuse a plan larger than the free memory, before loading
-        from beam_sft.train.plan import check_plan_fits
 
         check_plan_fits(recipe, world_size=args.world_size)
     from transformers import AutoConfig
 
-    from beam_sft.model_support import require_support
     from beam_sft.train import routers
 
     require_support(recipe.model.path)  # with the pre-flight off too: which transformers the model needs

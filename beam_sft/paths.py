@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from beam_sft.errors import OutputRefused
+from beam_sft.errors import BeamError, ConfigError, OutputRefused
 
 Named = Mapping[str, "str | os.PathLike | Iterable[str | os.PathLike] | None"]
 
@@ -200,7 +200,6 @@ def check_local_or_hub_id(value: str | os.PathLike, key: str) -> None:
     ...
     beam_sft.errors.ConfigError: model.path: /no/such/model does not exist (and is not a hub id ORG/NAME)
     """
-    from beam_sft.errors import ConfigError
 
     text = os.fspath(value)
     if os.path.lexists(text):
@@ -258,7 +257,6 @@ def guard_command(args: argparse.Namespace) -> None:
     that declares nothing is not run (a programming error, named in one line)."""
     declaration = getattr(args, DECLARATION, None)
     if not isinstance(declaration, Declaration):
-        from beam_sft.errors import BeamError
 
         raise BeamError(f"the command {args.command} declares no outputs (beam_sft.paths.writes); not run")
     if declaration.kind == "writes":

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Peak memory of the whole process tree of a ``beam-sft`` command and rows/s, at several row
-counts: memory must not grow with rows, nor rows/s fall (issue 11).
+counts: memory must not grow with rows, nor rows/s fall.
 
     python benchmarks/peak_rss.py --rows 10000 100000 [--row-set realtext] [--tokenizer DIR]
         [--command prepare|verify|merge-shards|convert|inspect]

@@ -2,7 +2,7 @@
 
 Import them as ``from tests.strategies import beam_rows``. Two families:
 
-**Valid data** -- rows that satisfy every Beam rule in DESIGN.md, for round-trip and differential
+**Valid data** -- rows that satisfy every Beam rule (the README's "Input guarantees"), for round-trip and differential
 tests of converters, encoding and verification:
 
 - :func:`beam_rows` -- canonical BeamRows (``messages``, optional ``tools``, optional

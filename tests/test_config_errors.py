@@ -1,4 +1,4 @@
-"""Issue 23, class 12 (and the recipe half of class 6): a config that cannot be meant is refused with
+"""Hostile configs (and the recipe half of duplicate keys): a config that cannot be meant is refused with
 exit 2 and one line holding the key path or the file, never a traceback and never the last of two
 values: non-finite numbers (NaN, inf, 1e400), a key given twice, a tag (``!!python/object``: never
 constructed), a missing, binary or unparsable file, a model path that is neither here nor a hub id."""

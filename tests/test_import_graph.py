@@ -4,6 +4,7 @@ read with ``ast``, so a cycle hidden behind a function-level import counts) has 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "beam_sft"
@@ -108,3 +109,64 @@ def test_no_import_cycles():
     assert not unexpected, f"import cycles: {unexpected}"
     gone = [sorted(c) for c in KNOWN_CYCLES - found]
     assert not gone, f"these known cycles are gone: remove them from KNOWN_CYCLES: {gone}"
+
+
+README = PACKAGE_ROOT.parent / "README.md"
+
+
+def readme_layers() -> dict[str, int]:
+    """The README's layer list (its layout section): top-level part -> layer number (1 = lowest).
+
+    The README is the one place the layers are stated; this test reads them from there."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("Layers, lowest first")
+    block = text[text.index("```text\n", start) + len("```text\n"):]
+    block = block[:block.index("```")]
+    out: dict[str, int] = {}
+    for line in block.splitlines():
+        match = re.match(r"layer (\d+)\s+(.*?)(\s+\(.*\))?$", line.strip())
+        assert match, f"README layer line not understood: {line!r}"
+        for part in match.group(2).split(","):
+            assert part.strip() not in out, f"{part.strip()} is on two layers in the README"
+            out[part.strip()] = int(match.group(1))
+    return out
+
+
+def _part(module: str) -> str:
+    """``beam_sft.prepare.pipeline`` -> ``prepare``; the package itself -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def upward_imports(graph: dict[str, set[str]], layers: dict[str, int]) -> list[str]:
+    """Every import from a module to one on a higher layer, as ``importer -> imported (n -> m)``."""
+    out = []
+    for name in sorted(graph):
+        for target in sorted(graph[name]):
+            low, high = layers[_part(name)], layers[_part(target)]
+            if high > low:
+                out.append(f"{name} -> {target} (layer {low} -> {high})")
+    return out
+
+
+def test_every_part_of_the_package_is_on_one_readme_layer():
+    layers = readme_layers()
+    parts = {_part(name) for name in modules()}
+    assert parts == set(layers), (f"not on a README layer: {sorted(parts - set(layers))}; "
+                                  f"on a layer but not in the package: {sorted(set(layers) - parts)}")
+
+
+def test_no_import_runs_up_the_layers():
+    found = upward_imports(import_graph(), readme_layers())
+    assert not found, "imports up the README's layers:\n" + "\n".join(found)
+
+
+def test_the_layer_rule_finds_a_planted_upward_import():
+    graph = import_graph()
+    layers = readme_layers()
+    # prepared/ (the contract) importing prepare/ (the orchestrator above it) is the kind of edge the rule forbids
+    planted = {name: set(targets) for name, targets in graph.items()}
+    planted["beam_sft.prepared.report"].add("beam_sft.prepare.pipeline")
+    assert upward_imports(planted, layers) == [
+        f"beam_sft.prepared.report -> beam_sft.prepare.pipeline "
+        f"(layer {layers['prepared']} -> {layers['prepare']})"]

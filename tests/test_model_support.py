@@ -1,4 +1,4 @@
-"""Which transformers a Beam checkpoint needs (issue 21 item 2), said before anything fails inside it.
+"""Which transformers a Beam checkpoint needs, said before anything fails inside it.
 
 The absence of ``transformers.models.beam`` is simulated (``sys.modules`` entry set to None, which is
 how Python marks a module that cannot be imported), not installed: the pinned transformers ships it.

@@ -1,4 +1,4 @@
-"""Issue 23, class 11: the file system saying no (a full disk, a read-only file system, a file where a
+"""The file system saying no (a full disk, a read-only file system, a file where a
 folder goes, a folder where a file goes) is one line naming where, exit 2, never a traceback; and what
 was there before stays as it was. Faults are injected in-process (``tests.faults``): tests run as root,
 whom chmod does not stop."""

@@ -1,4 +1,4 @@
-"""Issue 23, classes 1 and 2: no command writes over (or into, or around) what it reads, and no two
+"""No command writes over (or into, or around) what it reads, and no two
 outputs of a command are one file. Every writing command goes through ``beam_sft.paths``; each case
 checks the exit code, the one error line and that nothing of the user's changed (a digest of the tree)."""
 

@@ -1,5 +1,5 @@
 """Real-checkpoint tier: runs only when $BEAM_MODEL_ID names the Beam checkpoint (a hub id or a
-local path), as DESIGN.md asks. It proves on the real tokenizer what the default tier proves on
+local path), as the README's "Tests" section says. It proves on the real tokenizer what the default tier proves on
 the fixture: the tokenizer is fit, the checkpoint's shipped template and ours render the same text
 and masks, and the fast encoder equals ``apply_chat_template``.
 """

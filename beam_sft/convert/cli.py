@@ -21,6 +21,7 @@ from beam_sft.convert.options import (
     ToolCallContent,
     choices,
 )
+from beam_sft.errors import BeamError
 from beam_sft.paths import Outputs, check_outputs, writes
 
 
@@ -95,7 +96,6 @@ def add_batch_flags(parser: argparse.ArgumentParser) -> None:
 def sources_of(args: argparse.Namespace) -> list:
     """The command's sources: its INPUTs, then the batch pair when given (both flags, or neither)."""
     from beam_sft.data.batch import BatchPair
-    from beam_sft.errors import BeamError
 
     pair = (getattr(args, "batch_input", None), getattr(args, "batch_output", None))
     if (pair[0] is None) != (pair[1] is None):

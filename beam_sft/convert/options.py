@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from beam_sft.convert.formats import FORMAT_NAMES
+from beam_sft.errors import ConfigError
 
 FORMATS: tuple[str, ...] = FORMAT_NAMES  # the names of convert/formats.py's table, in its order
 FORMAT_CHOICES: tuple[str, ...] = ("auto", *FORMATS)  # --format of convert and prepare; auto: per row
@@ -110,7 +111,6 @@ class ConvertOptions:
     max_row_chars: int | None = 4 * 1024 * 1024  # about 1M tokens: past any trained context
 
     def __post_init__(self) -> None:
-        from beam_sft.errors import ConfigError
 
         if self.detect_rows < 1:
             raise ConfigError("detect_rows", "must be at least 1")
@@ -133,7 +133,6 @@ def options_from_dict(data: dict[str, Any] | None, path: str = "convert") -> Con
     'dialog'
     """
     from beam_sft.config_utils import from_dict
-    from beam_sft.errors import ConfigError
 
     data = dict(data or {})
     if COLUMN_MAP_DEPRECATED in data:

@@ -20,7 +20,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-_CHUNK = 1 << 20
+# re-exported: their home is the leaf beam_sft.digests (prepared/ and verify/ read them there)
+from beam_sft.digests import TOKENIZER_FILES, file_digest
 
 
 def digest_bytes(data: bytes) -> str:
@@ -34,14 +35,6 @@ def digest_json(value: Any) -> str:
     True
     """
     return digest_bytes(json.dumps(value, sort_keys=True, ensure_ascii=False, default=str).encode())
-
-
-def file_digest(path: Path) -> str:
-    sha = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(_CHUNK):
-            sha.update(block)
-    return sha.hexdigest()
 
 
 def data_digest(path: str | Path) -> str:
@@ -168,10 +161,6 @@ def results_code_digest() -> str:
     """Digest of the code that decides a prepared folder's content (``RESULT_ENTRIES``); a module
     no entry imports (training, the CLI) and any module's docstrings are not in it."""
     return closure_digest(RESULT_ENTRIES, "beam_sft")
-
-
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-                   "vocab.json", "vocab.txt", "merges.txt", "tokenizer.model", "spiece.model")
 
 
 def tokenizer_digest(tokenizer) -> str:

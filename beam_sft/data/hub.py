@@ -77,7 +77,6 @@ class DatasetRef:
 def _card(path: str | Path) -> dict | None:
     """The YAML front matter of a folder's ``README.md``, or None."""
     from beam_sft.config_utils import MAX_CONFIG_BYTES, parse_yaml
-    from beam_sft.errors import ConfigError
 
     card = Path(path) / "README.md"
     if not card.is_file():

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping
+
+# re-exported: the report section is built where the report is (beam_sft.prepared.report)
+from beam_sft.prepared.report import mix_report  # noqa: F401
 
 
 def row_fraction(seed: int, source: str, row: int) -> float:
@@ -41,30 +43,3 @@ def copies(weight: float, *, seed: int, source: str, row: int) -> int:
     if part and row_fraction(seed, source, row) < part:
         return whole + 1
     return whole
-
-
-def mix_report(weights: Mapping[str, float], read: Mapping[str, int], out: Mapping[str, int], seed: int) -> dict:
-    """The report's ``mix`` section: planned rows (``weight * rows read``) and real rows (after
-    rejections), each with its share of the total.
-
-    >>> mix_report({"a": 1.0, "b": 2.0}, {"a": 10, "b": 5}, {"a": 8, "b": 10}, 0)["planned"]["b"]
-    {'weight': 2.0, 'rows': 10.0, 'share': 0.5}
-    >>> mix_report({"a": 1.0, "b": 2.0}, {"a": 10, "b": 5}, {"a": 8, "b": 10}, 0)["real"]["a"]
-    {'rows': 8, 'share': 0.4444}
-    """
-    planned = {name: weights[name] * read.get(name, 0) for name in weights}
-    total_planned = sum(planned.values())
-    total_out = sum(out.get(name, 0) for name in weights)
-    return {
-        "seed": seed,
-        "planned": {
-            name: {"weight": weights[name], "rows": planned[name],
-                   "share": round(planned[name] / total_planned, 4) if total_planned else 0.0}
-            for name in weights
-        },
-        "real": {
-            name: {"rows": out.get(name, 0),
-                   "share": round(out.get(name, 0) / total_out, 4) if total_out else 0.0}
-            for name in weights
-        },
-    }

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from beam_sft.errors import PreparedError
 from beam_sft.evaluate.metrics import kind_of
 
 
@@ -86,7 +87,6 @@ def select_turns(rows: Iterable[dict]) -> Selection:
 def read_rows(prepared_dir: str | Path, limit: int | None = None) -> list[dict]:
     """The canonical BeamRows of a prepared folder (its ``row`` column), the first ``limit`` of them;
     the folder is checked by ``load_prepared`` first (report, digests, columns)."""
-    from beam_sft.errors import PreparedError
     from beam_sft.prepared import load_prepared
 
     dataset = load_prepared(prepared_dir)

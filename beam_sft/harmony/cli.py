@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from beam_sft import compat
+from beam_sft.errors import OutputRefused
 from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
 from beam_sft.harmony.fixture import ARCHES, build_fixture
 from beam_sft.model_support import missing_support, model_type_at
@@ -72,7 +73,6 @@ def _check_not_the_users(args: argparse.Namespace) -> None:
     import os
     import tempfile
 
-    from beam_sft.errors import OutputRefused
     from beam_sft.harmony.fixture import build_fixture
     from beam_sft.prepared import owner
 

@@ -1,4 +1,4 @@
-"""``prepare(config) -> Path``: sources in, a prepared dataset directory out (see DESIGN.md).
+"""``prepare(config) -> Path``: sources in, a prepared dataset directory out (see the README's "Pipeline" section).
 
 1. Fingerprint the inputs; a complete folder with the same fingerprint, whose files are still what
    its report recorded, is reused as it is.

@@ -16,9 +16,10 @@ import contextlib
 import logging
 import multiprocessing
 import sys
-import threading
 import time
 from collections.abc import Iterator
+
+from beam_sft.periodic import periodic
 
 logger = logging.getLogger("beam_sft.prepare")
 
@@ -60,25 +61,6 @@ def heartbeat(phase: str, total: int, counter: Counter | None, interval: float) 
     with periodic(interval, lambda: logger.info(line(phase, counter.value, total, time.time() - started)),
                   f"beam-sft-progress-{phase}"):
         yield
-
-
-@contextlib.contextmanager
-def periodic(interval: float, action, name: str) -> Iterator[None]:
-    """Call ``action()`` every ``interval`` seconds from a daemon thread while the block runs (so
-    the work never waits on a terminal or a log); the thread is joined when the block ends."""
-    stop = threading.Event()
-
-    def run() -> None:
-        while not stop.wait(interval):
-            action()
-
-    thread = threading.Thread(target=run, name=name, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
 
 
 @contextlib.contextmanager

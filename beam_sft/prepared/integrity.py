@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from beam_sft.data.fingerprint import file_digest
+from beam_sft.digests import file_digest
 from beam_sft.errors import PreparedError
 from beam_sft.prepared.layout import UNDIGESTED
 

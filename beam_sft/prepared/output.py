@@ -153,7 +153,7 @@ def unexplained(folder: Path) -> list[str]:
     """Every entry of ``folder`` (at any depth, hidden ones and links too) that no run of ours writes
     there: not one its report records, nor a name prepare, merge-shards or verify writes into a staging
     folder. Empty means removing it can only remove what our runs wrote."""
-    from beam_sft.data.fingerprint import TOKENIZER_FILES
+    from beam_sft.digests import TOKENIZER_FILES
 
     report = read_report(folder)
     recorded = report.get("files", {}).get("files") if isinstance(report, dict) else None

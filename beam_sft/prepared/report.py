@@ -31,6 +31,33 @@ SEAL_KEY = "integrity"  # the report's own digest, over every other key (``seal`
 SOURCE_COUNTERS = ("read", "kept", "selected", "rows_out")
 
 
+def mix_report(weights: Mapping[str, float], read: Mapping[str, int], out: Mapping[str, int], seed: int) -> dict:
+    """The report's ``mix`` section: planned rows (``weight * rows read``) and real rows (after
+    rejections), each with its share of the total.
+
+    >>> mix_report({"a": 1.0, "b": 2.0}, {"a": 10, "b": 5}, {"a": 8, "b": 10}, 0)["planned"]["b"]
+    {'weight': 2.0, 'rows': 10.0, 'share': 0.5}
+    >>> mix_report({"a": 1.0, "b": 2.0}, {"a": 10, "b": 5}, {"a": 8, "b": 10}, 0)["real"]["a"]
+    {'rows': 8, 'share': 0.4444}
+    """
+    planned = {name: weights[name] * read.get(name, 0) for name in weights}
+    total_planned = sum(planned.values())
+    total_out = sum(out.get(name, 0) for name in weights)
+    return {
+        "seed": seed,
+        "planned": {
+            name: {"weight": weights[name], "rows": planned[name],
+                   "share": round(planned[name] / total_planned, 4) if total_planned else 0.0}
+            for name in weights
+        },
+        "real": {
+            name: {"rows": out.get(name, 0),
+                   "share": round(out.get(name, 0) / total_out, 4) if total_out else 0.0}
+            for name in weights
+        },
+    }
+
+
 def read_report(directory: str | Path) -> dict | None:
     """DIR/report.json as a dict; None when it is absent or not a JSON object."""
     path = Path(directory) / REPORT_FILE
@@ -152,8 +179,6 @@ def count_problems(report: Mapping) -> list[str]:
     >>> count_problems({"version": REPORT_VERSION, "sources": {}})
     ['sources: no source is listed']
     """
-    from beam_sft.data.mix import mix_report
-
     out: list[str] = []
     if report.get("version") != REPORT_VERSION:
         out.append(f"version is {report.get('version')!r}, this beam-sft writes {REPORT_VERSION}: prepare again")
@@ -432,8 +457,6 @@ def build_report(*, fingerprint: str, fingerprint_base: str, fingerprint_parts: 
                  max_length: int | None, length_policy: str, tokens: TokenStats, timing: Mapping,
                  files: Mapping) -> dict:
     """The report of a prepared folder (``prepare`` and ``merge-shards`` alike)."""
-    from beam_sft.data.mix import mix_report
-
     sources = sources_section(infos, counts)
     if not isinstance(encoder.get("name"), str):
         raise ValueError(f"encoder.name must be a string, got {encoder.get('name')!r}")

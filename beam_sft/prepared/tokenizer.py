@@ -11,7 +11,7 @@ import re
 import shutil
 from pathlib import Path
 
-from beam_sft.data.fingerprint import TOKENIZER_FILES
+from beam_sft.digests import TOKENIZER_FILES
 from beam_sft.errors import ConfigError, PreparedError
 from beam_sft.prepared.layout import TOKENIZER_DIR
 

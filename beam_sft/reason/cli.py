@@ -16,6 +16,7 @@ from typing import Any
 
 from beam_sft.cli_args import count, non_negative_float, positive_float
 from beam_sft.convert.options import FORMAT_CHOICES
+from beam_sft.errors import BeamError, ConfigError
 
 
 def register(subparsers: Any) -> None:
@@ -86,7 +87,6 @@ def register(subparsers: Any) -> None:
 
 def teacher_config(args: argparse.Namespace):
     from beam_sft.config_utils import from_dict
-    from beam_sft.errors import BeamError, ConfigError
 
     data = {k: getattr(args, k) for k in ("base_url", "model", "api_key_env", "concurrency", "max_requests",
                                           "max_tokens_total", "timeout", "retries", "prompt", "cache_dir",

@@ -10,7 +10,7 @@ import contextlib
 import sys
 from collections.abc import Iterator
 
-from beam_sft.prepare.progress import periodic
+from beam_sft.periodic import periodic
 from beam_sft.reason.client import Budget
 from beam_sft.reason.fill import FillStats
 from beam_sft.timing import PhaseClock

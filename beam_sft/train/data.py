@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from beam_sft.errors import ConfigError, PreflightError, PreparedError
+from beam_sft.errors import ConfigError, OutputRefused, PreflightError, PreparedError
 
 logger = logging.getLogger("beam_sft.train")
 
@@ -47,7 +47,7 @@ def check_output_dir(recipe) -> None:
     """Refuse an ``sft.output_dir`` that is, contains or lies inside anything the run reads (the model,
     its tokenizer, a prepared folder, a source), or that is or lies inside the checkpoint it resumes
     from (a checkpoint-N inside output_dir is the normal case): training there would overwrite the base
-    weights or the data (issue 23). Compared on disk: links, ``..`` and hard links included."""
+    weights or the data. Compared on disk: links, ``..`` and hard links included."""
     from beam_sft.paths import check_paths, check_writable_target, relation
 
     out = recipe.sft.get("output_dir")
@@ -56,7 +56,6 @@ def check_output_dir(recipe) -> None:
     check_paths(run_inputs(recipe), {"sft.output_dir": out})
     resume = recipe.sft.get("resume_from_checkpoint")
     if isinstance(resume, str) and Path(resume).exists() and relation(out, resume) in ("is", "lies inside"):
-        from beam_sft.errors import OutputRefused
 
         raise OutputRefused(out, f"sft.output_dir {relation(out, resume)} the checkpoint it resumes from "
                                  f"({resume}, sft.resume_from_checkpoint)", hint=False)

@@ -26,6 +26,8 @@ any adapter; PEFT applies no dropout to a parameter adapter, so they need ``lora
 
 from __future__ import annotations
 
+from beam_sft.errors import ConfigError
+
 PRESETS = {
     "beam-attention": "q_proj, k_proj, v_proj, o_proj and the output gate self_attn.gate_proj of every layer",
     "beam-attention-mlp": "beam-attention and the dense layers' mlp.gate_proj, mlp.up_proj, mlp.down_proj",
@@ -39,7 +41,6 @@ def is_preset(target_modules) -> bool:
 
 def check_preset_name(target_modules) -> None:
     """Refuse an unknown ``beam-*`` preset at recipe load (ConfigError with the key path)."""
-    from beam_sft.errors import ConfigError
 
     if is_preset(target_modules) and target_modules not in PRESETS:
         known = "; ".join(f"{k}: {v}" for k, v in PRESETS.items())
@@ -77,7 +78,6 @@ def _peft_renames(model) -> bool:
 
 
 def _module_names(target_modules, model, layout):
-    from beam_sft.errors import ConfigError
 
     routers = list(layout.routers) if layout is not None else []
     if is_preset(target_modules):

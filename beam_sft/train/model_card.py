@@ -34,6 +34,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import KINDS, METRICS
 from beam_sft.prepared.layout import REPORT_FILE
 from beam_sft.train.provenance import data_summary
@@ -127,7 +128,6 @@ def parameter_count(folder: Path) -> int | None:
 def hub_dataset_ids(sources: list[dict]) -> list[str]:
     """The hub ids among a report's configured sources (local files and folders are not hub datasets)."""
     from beam_sft.data.hub import DatasetRef, dataset_source
-    from beam_sft.errors import BeamError
 
     out = []
     for spec in sources:
@@ -187,7 +187,6 @@ def card_facts(folder: str | Path, *, run_folder: str | Path | None = None, deri
     if run is None and run_dir.name.startswith("checkpoint-"):
         run = _read_json(run_dir.parent / RUN_FILE)
     if not isinstance(run, dict):
-        from beam_sft.errors import BeamError
 
         raise BeamError(f"{run_dir}: no {RUN_FILE}: not the output of `beam-sft train`, no card to write")
     records = run_dir if (run_dir / "metrics.jsonl").is_file() else run_dir.parent

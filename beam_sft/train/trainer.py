@@ -10,6 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from beam_sft.errors import ConfigError
+from beam_sft.model_support import require_support
+from beam_sft.train.plan import check_plan_fits
 from beam_sft.train.recipe import Recipe, sft_kwargs
 
 
@@ -63,7 +66,6 @@ def check_world(args) -> None:
     """
     import torch.distributed as dist
 
-    from beam_sft.errors import ConfigError
 
     if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1 and args.world_size == 1:
         raise ConfigError(
@@ -79,7 +81,6 @@ def load_model(recipe: Recipe):
     import torch
     from transformers import AutoModelForCausalLM
 
-    from beam_sft.errors import ConfigError
     from beam_sft.train.expert_parallel import announce, distributed_config
     from beam_sft.train.packing import disable_cache, keep_packed_sequences_apart
 
@@ -111,7 +112,6 @@ def lora_config(recipe: Recipe, model=None):
         return None
     from peft import LoraConfig
 
-    from beam_sft.errors import ConfigError
     from beam_sft.train.moe import moe_layout
 
     lora = recipe.lora
@@ -154,7 +154,6 @@ def lora_config(recipe: Recipe, model=None):
 
 def check_routers(trainer, recipe: Recipe, layout=None) -> None:
     """Under LoRA, no router parameter may train unless ``lora.train_routers`` (raise naming them)."""
-    from beam_sft.errors import ConfigError
     from beam_sft.train.moe import router_parameters
 
     if recipe.lora is None or layout is None or not layout.is_moe:
@@ -192,7 +191,6 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     from beam_sft.train.resume import resolve_checkpoint
 
     if not recipe.model.path:
-        from beam_sft.errors import ConfigError
 
         raise ConfigError("model.path", "required (a hub id or a local checkpoint; or set BEAM_MODEL_ID)")
     # Before anything heavy: the checkpoint to resume from exists and reads.
@@ -224,16 +222,14 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     if recipe.preflight.enabled:  # before the weights load
         check_tokenizer(tokenizer)
         check_model_tokenizer(recipe.model.path, tokenizer, trust_remote_code=recipe.model.trust_remote_code)
-    from beam_sft.train import eval_set, run_log  # issue 15: data.eval, format health, TensorBoard record
+    from beam_sft.train import eval_set, run_log  # data.eval, format health, TensorBoard record
 
     eval_data = eval_set.resolve_eval(recipe, dataset, prepared_dir, Path(args.output_dir), args.distributed_state)
     if recipe.preflight.enabled:  # on a GPU: refuse a plan larger than the free memory, before loading
-        from beam_sft.train.plan import check_plan_fits
 
         check_plan_fits(recipe, world_size=args.world_size)
     from transformers import AutoConfig
 
-    from beam_sft.model_support import require_support
     from beam_sft.train import routers
 
     require_support(recipe.model.path)  # with the pre-flight off too: which transformers the model needs
@@ -285,7 +281,7 @@ def preflight(run: TrainingRun):
     from beam_sft.train.preflight import run_data_checks
 
     report, batches = run_data_checks(run.trainer, run.dataset, run.tokenizer, run.recipe, run.watch)
-    if run.eval is not None:  # issue 15: the eval batches too (kept in the report, so in beam_run.json)
+    if run.eval is not None:  # the eval batches too (kept in the report, so in beam_run.json)
         from beam_sft.train.eval_set import check_eval_batches
 
         report.eval = {**check_eval_batches(run.trainer, run.eval, run.tokenizer, run.recipe), **run.eval.summary}
@@ -315,7 +311,7 @@ def train(recipe: Recipe, *, callbacks: list | None = None) -> Path:
     with run.watch.naming_silent_ranks("training"):
         run.trainer.train(resume_from_checkpoint=run.resume)
     out = save_final(run, report)
-    if run.trainer.accelerator.is_main_process:  # issue 25: our card replaces TRL's README.md
+    if run.trainer.accelerator.is_main_process:  # our card replaces TRL's README.md
         from beam_sft.train.model_card import launcher_of, write_model_card
 
         write_model_card(out, launcher=launcher_of())

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from beam_sft.data.fingerprint import TOKENIZER_FILES, file_digest
+from beam_sft.digests import TOKENIZER_FILES, file_digest
 from beam_sft.prepared.tokenizer import is_plain_fast_tokenizer
 
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from beam_sft.cli_args import count
+from beam_sft.errors import BeamError, VerificationError
 from beam_sft.paths import Outputs, rewrites_own_files, writes
 
 AUTO_PARALLEL_ROWS = 2000  # below this, starting worker processes costs more than it saves
@@ -91,7 +92,6 @@ def folder_inputs(directory: Path, page: Path | None) -> dict:
 def _num_proc(requested: int, directory: Path) -> int:
     if requested > 0:
         return requested
-    from beam_sft.errors import VerificationError
     from beam_sft.verify.api import load_prepared_dataset
 
     try:
@@ -179,7 +179,6 @@ def _refresh_page(directory: Path) -> None:
     from a report whose seal is broken (or missing): verify wrote nothing into it, and the page would
     show edited figures as the folder's. A page that cannot be written is said in one line; the
     verification's own result stands."""
-    from beam_sft.errors import BeamError
     from beam_sft.prepared.layout import REPORT_PAGE
     from beam_sft.prepared.report import read_report, seal_problem
     from beam_sft.verify.report_page import write_report_page

@@ -25,6 +25,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from beam_sft.errors import BeamError, PreparedError
 from beam_sft.prepared.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.verify.page_head import page_head
 
@@ -353,7 +354,6 @@ def _sealed_report(directory: Path) -> dict:
     """report.json, its seal checked first as verify checks it: a page drawn from an edited report would
     show the edit as the folder's figures (and an edited value of the wrong type would end in a
     traceback). One line naming the file instead."""
-    from beam_sft.errors import PreparedError
     from beam_sft.prepared.report import read_report, seal_problem
 
     report = read_report(directory)
@@ -414,7 +414,6 @@ def render_report_page(directory: str | Path, *, sample_rows: int = SAMPLE_ROWS,
 
 def write_report_page(directory: str | Path, out: str | Path | None = None, **kwargs) -> Path:
     """Write the page (default: ``DIR/report.html``) and return its path."""
-    from beam_sft.errors import BeamError
 
     path = Path(out) if out is not None else Path(directory) / REPORT_PAGE
     page = render_report_page(directory, **kwargs)

@@ -1,4 +1,4 @@
-"""Issue 9, the converter and reader items: bad text, bad numbers, unreadable rests, empty and fake
+"""The converter and reader on hostile input: bad text, bad numbers, unreadable rests, empty and fake
 sources, silent changes, and special tokens smuggled into any text field."""
 
 from __future__ import annotations

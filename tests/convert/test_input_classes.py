@@ -1,6 +1,6 @@
-"""Issue 23, input side, each defect as a class: one number rule (5), duplicate keys and two carriers
+"""The input side, each defect as a class: one number rule (5), duplicate keys and two carriers
 (6), Arrow values JSON has no type for (9), one huge row (10), encodings and compression (14); and
-issue 22 item 6, flat formats (Alpaca, prompt/answer/reasoning columns, a Harmony .txt file).
+flat formats (Alpaca, prompt/answer/reasoning columns, a Harmony .txt file).
 The prepare side of the same rules (same rows kept and rejected) is tests/prepare/test_input_classes.py."""
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ def test_nul_bytes_in_utf8_text_are_not_taken_for_utf16(tmp_path):
     assert _codes(path)[0] == "kept" and len(_codes(path)) == 3
 
 
-# --- issue 22 item 6: flat formats ------------------------------------------------------------------
+# --- flat formats ----------------------------------------------------------------------------------
 
 
 def test_alpaca_rows(tmp_path):

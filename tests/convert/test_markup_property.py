@@ -1,4 +1,4 @@
-"""Property (issue 12): whatever reasoning markup an assistant text holds, at any position (prefix
+"""Property: whatever reasoning markup an assistant text holds, at any position (prefix
 text, several blocks, stray or nested tags, tool calls inside or beside blocks), no kept row has
 that markup in a trained field, nor in the trained tokens the chat template renders for it.
 

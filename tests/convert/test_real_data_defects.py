@@ -1,4 +1,4 @@
-"""Issue 12: the eight defects found on public datasets, each with the issue's own row, in every
+"""The eight defects found on public datasets, each with its own row, in every
 reader they can occur in, plus the "Also" items that belong to the converters."""
 
 from __future__ import annotations

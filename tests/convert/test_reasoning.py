@@ -72,7 +72,7 @@ def test_reasoning_that_cannot_be_one_analysis_message(fields, expected):
 
 
 def test_a_tag_later_in_the_answer_is_never_trained_text():
-    """Issue 12.1: tags anywhere are read; what cannot be one analysis block is rejected."""
+    """Reasoning tags anywhere are read; what cannot be one analysis block is rejected."""
     with pytest.raises(Rejection) as info:
         split_inline_reasoning("Use <think> tags like <think>this</think>.")
     assert info.value.code == "interleaved_reasoning"

@@ -111,7 +111,7 @@ def test_datasets_directory_and_plain_directories(tmp_path):
 
 
 json_items = st.recursive(
-    # Infinity is not JSON: such items are BadRecords (test_sources_number_rule in tests/data/test_input_classes.py)
+    # Infinity is not JSON: such items are BadRecords (the number rule in tests/convert/test_input_classes.py)
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3),
     max_leaves=6,
@@ -227,7 +227,7 @@ def test_raw_lines_match_the_records_and_never_hold_invalid_text(tmp_path):
     chunk=st.integers(1, 12),
 )
 def test_streamed_array_loses_only_the_items_that_break_the_json_rule(tmp_path_factory, items, bad, form, chunk):
-    """Issue 23 classes 5 and 6 inside an array, across every read boundary: the item that breaks
+    """Number forms and duplicate keys inside an array, across every read boundary: the item that breaks
     the rule is a BadRecord with its own code, every other item is read as json.loads reads it."""
     path = tmp_path_factory.mktemp("arr") / "a.json"
     texts = [form if i in bad else json.dumps(v) for i, v in enumerate(items)]

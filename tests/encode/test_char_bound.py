@@ -1,4 +1,4 @@
-"""Item 7 of issue 9: a row too long to fit whatever its tokenization is dropped before it is
+"""A row too long to fit whatever its tokenization is dropped before it is
 tokenized, the bound never drops a row that fits, and such rows stay out of the probe."""
 
 from __future__ import annotations

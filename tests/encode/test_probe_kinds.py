@@ -1,5 +1,5 @@
 """The start-up probe compares errors by kind (reason code and the exception behind it), not by
-wording: two encoders failing the same way in other words agree (issue 9 item 17)."""
+wording: two encoders failing the same way in other words agree."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Fuzz tier, issue 23 class 12 (and class 6's recipe half): hostile configs for every command that
+"""Fuzz tier: hostile configs (and duplicate keys in recipes) for every command that
 reads one (train's recipe, prepare's and convert's --config): non-finite numbers in every spelling
 (NaN, inf, 1e400 and kin) at every float key, a key given twice at any depth, YAML tags, binary bytes.
 For each: exit 2, one error line (no traceback) naming the key path or the file, nothing written.

@@ -1,4 +1,4 @@
-"""Fuzz tier (issue 23): generated hostile inputs of the input-side classes (number forms, duplicate keys,
+"""Fuzz tier: generated hostile inputs of the input-side classes (number forms, duplicate keys,
 two carriers, encodings and compression, one huge row), through ``beam-sft convert`` (in process, as
 the console script runs it) and, for a few examples, ``prepare``. For each input: the exit code,
 stderr is one line per error and never a traceback, every record is accounted for (kept + rejected ==

@@ -1,4 +1,4 @@
-"""Fuzz tier, issue 23 classes 1-3 and 11: output paths that alias inputs (symlinks, hard links, ``..``,
+"""Fuzz tier: output paths that alias inputs (symlinks, hard links, ``..``,
 trailing slashes, case, absolute or relative), outputs that alias each other, and folders and files
 named like our leftovers. For each generated case: the exit code, one error line (no traceback),
 nothing of the user's changed (a digest of the tree before and after), every row accounted for.

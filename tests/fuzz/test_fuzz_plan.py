@@ -1,4 +1,4 @@
-"""Fuzz tier, issue 23 class 13: ``beam-sft plan`` on generated hostile configs and flags.
+"""Fuzz tier: ``beam-sft plan`` on generated hostile configs and flags.
 
 For every generated input: exit 0 with a plan, or exit 2 with exactly one line on stderr (no
 traceback); a size key given a value that is not an integer in its range is named in that line.

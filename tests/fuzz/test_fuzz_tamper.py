@@ -1,4 +1,4 @@
-"""Fuzz tier, issue 23 (classes 4, 7, 8): tamper with every file of one prepared folder, and with
+"""Fuzz tier: tamper with every file of one prepared folder, and with
 report.json field by field, and hold verify and train to it.
 
 One small folder is prepared once (the fixture tokenizer; two sources, a weight, a rejected row, a

@@ -1,4 +1,4 @@
-"""Fault injection (slow tier, issue 9): ``beam-sft prepare`` (the CLI in a subprocess, 2 real workers)
+"""Fault injection (slow tier): ``beam-sft prepare`` (the CLI in a subprocess, 2 real workers)
 killed with kill -9 or SIGTERM at seeded random moments and at phase boundaries, interrupted with
 SIGINT, run twice at once into one folder, and left with a stale lock; each followed by a rerun.
 
@@ -262,7 +262,7 @@ def _tree(root: Path, skip: str | None = None) -> dict[str, tuple]:
 #   per-run key (pid and time) so that datasets can never reuse another run's cache file;
 # - report.json files.files["state.json"]: the digest of that state.json, and so verify.verified_files's
 #   entry for it, verify.verified_report (over the files section) and the report's seal ("integrity").
-# - .beam-sft-owner: the marker names the run that made the folder (pid, start time; issue 23).
+# - .beam-sft-owner: the marker names the run that made the folder (pid, start time).
 # Everything else, report.json's fingerprints, counts, statistics, encoder, verify and digests included,
 # must be equal.
 def _canonical(folder: Path) -> dict:

@@ -1,5 +1,5 @@
 """Faults around ``prepare``: two runs into one folder, dead runs' leftovers, signals, unwritable
-output, empty sources (issue 9 items 6, 9, 13, 15)."""
+output, empty sources."""
 
 from __future__ import annotations
 

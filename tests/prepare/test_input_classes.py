@@ -1,6 +1,6 @@
-"""Issue 23's input classes through ``prepare``: the same rows kept and rejected (with the same codes) as
+"""The input classes through ``prepare``: the same rows kept and rejected (with the same codes) as
 ``convert`` keeps and rejects, for Parquet timestamp/binary/decimal columns (class 9), every number
-form (5), duplicate keys and two carriers (6), gzip (14), a huge row (10); and flat formats (issue 22)."""
+form (5), duplicate keys and two carriers (6), gzip (14), a huge row (10); and flat formats."""
 
 from __future__ import annotations
 

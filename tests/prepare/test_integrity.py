@@ -87,7 +87,7 @@ def test_the_report_records_every_file(pristine):
 def test_a_changed_file_is_refused_by_name(pristine, tmp_path, kind):
     directory, config = _copy(pristine, tmp_path)
     changed = CORRUPTIONS[kind](directory)
-    # the cache hit checks the files before reuse; an added file is refused before that (issue 23: a
+    # the cache hit checks the files before reuse; an added file is refused before that (a
     # folder holding a file no prepare wrote is never replaced)
     with pytest.raises(OutputRefused if kind == "added file" else PreparedError) as info:
         prepare(config)

@@ -1,4 +1,4 @@
-"""Issue 23, classes 4, 7, 8 and 15, on folders `prepare` really wrote, through the commands people run.
+"""Tampered, truncated and changed files, and the run record, on folders `prepare` really wrote, through the commands people run.
 
 - 4: a sampled (or otherwise partial) verify never records a pass: it cannot clear a failed folder,
   and train needs a full verification of exactly the folder's files; a folder prepare kept aside

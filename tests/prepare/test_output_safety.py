@@ -1,6 +1,6 @@
 """An --output target is never the user's folder: prepare and merge-shards refuse it and delete nothing.
 
-Issue 9, item 1: a folder holding the user's files given as --output lost them (renamed away, removed),
+A folder holding the user's files given as --output lost them (renamed away, removed),
 and a file given as --output was renamed to a hidden name.
 """
 

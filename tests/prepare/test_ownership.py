@@ -1,4 +1,4 @@
-"""Issue 23, class 3: prepare removes or replaces only what a run of ours made, recognised by the
+"""Prepare removes or replaces only what a run of ours made, recognised by the
 ``.beam-sft-owner`` marker (``beam_sft.prepared.owner``), never by a folder's name or a report's key."""
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def test_merge_shards_output_is_marked_and_never_a_shard(tmp_path, tokenizer_dir
 
 
 def test_a_cache_hit_clears_a_dead_runs_lock_and_leaves_a_live_one(tmp_path, tokenizer_dir):
-    """Issue 23 (also noticed): a run killed after it published left its lock; the reruns were cache hits,
+    """A run killed after it published left its lock; the reruns were cache hits,
     which never took the lock, so the dead run's lock stayed for good."""
     import fcntl
 

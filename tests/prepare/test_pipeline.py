@@ -164,7 +164,7 @@ def pipeline_tokenizer(directory):
 
 def test_each_record_is_decoded_and_converted_once(tmp_path, tokenizer_dir, monkeypatch):
     """The probe's rows are the first records, converted in this process and then encoded here too:
-    no record goes through json.loads or the converter twice (issue 10)."""
+    no record goes through json.loads or the converter twice."""
     import beam_sft.convert.pipeline as convert_pipeline
     from beam_sft.prepare import batch
 

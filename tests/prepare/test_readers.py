@@ -1,6 +1,5 @@
 """``prepare`` reads sources with convert's reader, so every reading rule holds in both commands alike
-(issue 9 items 5, 8, 15, 16; issue 12: a directory is reported file by file, ``--format auto``
-decides per row). Each case runs ``prepare`` and ``convert``'s ``SourceConversion`` on the same
+(a directory is reported file by file, ``--format auto`` decides per row). Each case runs ``prepare`` and ``convert``'s ``SourceConversion`` on the same
 source and compares, row by row, where each record went (kept, or rejected with which code), and
 checks read = kept + rejected in the report."""
 
@@ -135,7 +134,7 @@ def test_a_fake_parquet_is_a_clear_error_naming_the_file(tmp_path, tokenizer_dir
 
 
 def test_auto_decides_per_row_and_counts_formats(tmp_path, tokenizer_dir):
-    """Issue 12 item 2's two rows: the Hermes tool-call row becomes a tool call, not trained text."""
+    """Two rows from public data: the Hermes tool-call row becomes a tool call, not trained text."""
     from datasets import load_from_disk
 
     path = tmp_path / "merged.jsonl"

@@ -1,6 +1,5 @@
 """Fuzz: every rendered field, every added or special token of the tokenizer actually used. No such
-token reaches ``input_ids`` except in its marker role: the row is rejected, naming field and token
-(issue 9 item 2)."""
+token reaches ``input_ids`` except in its marker role: the row is rejected, naming field and token."""
 
 from __future__ import annotations
 

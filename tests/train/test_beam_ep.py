@@ -1,4 +1,4 @@
-"""Expert parallelism on Beam's own model code, as far as 2 CPU processes (gloo) show it (issue 21 item 8).
+"""Expert parallelism on Beam's own model code, as far as 2 CPU processes (gloo) show it.
 
 ``tests/train/beam_ep_probe.py`` loads a tiny ``BeamForCausalLM`` (one dense layer, three sparse of 8
 experts top-2 in 2 groups, sliding layers with RoPE and a full NoPE layer, the output gate, the soft

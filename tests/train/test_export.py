@@ -214,7 +214,7 @@ def test_resume_from_the_sharded_checkpoint_gives_the_same_losses(sharded_run):
 
 @pytest.mark.slow
 def test_plan_matches_the_bytes_each_rank_holds(sharded_run):
-    """Issue 14: per-rank parameter and optimizer bytes of the real run equal the plan's within 5%."""
+    """Per-rank parameter and optimizer bytes of the real run equal the plan's within 5%."""
     from beam_sft.train.plan import PlanSetup, plan
 
     result = plan(sharded_run["model"], PlanSetup(gpus=2, strategy=sharded_run["strategy"], dtype="float32"))

@@ -1,4 +1,4 @@
-"""Issue 23 (also noticed): a stale DeepSpeed build lock in the torch extensions cache hung ZeRO
+"""A stale DeepSpeed build lock in the torch extensions cache hung ZeRO
 launches. ``beam_sft.train.extensions`` removes a lock no process holds, keeps a held one, and only
 reports one on a network file system (a builder on another node may hold it)."""
 

@@ -91,7 +91,7 @@ def test_moe_fixtures_when_present(tmp_path):
     from beam_sft.harmony import fixture
 
     if "arch" not in inspect.signature(fixture.build_fixture).parameters:
-        pytest.skip("beam_sft.harmony.fixture has no --arch yet (MoE fixtures land with issue 13)")
+        pytest.skip("beam_sft.harmony.fixture has no --arch yet (the MoE fixtures need it)")
     from transformers import AutoModelForCausalLM
 
     for arch in ("beam", "gpt_oss", "deepseek_v3"):
@@ -248,7 +248,7 @@ def test_beam_recipe_header_figures_are_what_plan_says(name, capsys, monkeypatch
         assert f"{nodes} nodes ({gpus} GPUs)" in row, (gpu, row)
 
 
-# Beam-1.0-501B-A23B as transformers' BeamConfig() builds it (issue 21: the published 501.3B / 23.4B).
+# Beam-1.0-501B-A23B as transformers' BeamConfig() builds it (the published 501.3B / 23.4B).
 BEAM_TOTAL, BEAM_ACTIVE = 501_267_599_808, 23_431_516_608
 
 
@@ -387,7 +387,7 @@ def test_check_plan_fits_stops_every_process_together(fixture_dir):
     assert "another process" not in results[0]
 
 
-# ---------------------------------------------------------------- issue 23 class 13: one line, exit 2, never a traceback
+# ---------------------------------------------------------------- bad flags: one line, exit 2, never a traceback -------
 
 TINY_BEAM = {"model_type": "beam", "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
              "moe_intermediate_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,

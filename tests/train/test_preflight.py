@@ -168,7 +168,7 @@ def test_row_index_finds_rows_among_many_of_the_same_length():
     assert 45 in unbounded.candidates(rows[45]) and all(len(rows[i]) == 14 for i in unbounded.candidates(rows[45]))
 
 
-# --- the prepared tokenizer against the model's own, before the weights load (issue 9.11) ----------
+# --- the prepared tokenizer against the model's own, before the weights load ---------------------
 
 
 def _model_with_tokenizer(tmp_path, fixture_dir, tokenizer):
@@ -255,7 +255,7 @@ def test_train_refuses_a_foreign_tokenizer_before_loading_weights(fixture_dir, t
         _run(fixture_dir, prepared, tmp_path)
 
 
-# --- resume_from_checkpoint, checked before the pre-flight and the weights (issue 9.15) -------------
+# --- resume_from_checkpoint, checked before the pre-flight and the weights ------------------------
 
 
 def _checkpoint(tmp_path, fixture_dir):

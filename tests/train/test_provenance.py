@@ -1,4 +1,4 @@
-"""The run record names the data by digest (issue 23, class 15), and the record travels with the
+"""The run record names the data by digest, and the record travels with the
 weights through ``export`` and ``merge``."""
 
 from __future__ import annotations

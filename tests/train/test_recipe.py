@@ -113,7 +113,7 @@ def test_to_dict_round_trips():
     assert recipe_from_dict(recipe.to_dict()) == recipe
 
 
-# --- every value checked before any heavy work, with its full key path (issue 9.12) ----------------
+# --- every value checked before any heavy work, with its full key path ---------------------------
 
 
 @pytest.mark.parametrize(

@@ -43,7 +43,7 @@ def one(row: dict, tokenizer) -> list[dict]:
     return records_for([row], tokenizer)
 
 
-# --- special_token (issue 9.2) --------------------------------------------------------------------------
+# --- special_token --------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(("index", "key"), [(0, "content"), (1, "content"), (1, "reasoning_content")])
@@ -81,7 +81,7 @@ def test_special_token_id_planted_in_the_ids_is_caught(clean_records, tokenizer,
     assert set(found) == {3} and "special_token" in found[3]
 
 
-# --- reasoning_markup (issue 12.1) ----------------------------------------------------------------------
+# --- reasoning_markup ----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("reasoning", ["<think>plan</think>", "A: <think>plan</think>", "<thinking>x</thinking>",
@@ -103,7 +103,7 @@ def test_markup_outside_trained_reasoning_is_clean(tokenizer, env):
     assert check(one(row, tokenizer), env) == []
 
 
-# --- bad_token_id (issue 9.10) ----------------------------------------------------------------------------
+# --- bad_token_id ----------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("bad", [-3, 10**6])
@@ -126,7 +126,7 @@ def test_inspect_and_verify_show_a_negative_id(make_prepared):
     assert "⟨bad id -7⟩" in text and "[bad_token_id]" in text and "⟨bad id -7⟩" in page
 
 
-# --- tail_mismatch (issue 9.10) ---------------------------------------------------------------------------
+# --- tail_mismatch ---------------------------------------------------------------------------------------
 
 
 def tail_row() -> dict:
@@ -164,7 +164,7 @@ def test_dropped_tail_is_caught(tokenizer, env):
     assert "tail_mismatch" in found[0]
 
 
-# --- folder rules: row_count, duplicate_row, rejects_count (issue 9.10) -------------------------------------
+# --- folder rules: row_count, duplicate_row, rejects_count -------------------------------------------------
 
 
 def folder_rules(directory) -> set[str]:

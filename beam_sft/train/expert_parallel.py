@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from beam_sft.errors import ConfigError
+from beam_sft.train.launch import strategy_from_environment
 
 
 def check_recipe(recipe) -> None:
@@ -47,7 +48,6 @@ def check_launch(recipe, config, *, world_size: int, strategy: str | None = None
     ep = recipe.model.ep_size
     if ep == 1:
         return
-    from beam_sft.train.launch import strategy_from_environment
     from beam_sft.train.plan import NUM_EXPERTS_KEYS
 
     strategy = strategy or strategy_from_environment()

@@ -2,7 +2,7 @@
 accelerate (its environment, its state's distributed type, its config files) how a run is launched.
 
 A launcher is a strategy of the memory planner (``plan --strategy``) and the accelerate configs that
-start it: ``configs/accelerate/NAME.yaml``, its ``cpu-`` twin (the same path on CPU processes over
+start it: a YAML file named after it in ``configs/accelerate/``, its ``cpu-`` twin (the same path on CPU processes over
 gloo, for tests) and ``multinode-`` variants. Expert parallelism (``model.ep_size`` > 1) is not a
 launcher of its own: it is the plain ``ddp`` launch with transformers sharding the experts at load
 (train/expert_parallel.py asks ``strategy_from_environment`` for that).

@@ -20,6 +20,7 @@ from beam_sft.cli import main
 from beam_sft.evaluate.generate import generate, load_model
 from beam_sft.evaluate.metrics import aggregate, score_turn
 from beam_sft.evaluate.turns import EvalTurn, read_rows, select_turns
+from tests.serving import serve_or_skip
 
 pytestmark = pytest.mark.slow
 
@@ -28,19 +29,7 @@ MARKS = ("format_valid", "tool_name", "arguments", "answer_exact", "answer_f1", 
 
 @pytest.fixture(scope="module")
 def served(memorized_model, tmp_path_factory):
-    from beam_sft.errors import BeamError
-    from beam_sft.reason.local_server import local_server
-
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    try:
-        server = local_server(memorized_model, log=log)
-        started = server.__enter__()
-    except BeamError as exc:
-        pytest.skip(str(exc))
-    try:
-        yield started
-    finally:
-        server.__exit__(None, None, None)
+    yield from serve_or_skip(memorized_model, tmp_path_factory)
 
 
 def _run(argv, out):

@@ -6,19 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.serving import serve_or_skip
+
 
 @pytest.fixture(scope="session")
 def transformers_server(fixture_dir, tmp_path_factory):
-    from beam_sft.errors import BeamError
-    from beam_sft.reason.local_server import local_server
-
-    log = tmp_path_factory.mktemp("serve") / "serve.log"
-    try:
-        server = local_server(fixture_dir, log=log)
-        started = server.__enter__()
-    except BeamError as exc:
-        pytest.skip(str(exc))
-    try:
-        yield started
-    finally:
-        server.__exit__(None, None, None)
+    yield from serve_or_skip(fixture_dir, tmp_path_factory)

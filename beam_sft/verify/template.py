@@ -27,6 +27,11 @@ compile is used as it is. In that compile a ``{% generation %}`` block is its bo
 own rather than a macro handed to transformers' tracker, which returns the macro's output unchanged
 when rendering to text (``chat_template.GENERATION_SOURCES``: the tracker's source as read, else no change).
 
+Each render's macros are freed as it ends (``jinja_sandbox.render_freeing_cycles``: their closures,
+which hold the render's context, emptied once the text is joined), not left in reference cycles for
+the collector, which walked some eighty objects a row; where ``Template.render`` is not the source
+that was read, jinja2's own render runs.
+
 Anything off that path goes through ``apply_chat_template`` itself: a row whose values did not come
 from ``json.loads`` (``plain=False``), an empty conversation, or template kwargs that collide with a
 parameter of ``apply_chat_template``/``render_jinja_template`` (which those functions would consume

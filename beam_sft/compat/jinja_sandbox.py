@@ -150,3 +150,60 @@ def attribute_memo_class(base: type) -> type:
             return found
 
     return _MemoSandbox
+
+
+# ``Template.render`` as read (jinja2 3.1.6), by the SHA-256 of its source: ``render_freeing_cycles``
+# does what it does (a new context, the root render function joined by ``concat``, an error through
+# ``handle_exception``), then frees the render's macros. Another body and it renders as jinja2 does.
+RENDER_SOURCE = "c33dd2c3a2936cc0"
+
+
+def render_cycle_problems() -> list[str]:
+    """Why ``render_freeing_cycles`` may not stand in for ``Template.render`` here ([] when it may)."""
+    from jinja2.environment import Template
+    from jinja2.runtime import Macro
+    from jinja2.sandbox import SandboxedEnvironment
+
+    out = []
+    try:
+        digest = hashlib.sha256(inspect.getsource(Template.render).encode()).hexdigest()[:16]
+    except (OSError, TypeError):
+        digest = "unreadable"
+    if digest != RENDER_SOURCE:
+        out.append(f"jinja2.environment.Template.render: source differs from the audited one ({digest})")
+    macro = SandboxedEnvironment().from_string("{% macro f(x) %}{{ x }}{% endmacro %}").module.f
+    if type(macro) is not Macro or not callable(getattr(macro, "_func", None)):
+        out.append("jinja2.runtime.Macro._func: missing (the macros' functions whose closures are emptied)")
+    return out
+
+
+def render_freeing_cycles(template, variables: dict) -> str:
+    """``template.render(variables)``'s text; then the reference cycles its macros made are broken.
+
+    Each ``{% macro %}`` of a template is made anew by every render: a ``Macro`` whose function's
+    closure holds the render's context and the macros (itself too, for a recursive one), so every
+    render leaves some eighty objects that only the cyclic collector frees (a tenth of verify's CPU
+    on real text: the collections, not the rows). Once the text is joined nothing of the render is
+    used again: emptying the closure cells of the macros this render made (the ``Macro`` values of
+    its context's ``vars``, which hold the template's top-level assignments; what it was handed, the
+    variables and the globals, is the context's ``parent`` and is left as it is) lets reference
+    counting free all of it at once. The text is the template's, computed as before.
+    Only where ``render_cycle_problems()`` is empty (the caller checks once)."""
+    from jinja2.runtime import Macro
+
+    environment = template.environment
+    if environment.is_async:  # (the audited render's other branch)
+        return template.render(variables)
+    context = template.new_context(dict(variables))
+    try:
+        return environment.concat(template.root_render_func(context))
+    except Exception:
+        environment.handle_exception()
+    finally:
+        given = {id(v) for v in context.parent.values()}  # what it was handed: the variables, the globals
+        for value in list(context.vars.values()):
+            # made by this render (not handed in): nothing outside it can still reach it
+            if type(value) is Macro and id(value) not in given:
+                for cell in getattr(value._func, "__closure__", None) or ():
+                    cell.cell_contents = None
+        context.vars.clear()

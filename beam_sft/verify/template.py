@@ -27,6 +27,11 @@ compile is used as it is. In that compile a ``{% generation %}`` block is its bo
 own rather than a macro handed to transformers' tracker, which returns the macro's output unchanged
 when rendering to text (``chat_template.GENERATION_SOURCES``: the tracker's source as read, else no change).
 
+Each render's macros are freed as it ends (``jinja_sandbox.render_freeing_cycles``: their closures,
+which hold the render's context, emptied once the text is joined), not left in reference cycles for
+the collector, which walked some eighty objects a row; where ``Template.render`` is not the source
+that was read, jinja2's own render runs.
+
 Anything off that path goes through ``apply_chat_template`` itself: a row whose values did not come
 from ``json.loads`` (``plain=False``), an empty conversation, or template kwargs that collide with a
 parameter of ``apply_chat_template``/``render_jinja_template`` (which those functions would consume
@@ -45,7 +50,7 @@ which depend on the key alone), and every text it renders is the template's own 
 
 from __future__ import annotations
 
-from beam_sft.compat import chat_template, switched_off
+from beam_sft.compat import chat_template, jinja_sandbox, switched_off
 
 
 class Renderer:
@@ -62,6 +67,11 @@ class Renderer:
         self.memo_problems: list[str] = []
         self.generation_problems: list[str] = []
         self._compiled: dict[str, object] = {}
+        # Each render's macros freed at once by reference counting, not left to the cyclic collector
+        # (``jinja_sandbox.render_freeing_cycles``; the text is the same).
+        self.cycle_problems = jinja_sandbox.render_cycle_problems() if self.direct else []
+        switched_off("verify's render freeing its macros (beam_sft.compat.jinja_sandbox.render_freeing_cycles)",
+                     self.cycle_problems)
         if self.direct:
             self._alias = chat_template.alias_reasoning_fields
             self._reserved = chat_template.reserved_keywords(tokenizer)
@@ -104,6 +114,9 @@ class Renderer:
         # and an equality match can only over-copy) is passed as it is, not copied.
         chat = self._alias([{k: v for k, v in m.items() if v is not None} if None in m.values() else m
                             for m in messages])
-        return compiled.render(messages=chat, tools=tools, documents=None, add_generation_prompt=add_generation_prompt,
-                               **{**tokenizer.special_tokens_map, **kwargs})
+        variables = {**tokenizer.special_tokens_map, **kwargs, "messages": chat, "tools": tools, "documents": None,
+                     "add_generation_prompt": add_generation_prompt}
+        if self.cycle_problems:
+            return compiled.render(variables)
+        return jinja_sandbox.render_freeing_cycles(compiled, variables)
 

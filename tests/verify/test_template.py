@@ -294,3 +294,70 @@ def test_same_text_as_apply_chat_template_on_every_template_feature(fixture_dir)
     for shown in ("effort=16;", "id=Beam;", "tool 2/2 bare", "call lookup {n:[1|2.5],q:'x'}", "[think:10]",
                   "<u>What is 'x'?</u>", "as a key", "|turns=5;last=What "):
         assert shown in text, shown
+
+
+# --- each render's macros freed by reference counting (jinja_sandbox.render_freeing_cycles) ---------------
+
+
+def _cyclic_garbage(work) -> int:
+    """Objects that only the cyclic collector frees, left by ``work()``."""
+    import gc
+
+    enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        work()
+        return gc.collect()
+    finally:
+        (gc.enable if enabled else gc.disable)()
+
+
+def test_a_render_leaves_nothing_for_the_cyclic_collector(reference_tokenizer):
+    renderer = Renderer(reference_tokenizer)
+    assert renderer.cycle_problems == []
+    rows = [json.loads(json.dumps(r)) for r in bench_rows(8, seed=5)]
+    assert any(r.get("tools") for r in rows)  # the tool macros (recursive ones among them) made too
+    renderer.render(rows[0]["messages"], rows[0].get("tools"), False, {}, plain=True)  # (compiled, memo warm)
+    assert _cyclic_garbage(lambda: [renderer.render(r["messages"], r.get("tools") or None, False,
+                                                    r.get("chat_template_kwargs") or {}, plain=True)
+                                    for r in rows]) == 0
+    plain = renderer.compiled(reference_tokenizer.get_chat_template(None, None))
+    assert _cyclic_garbage(lambda: plain.render(messages=rows[0]["messages"], tools=rows[0].get("tools"))) > 50
+
+
+def test_freeing_cycles_renders_the_same_text_and_errors():
+    from jinja2 import TemplateRuntimeError
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from beam_sft.compat import jinja_sandbox
+
+    environment = ImmutableSandboxedEnvironment()
+    environment.globals["fail"] = lambda m: (_ for _ in ()).throw(TemplateRuntimeError(m))
+    source = ("{% macro walk(n) %}{% if n %}{{ n }},{{ walk(n - 1) }}{% endif %}{% endmacro %}"
+              "{% set ns = namespace(k=0) %}{% set h = given %}{{ walk(depth) }}{{ h(2) }}{% if depth > 5 %}{{ fail('deep') }}{% endif %}")
+    template = environment.from_string(source)
+    given = environment.from_string("{% macro g(x) %}<{{ x }}>{% endmacro %}").module.g
+    for depth in (0, 3):
+        assert jinja_sandbox.render_freeing_cycles(template, {"depth": depth, "given": given}) == \
+            template.render(depth=depth, given=given)
+    assert given(1) == "<1>"  # a macro handed in is not emptied: only the render's own
+    with pytest.raises(TemplateRuntimeError, match="deep"):
+        jinja_sandbox.render_freeing_cycles(template, {"depth": 9, "given": given})
+    assert _cyclic_garbage(lambda: jinja_sandbox.render_freeing_cycles(template, {"depth": 4, "given": given})) == 0
+
+
+def test_an_unread_render_renders_as_jinja_does(tokenizer, monkeypatch, caplog):
+    import logging
+
+    from beam_sft.compat import jinja_sandbox
+
+    monkeypatch.setattr(jinja_sandbox, "RENDER_SOURCE", "0" * 16)
+    assert "Template.render: source differs" in jinja_sandbox.render_cycle_problems()[0]
+    monkeypatch.setattr(jinja_sandbox, "render_freeing_cycles", lambda *a: pytest.fail("used on an unread render"))
+    with caplog.at_level(logging.WARNING):
+        renderer = Renderer(tokenizer)
+    assert "render freeing its macros" in caplog.text and renderer.cycle_problems
+    messages = [{"role": "user", "content": "x"}]
+    assert renderer.render(messages, None, False, {}, plain=True) == \
+        tokenizer.apply_chat_template(messages, tokenize=False)

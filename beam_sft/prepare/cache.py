@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.data import fingerprint as fp
-from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepare.resolved import ResolvedPrepare
 from beam_sft.prepared.layout import DATASET_INFO_FILE, TOKENIZER_DIR
 from beam_sft.prepared.report import read_report
+from beam_sft.reason.config import TeacherConfig
 
 logger = logging.getLogger("beam_sft.prepare")
 
@@ -29,7 +29,6 @@ def default_output(fingerprint: str, root: Path = DEFAULT_ROOT) -> Path:
 def fingerprint_parts(plan: ResolvedPrepare, tokenizer) -> dict[str, Any]:
     """Everything the output depends on (see ``beam_sft.data.fingerprint``), read from the run's
     resolved config (``resolved.resolve``: the options the converter gets are the ones digested)."""
-    config = plan.config
     template = tokenizer.chat_template if isinstance(tokenizer.chat_template, str) else repr(tokenizer.chat_template)
     return {
         "encoder_version": ENCODER_VERSION,
@@ -49,21 +48,20 @@ def fingerprint_parts(plan: ResolvedPrepare, tokenizer) -> dict[str, Any]:
             for s in plan.sources
         ],
         "options": {
-            "max_length": config.max_length, "length_policy": config.length_policy,
-            "missing_reasoning": config.missing_reasoning, "seed": config.seed, "encoder": config.encoder,
-            "num_shards": config.num_shards,
+            "max_length": plan.max_length, "length_policy": plan.length_policy,
+            "missing_reasoning": plan.missing_reasoning, "seed": plan.seed, "encoder": plan.encoder,
+            "num_shards": plan.num_shards,
         },
-        "shard_index": config.shard_index,
-        "reasoning": _teacher_part(config),
+        "shard_index": plan.shard_index,
+        "reasoning": _teacher_part(plan.teacher),
     }
 
 
-def _teacher_part(config: PrepareConfig) -> dict | None:
+def _teacher_part(t: TeacherConfig | None) -> dict | None:
     """What the teacher's answers depend on: the model, the prompt's text, the generation parameters
     and the checks (not where it is served, the key, the cache folder, the concurrency or the budget);
     and the code of the step. A folder whose teacher pass left turns unasked is never a hit
     (``teacher_incomplete``): the next run asks for those turns only."""
-    t = config.reasoning
     if t is None:
         return None
     from beam_sft.reason.prompt import Prompt

@@ -50,7 +50,6 @@ from beam_sft.prepared.layout import REJECTS_FILE, TOKENIZER_DIR, features
 from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.prepared.lock import clear_stale_lock, output_lock
 from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
-from beam_sft.redact import redact_strings
 from beam_sft.timing import PhaseClock, timed
 from beam_sft.verify import verify_prepared
 from beam_sft.verify.caller_tokenizer import tokenizer_files
@@ -162,14 +161,14 @@ def write_page(staging: Path, final: Path, env=None) -> None:
                        staging, type(exc).__name__, exc, staging)
 
 
-def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | None = None) -> Path:
+def _cache_hit(final: Path, plan: ResolvedPrepare, loaded: LoadedTokenizer | None = None) -> Path:
     logger.info("cache hit: %s", final)
     report = rep.require_report(final)
     check_integrity(final, report)  # the report's seal, then every file's digest
     check_counts(final, report)
-    if _verifies(config, report):
+    if _verifies(plan, report):
         if "verify" not in report:
-            verify_folder(final, config.resolved_num_proc(), loaded)
+            verify_folder(final, plan.num_proc, loaded)
             return final
         try:  # a full pass of exactly these files, not a sample's result
             check_verified(final, report)
@@ -178,22 +177,23 @@ def _cache_hit(final: Path, config: PrepareConfig, loaded: LoadedTokenizer | Non
     return final
 
 
-def _needs_verify(final: Path, config: PrepareConfig) -> bool:
+def _needs_verify(final: Path, plan: ResolvedPrepare) -> bool:
     report = rep.read_report(final)
-    return _verifies(config, report) and (not isinstance(report, dict) or "verify" not in report)
+    return _verifies(plan, report) and (not isinstance(report, dict) or "verify" not in report)
 
 
-def _verifies(config: PrepareConfig, report) -> bool:
+def _verifies(plan: ResolvedPrepare, report) -> bool:
     """Whether this folder is verified: not a shard that kept no row (there is nothing to verify; the
     merge verifies the merged folder, and refuses a merge that keeps nothing)."""
-    empty_shard = config.num_shards > 1 and isinstance(report, dict) and (report.get("tokens") or {}).get("rows") == 0
-    return bool(config.verify) and not empty_shard
+    empty_shard = plan.num_shards > 1 and isinstance(report, dict) and (report.get("tokens") or {}).get("rows") == 0
+    return bool(plan.verify) and not empty_shard
 
 
 def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     """Prepare (or reuse) the dataset ``config`` describes; returns its directory.
 
     ``progress_interval`` > 0 logs a progress line (records, rows/s, ETA) that often while encoding.
+    The config is read here and by ``resolve`` only: every step after reads the resolved plan.
     """
     clock = Clock()
     clock.progress_interval = progress_interval
@@ -211,23 +211,24 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
     loaded = load_run_tokenizer(config.tokenizer)
     tokenizer = loaded.tokenizer
     clock.phase("load_tokenizer")
-    plan = resolve(config, tokenizer)  # the config interpreted once: fingerprint, records and encode read it
+    plan = resolve(config, tokenizer)  # the config interpreted once: every step below reads the plan
+    del config  # past here nothing reads the config (a read would be a NameError): the plan holds the values
     fingerprint, base_fingerprint, parts = cache.fingerprints(plan, tokenizer)
     clock.phase("fingerprint")
-    final = Path(config.output) if config.output else cache.default_output(fingerprint)
+    final = Path(plan.output) if plan.output else cache.default_output(fingerprint)
     # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
     # other processes of a training run all read it at once, after the first one prepared it).
     # A hit that still needs verifying writes verify's outputs into the folder: that one takes the lock.
-    if config.cache and cache.is_cached(final, fingerprint) and not _needs_verify(final, config):
+    if plan.cache and cache.is_cached(final, fingerprint) and not _needs_verify(final, plan):
         clear_stale_lock(final)  # a killed run's lock is never left behind by the runs that only read
-        return _cache_hit(final, config, loaded)
+        return _cache_hit(final, plan, loaded)
     with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
-        if config.cache and cache.is_cached(final, fingerprint):  # finished while we looked
-            return _cache_hit(final, config, loaded)
+        if plan.cache and cache.is_cached(final, fingerprint):  # finished while we looked
+            return _cache_hit(final, plan, loaded)
         output.check_output_target(final)
         with output.staged(final) as staging:
             report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts)
-            verify_then_publish(staging, final, config.resolved_num_proc(), verify=_verifies(config, report), clock=clock,
+            verify_then_publish(staging, final, plan.num_proc, verify=_verifies(plan, report), clock=clock,
                                 loaded=loaded)
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, clock.elapsed())
     return final
@@ -235,26 +236,24 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
 
 def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, clock: Clock, fingerprint: str,
                   base_fingerprint: str, parts: dict) -> dict:
-    config = plan.config
-
     work = staging / output.WORK_DIR
-    save_tokenizer(tokenizer, config.tokenizer, staging / TOKENIZER_DIR)
+    save_tokenizer(tokenizer, plan.tokenizer, staging / TOKENIZER_DIR)
     jobs, infos, n_records = records.write_records(plan, work / "records.arrow")
     source_records = records.RecordsFile(work / "records.arrow")
     clock.phase("read")
-    if config.reasoning is not None:
+    if plan.teacher is not None:
         from beam_sft.prepare.teacher import ask_teacher
 
         refusals = work / "teacher_refusals.json"
-        ask_teacher(config.reasoning, batch_mod.iter_records(source_records, jobs), jobs, refusals,
+        ask_teacher(plan.teacher, batch_mod.iter_records(source_records, jobs), jobs, refusals,
                     quiet=clock.progress_interval <= 0)
-        jobs = [dataclasses.replace(j, reasoning=config.reasoning, reasoning_refusals=str(refusals)) for j in jobs]
+        jobs = [dataclasses.replace(j, reasoning=plan.teacher, reasoning_refusals=str(refusals)) for j in jobs]
         clock.phase("teacher")
     job = batch_mod.EncodeJob(
         key=f"{fingerprint}:{os.getpid()}:{time.time_ns()}", tokenizer_dir=str(staging / TOKENIZER_DIR),
-        encoder="template", sources=tuple(jobs), seed=config.seed, max_length=config.max_length,
-        length_policy=config.length_policy,
-        max_chars=char_bound(tokenizer, config.max_length, config.length_policy),
+        encoder="template", sources=tuple(jobs), seed=plan.seed, max_length=plan.max_length,
+        length_policy=plan.length_policy,
+        max_chars=char_bound(tokenizer, plan.max_length, plan.length_policy),
     )
     head_count = min(n_records, HEAD_RECORDS)
     head, rest_batch, rest_skip = source_records.head(head_count)
@@ -265,7 +264,7 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     sample = [item.row for item in head_items
               if isinstance(item, batch_mod.Pending) and item.chars <= longest]
     sample = sample[:PROBE_SAMPLE]
-    kind, encoder, encoder_section = select.choose_encoder(config.encoder, tokenizer, sample)
+    kind, encoder, encoder_section = select.choose_encoder(plan.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
 
@@ -276,7 +275,7 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
         collected.add(batch_mod.encode_items(head_items, job, encoder))
         del head_items, sample
         rest = n_records - head_count
-        procs = _effective_procs(config, rest)
+        procs = _effective_procs(plan, rest)
         if rest:
             if counter is not None:
                 counter.add(head_count)
@@ -299,9 +298,9 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     counts, tokens = collected.counts, collected.tokens
     for info in infos:
         # (a shard's range may hold no record of a source: the merge says when the source is empty)
-        if not counts.sources[info.label]["read"] and config.num_shards == 1:
+        if not counts.sources[info.label]["read"] and plan.num_shards == 1:
             logger.warning("source %s (%s) is empty: no records in it", info.label, info.path)
-    if counts.kept() == 0 and config.num_shards == 1:  # (a shard may keep none: the merge decides)
+    if counts.kept() == 0 and plan.num_shards == 1:  # (a shard may keep none: the merge decides)
         raise NothingKept(f"nothing to prepare: no row of any source was kept\n"
                           f"{sources_table(rep.sources_section(infos, counts))}")
     clock.phase("save")
@@ -309,9 +308,9 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     encode_seconds = clock.elapsed()
     report = rep.build_report(
         fingerprint=fingerprint, fingerprint_base=base_fingerprint, fingerprint_parts=parts,
-        shard={"index": config.shard_index, "count": config.num_shards}, config=redact_strings(dataclasses.asdict(config)),
-        encoder=encoder_section, infos=infos, counts=counts, seed=config.seed, max_length=config.max_length,
-        length_policy=config.length_policy, tokens=tokens,
+        shard={"index": plan.shard_index, "count": plan.num_shards}, config=plan.report_config,
+        encoder=encoder_section, infos=infos, counts=counts, seed=plan.seed, max_length=plan.max_length,
+        length_policy=plan.length_policy, tokens=tokens,
         timing={"seconds": round(encode_seconds, 2), "phases": clock.phases, "records": n_records,
                 "num_proc": procs, "records_per_second": round(n_records / encode_seconds, 1) if encode_seconds else None},
         files=file_digests(staging),
@@ -360,8 +359,8 @@ def _output_schema():
     return batch_mod.output_features().arrow_schema
 
 
-def _effective_procs(config: PrepareConfig, rows: int) -> int:
-    return max(1, min(config.resolved_num_proc(), math.ceil(max(rows, 1) / config.batch_size)))
+def _effective_procs(plan: ResolvedPrepare, rows: int) -> int:
+    return max(1, min(plan.num_proc, math.ceil(max(rows, 1) / plan.batch_size)))
 
 
 @contextlib.contextmanager

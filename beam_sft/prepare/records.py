@@ -38,7 +38,7 @@ def _schema():
 
 def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob], list[SourceInfo], int]:
     """Write this shard's raw records of every source to ``out_file`` (an Arrow IPC file of batches
-    of at most ``config.batch_size`` records; a source's last batch may be shorter).
+    of at most ``plan.batch_size`` records; a source's last batch may be shorter).
 
     Each source's ``SourceJob`` carries the converter options ``plan`` resolved for it (``resolved.py``).
     """
@@ -46,7 +46,6 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
 
     from beam_sft.convert.pipeline import SourceConversion
 
-    config = plan.config
     schema = _schema()
     jobs, infos = [], []
     total = 0
@@ -91,7 +90,7 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
                 files.append(record.file if folder not in (None, record.file) else None)
                 rows.append(record.row)
                 total += 1
-                if len(batch["raw"]) >= config.batch_size:
+                if len(batch["raw"]) >= plan.batch_size:
                     flush()
             flush()
             infos.append(SourceInfo(spec.label, spec.path, detected.format, detected.detection, spec.weight,
@@ -103,11 +102,10 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
 def shard_rows(plan: ResolvedPrepare) -> list[tuple[int, int]] | None:
     """This shard's ``[first, end)`` row range of each source (``shard_plan``: contiguous ranges of
     the record stream, so the merged shards keep the unsharded order); None when not sharded."""
-    config = plan.config
-    if config.num_shards == 1:
+    if plan.num_shards == 1:
         return None
     counts = shard_plan.source_counts(plan)
-    mine = shard_plan.plan([s.spec.label for s in plan.sources], counts, config.num_shards)[config.shard_index]
+    mine = shard_plan.plan([s.spec.label for s in plan.sources], counts, plan.num_shards)[plan.shard_index]
     rows = {entry["source"]: tuple(entry["rows"]) for entry in mine["sources"]}
     return [rows.get(s.spec.label, (0, 0)) for s in plan.sources]
 

@@ -7,19 +7,32 @@ go into its ``SourceJob``) and through those jobs the encode batches (``batch.py
 the fingerprint holds are the options the converter runs with, by construction, and a deprecated
 spelling is reported once (here), not once per reader.
 
+The plan holds the values, not the config: past ``resolve`` no module gets the ``PrepareConfig``
+(``tests/prepare/test_config_read_once.py`` follows it through a run), so what a stage reads is
+what its plan field says, and the teacher pass (``prepare/teacher.py`` -> ``beam_sft.reason``) gets
+the ``reasoning:`` block alone.
+
 Not the training plan (``beam_sft.train.plan``): this one is about a prepare run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from beam_sft import compat
-from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, ConvertOptions, options_from_dict
+from beam_sft.convert.options import (
+    COLUMN_MAP_DEPRECATED,
+    ConvertOptions,
+    MissingReasoning,
+    options_from_dict,
+)
 from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
 from beam_sft.data.hub import dataset_source, source_digest
-from beam_sft.prepare.config import PrepareConfig, SourceSpec
+from beam_sft.prepare.config import EncoderChoice, LengthPolicy, PrepareConfig, SourceSpec
+from beam_sft.reason.config import TeacherConfig
+from beam_sft.redact import redact_strings
 
 
 @dataclass(frozen=True)
@@ -36,10 +49,27 @@ class ResolvedSource:
 class ResolvedPrepare:
     """A prepare run's config with everything derived from it (see the module docstring)."""
 
-    config: PrepareConfig
     sources: tuple[ResolvedSource, ...]
     forbidden_tokens: tuple[str, ...]  # sorted; every source's options carry them
     code_digest: str  # the code that decides the output: beam_sft's (results_code_digest) and the libraries'
+    # what the encoded rows depend on besides the sources (the fingerprint's "options")
+    max_length: int | None
+    length_policy: LengthPolicy
+    missing_reasoning: MissingReasoning
+    seed: int
+    encoder: EncoderChoice
+    # this run's part of the record stream (shard_plan) and how it reads it
+    num_shards: int
+    shard_index: int
+    batch_size: int
+    num_proc: int  # resolved: the config's, else every core this process may use
+    # where it comes from and goes, and what it checks
+    tokenizer: str | None
+    output: str | None
+    verify: bool
+    cache: bool
+    teacher: TeacherConfig | None  # the config's reasoning: block (the teacher pass, prepare/teacher.py)
+    report_config: dict[str, Any]  # the config as report.json shows it (secrets redacted)
 
 
 def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidden: tuple[str, ...] = ()):
@@ -78,4 +108,9 @@ def resolve(config: PrepareConfig, tokenizer=None) -> ResolvedPrepare:
     sources = tuple(ResolvedSource(i, spec, convert_options(spec, config, i, forbidden), data_digest(spec))
                     for i, spec in enumerate(config.sources))
     code = fp.digest_json({"beam_sft": fp.results_code_digest(), "libraries": compat.library_code_digest()})
-    return ResolvedPrepare(config, sources, forbidden, code)
+    return ResolvedPrepare(
+        sources, forbidden, code, max_length=config.max_length, length_policy=config.length_policy,
+        missing_reasoning=config.missing_reasoning, seed=config.seed, encoder=config.encoder,
+        num_shards=config.num_shards, shard_index=config.shard_index, batch_size=config.batch_size,
+        num_proc=config.resolved_num_proc(), tokenizer=config.tokenizer, output=config.output, verify=config.verify,
+        cache=config.cache, teacher=config.reasoning, report_config=redact_strings(asdict(config)))

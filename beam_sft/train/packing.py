@@ -88,6 +88,12 @@ _MASK_BUILDERS = {"full_attention": "create_causal_mask", "sliding_attention": "
 _MASKED_ATTENTION = ("eager", "sdpa", "flex_attention")
 
 
+def builds_layer_masks(model) -> bool:
+    """Whether ``model`` is a hybrid decoder whose layer types' masks ``keep_packed_sequences_apart`` builds."""
+    layer_types = list(getattr(getattr(getattr(model, "model", None), "config", None), "layer_types", None) or [])
+    return bool(layer_types) and all(t in _MASK_BUILDERS for t in layer_types)
+
+
 def keep_packed_sequences_apart(model) -> bool:
     """On a hybrid decoder (``config.layer_types``), build each layer type's mask from the position
     ids of a packed batch, so sliding-window and full layers both keep the sequences apart.
@@ -95,11 +101,9 @@ def keep_packed_sequences_apart(model) -> bool:
     Installs a forward pre-hook on the decoder (``model.model``); it acts only on packed forwards
     (position ids that restart, no attention mask, no cache). Returns whether it installed one.
     """
-    decoder = getattr(model, "model", None)
-    config = getattr(decoder, "config", None)
-    layer_types = list(getattr(config, "layer_types", None) or [])
-    if not layer_types or any(t not in _MASK_BUILDERS for t in layer_types):
+    if not builds_layer_masks(model):
         return False
+    decoder = model.model
     if getattr(decoder, "_beam_packed_mask_hook", None) is not None:
         return True
     decoder._beam_packed_mask_hook = decoder.register_forward_pre_hook(_packed_mask_hook, with_kwargs=True)

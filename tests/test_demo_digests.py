@@ -74,7 +74,7 @@ def test_the_demo_folders_match_the_golden_digests(tmp_path):
     reports = [json.loads((folder / "report.json").read_text(encoding="utf-8")) for folder in folders]
     libraries = reports[0]["fingerprint_parts"]["libraries"]
     text = json.dumps({"libraries": libraries,
-                       "folders": {folder.name: data_digests(report) for folder, report in zip(folders, reports)}},
+                       "folders": {folder.name: data_digests(report) for folder, report in zip(folders, reports, strict=True)}},
                       ensure_ascii=False, indent=1, sort_keys=True) + "\n"
     if os.environ.get("BEAM_UPDATE_GOLDEN") == "1":
         GOLDEN.parent.mkdir(exist_ok=True)

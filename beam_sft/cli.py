@@ -13,8 +13,8 @@ import sys
 
 from beam_sft import __version__
 from beam_sft.errors import BeamError
-from beam_sft.redact import redact_text
 from beam_sft.paths import guard_command
+from beam_sft.redact import redact_text
 
 # Explicit registry: subcommand modules, in the order --help lists them.
 COMMAND_MODULES = (
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"beam-sft {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system said no (full, read-only, a folder where a file goes): one line
-        from beam_sft.prepared.oserrors import describe
+        from beam_sft.dataset_folder.oserrors import describe
 
         print(f"beam-sft {args.command}: error: {redact_text(describe(exc))}", file=sys.stderr)
         return 2

@@ -58,7 +58,7 @@ def read_config_text(path: str | Path, kind: str = "YAML text file") -> str:
             size = os.fstat(fh.fileno()).st_size
             raw = fh.read(MAX_CONFIG_BYTES + 1) if size <= MAX_CONFIG_BYTES else b""
     except OSError as exc:
-        from beam_sft.prepared.oserrors import describe
+        from beam_sft.dataset_folder.oserrors import describe
 
         raise ConfigError("", f"cannot read the config {describe(exc)}") from None
     if size > MAX_CONFIG_BYTES or len(raw) > MAX_CONFIG_BYTES:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from beam_sft.cli_args import count
-from beam_sft.prepared.layout import REPORT_FILE
+from beam_sft.dataset_folder.layout import REPORT_FILE
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "demo.yaml"

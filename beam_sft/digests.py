@@ -1,7 +1,7 @@
 """Digest primitives every layer shares: a file's SHA-256 and the names of a tokenizer's files.
 
-A leaf (imports nothing of beam_sft) so that ``prepared/`` (the contract) and ``verify/`` can use
-them without importing ``data/``, which sits above ``prepared/``.
+A leaf (imports nothing of beam_sft) so that ``dataset_folder/`` (the contract) and ``verify/`` can use
+them without importing ``data/``, which sits above ``dataset_folder/``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
-from beam_sft.reasons import REASONS
+from beam_sft.reject_codes import REASONS
 
 
 class BeamError(Exception):
@@ -25,7 +25,7 @@ class Rejection(BeamError):
 
     It is a value (converters return it, ``rejects.jsonl`` stores ``to_json()``) and an exception
     (raised inside a reader or an encoder to abandon the row; the caller catches it and records
-    it). ``code`` must be in the one table, ``beam_sft.reasons.REASONS``.
+    it). ``code`` must be in the one table, ``beam_sft.reject_codes.REASONS``.
 
     >>> r = Rejection("missing_reasoning", "messages[2] has no reasoning")
     >>> r.at(source="a.jsonl", row=3, raw={"x": 1}).to_json()["row"]
@@ -33,13 +33,13 @@ class Rejection(BeamError):
     >>> Rejection("no_such_code", "x")
     Traceback (most recent call last):
     ...
-    ValueError: unknown reason code 'no_such_code' (add it to beam_sft/reasons.py)
+    ValueError: unknown reason code 'no_such_code' (add it to beam_sft/reject_codes.py)
     """
 
     def __init__(self, code: str, message: str, raw: Any = None, *, source: str | None = None,
                  row: int | None = None):
         if code not in REASONS:
-            raise ValueError(f"unknown reason code {code!r} (add it to beam_sft/reasons.py)")
+            raise ValueError(f"unknown reason code {code!r} (add it to beam_sft/reject_codes.py)")
         self.code = code
         self.message = message
         self.raw = raw
@@ -112,7 +112,7 @@ class OutputRefused(BeamError):
 
 
 class PreparedError(BeamError):
-    """A prepared folder breaks its contract (``beam_sft.prepared``): missing, incomplete, changed
+    """A prepared folder breaks its contract (``beam_sft.dataset_folder``): missing, incomplete, changed
     since it was written, or not verified. ``path`` is the folder or file at fault."""
 
     def __init__(self, path, message: str):

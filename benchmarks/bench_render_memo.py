@@ -24,9 +24,9 @@ def main(argv=None) -> int:
     parser.add_argument("--unique-tools", action="store_true", help="rename every tool per row (no repeats)")
     args = parser.parse_args(argv)
     from beam_sft.data.synthetic import synthetic_rows
+    from beam_sft.dataset_folder.tokenizer import load_tokenizer
     from beam_sft.encode.fast.encoder import FastEncoder
     from beam_sft.harmony.fixture import build_tokenizer
-    from beam_sft.prepared.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else build_tokenizer()
     rows = [json.loads(json.dumps(r)) for r in synthetic_rows(args.rows, seed=0)]

@@ -1,5 +1,5 @@
-"""Every read and write of a prepared folder's files goes through ``beam_sft/prepared/``: no module
-outside it spells a contract file name (``prepared.layout``) as a string literal. Docstrings and
+"""Every read and write of a prepared folder's files goes through ``beam_sft/dataset_folder/``: no module
+outside it spells a contract file name (``dataset_folder.layout``) as a string literal. Docstrings and
 comments may name them (prose); a file name in a message is prose too (only a literal that *is* the
 name, or a path ending in it, counts). ``"tokenizer"`` is also a config key, so it counts only where
 it is a path: an operand of ``/``, or an argument of ``Path``/``os.path.join``/``joinpath``."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from beam_sft.prepared import layout
+from beam_sft.dataset_folder import layout
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "beam_sft"
 FILE_NAMES = (layout.REPORT_FILE, layout.REJECTS_FILE, layout.VIOLATIONS_FILE, layout.HISTOGRAM_FILE,
@@ -17,7 +17,7 @@ FILE_NAMES = (layout.REPORT_FILE, layout.REJECTS_FILE, layout.VIOLATIONS_FILE, l
 DIR_NAMES = (layout.TOKENIZER_DIR,)
 
 # Files allowed to spell a contract name (each entry must still be needed: see below). Empty: every
-# read goes through beam_sft/prepared/; the table stays for a move in flight.
+# read goes through beam_sft/dataset_folder/; the table stays for a move in flight.
 ALLOWED: dict[str, set[str]] = {}
 
 
@@ -63,13 +63,13 @@ def test_no_contract_file_name_outside_prepared():
     offenders, used = {}, {}
     for path in sorted(PACKAGE_ROOT.rglob("*.py")):
         relative = path.relative_to(PACKAGE_ROOT).as_posix()
-        if relative.startswith("prepared/"):
+        if relative.startswith("dataset_folder/"):
             continue
         names = set(contract_literals(path.read_text(encoding="utf-8")))
         used[relative] = names
         if names - ALLOWED.get(relative, set()):
             offenders[relative] = sorted(names - ALLOWED.get(relative, set()))
-    assert not offenders, f"contract file names outside beam_sft/prepared/ (use prepared.layout): {offenders}"
+    assert not offenders, f"contract file names outside beam_sft/dataset_folder/ (use dataset_folder.layout): {offenders}"
     stale = {name: sorted(allowed - used.get(name, set())) for name, allowed in ALLOWED.items()
              if allowed - used.get(name, set())}
     assert not stale, f"no longer needed in ALLOWED: {stale}"

@@ -164,9 +164,9 @@ def test_no_import_runs_up_the_layers():
 def test_the_layer_rule_finds_a_planted_upward_import():
     graph = import_graph()
     layers = readme_layers()
-    # prepared/ (the contract) importing prepare/ (the orchestrator above it) is the kind of edge the rule forbids
+    # dataset_folder/ (the contract) importing prepare/ (the orchestrator above it) is the kind of edge the rule forbids
     planted = {name: set(targets) for name, targets in graph.items()}
-    planted["beam_sft.prepared.report"].add("beam_sft.prepare.pipeline")
+    planted["beam_sft.dataset_folder.report_json"].add("beam_sft.prepare.pipeline")
     assert upward_imports(planted, layers) == [
-        f"beam_sft.prepared.report -> beam_sft.prepare.pipeline "
-        f"(layer {layers['prepared']} -> {layers['prepare']})"]
+        f"beam_sft.dataset_folder.report_json -> beam_sft.prepare.pipeline "
+        f"(layer {layers['dataset_folder']} -> {layers['prepare']})"]

@@ -54,8 +54,8 @@ def test_prepare_when_the_lock_cannot_be_written(tmp_path, fixture_dir, capsys, 
 
 
 def test_the_lock_on_a_full_disk_is_one_error_and_no_file(tmp_path, monkeypatch):
+    from beam_sft.dataset_folder.lock import lock_path, output_lock
     from beam_sft.errors import OutputUnwritable
-    from beam_sft.prepared.lock import lock_path, output_lock
 
     inject(monkeypatch, tmp_path, errno.ENOSPC)
     with pytest.raises(OutputUnwritable, match="no space left on the device"):
@@ -97,8 +97,8 @@ def test_inspect_html_on_a_full_disk(prepared, tmp_path, capsys, monkeypatch):
 
 
 def test_a_report_on_a_read_only_folder_names_it_and_leaves_no_temporary(tmp_path, monkeypatch):
+    from beam_sft.dataset_folder.report_json import write_report
     from beam_sft.errors import OutputUnwritable
-    from beam_sft.prepared.report import write_report
 
     (tmp_path / "report.json").write_text(json.dumps({"a": 1}))
     inject(monkeypatch, tmp_path, errno.EROFS)

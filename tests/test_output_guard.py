@@ -252,7 +252,7 @@ def test_fixture_never_overwrites_a_users_model(tmp_path, capsys):
     # a folder of ours (marked), or one an older version built (the same bytes), is built again
     assert main(["fixture", "--out", str(tmp_path / "fx"), "--no-model"]) == 0
     assert main(["fixture", "--out", str(tmp_path / "fx"), "--no-model"]) == 0
-    from beam_sft.prepared import owner
+    from beam_sft.dataset_folder import owner
 
     (tmp_path / "fx" / owner.MARKER).unlink()
     assert main(["fixture", "--out", str(tmp_path / "fx"), "--no-model"]) == 0

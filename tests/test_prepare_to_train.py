@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from beam_sft.dataset_folder import update_report
 from beam_sft.errors import PreflightError
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
-from beam_sft.prepared import update_report
 from beam_sft.train import data as train_data
 from beam_sft.train.recipe import recipe_from_dict
 from tests.encode.conftest import simple_row, write_jsonl

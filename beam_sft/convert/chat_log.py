@@ -12,7 +12,7 @@ Read shapes of ``response``:
   (``args`` in older versions).
 - Earlier turns in the request as the AI SDK writes them (assistant ``tool-call`` parts, ``tool``
   messages of ``tool-result`` parts) read as OpenAI's (``sdk_message``).
-- A Batch API output's ``response.body`` (the batch join, convert/batch.py, hands the body here).
+- A Batch API output's ``response.body`` (the batch join, data/batch_api.py, hands the body here).
 
 A response the server cut off (``finish_reason`` ``length``, the proxy's ``finishReason``
 ``length``) is ``response_cut_off``: its answer is not whole. The request's ``tools`` (or

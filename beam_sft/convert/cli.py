@@ -85,7 +85,7 @@ def convert_outputs(args: argparse.Namespace, *, inputs: dict | None = None, fol
 
 
 def add_batch_flags(parser: argparse.ArgumentParser) -> None:
-    """``--batch-input IN --batch-output OUT``: an OpenAI Batch API pair, joined by custom_id (data/batch.py)."""
+    """``--batch-input IN --batch-output OUT``: an OpenAI Batch API pair, joined by custom_id (data/batch_api.py)."""
     parser.add_argument("--batch-input", metavar="IN.jsonl",
                         help="an OpenAI Batch API input file (custom_id, body.messages); with --batch-output")
     parser.add_argument("--batch-output", metavar="OUT.jsonl",
@@ -95,7 +95,7 @@ def add_batch_flags(parser: argparse.ArgumentParser) -> None:
 
 def sources_of(args: argparse.Namespace) -> list:
     """The command's sources: its INPUTs, then the batch pair when given (both flags, or neither)."""
-    from beam_sft.data.batch import BatchPair
+    from beam_sft.data.batch_api import BatchPair
 
     pair = (getattr(args, "batch_input", None), getattr(args, "batch_output", None))
     if (pair[0] is None) != (pair[1] is None):
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:  # a full disk, a read-only folder: one line naming where (beam_sft.cli says the rest)
         from pathlib import Path
 
-        from beam_sft.prepared.oserrors import unwritable
+        from beam_sft.dataset_folder.oserrors import unwritable
 
         error = unwritable(Path(exc.filename).parent if exc.filename else Path(args.output).parent, exc)
         if error is exc:

@@ -48,7 +48,7 @@ from beam_sft.convert.options import FORMATS, ConvertOptions
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.validate import row_notes, validate
-from beam_sft.data.batch import BatchPair, iter_batch_located
+from beam_sft.data.batch_api import BatchPair, iter_batch_located
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
 from beam_sft.data.sources import (
     BadRecord,
@@ -302,7 +302,7 @@ class SourceConversion:
         self.fill = fill
         self.workers = max(1, workers)
         self._path = path.label if isinstance(path, BatchPair) else str(path)
-        if isinstance(path, BatchPair):  # two files joined by custom_id (data/batch.py): one source
+        if isinstance(path, BatchPair):  # two files joined by custom_id (data/batch_api.py): one source
             self.source = path.label if source is None else source
             self.files, self.skipped = path.files, []
         else:  # the files a directory source reads, and those it does not (named, never passed over)

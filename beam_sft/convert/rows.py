@@ -3,7 +3,7 @@
 Every input row ends as exactly one of the two. ``Rejection`` (defined in beam_sft.errors, the one
 rejection type of every stage) carries the raw row, its source and row index, a stable reason code
 and a human message; ``rejects.jsonl`` stores exactly that. The reason codes live in one table,
-``beam_sft.reasons`` (``python -m beam_sft.reasons --markdown`` prints it).
+``beam_sft.reject_codes`` (``python -m beam_sft.reject_codes --markdown`` prints it).
 
 Readers raise ``Rejection`` to abandon a row; ``convert_with`` / ``convert_row`` catch it and
 return it, so no converter lets it (or anything else) escape.
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from beam_sft.errors import Rejection
-from beam_sft.reasons import REASON_CODES, REASONS
+from beam_sft.reject_codes import REASON_CODES, REASONS
 
 # A canonical row: {"messages": [...], "tools"?: [...], "chat_template_kwargs"?: {...}, "meta": {...}}.
 # Plain dicts keep rows JSON-able and cheap to pass between processes.

@@ -20,7 +20,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-# re-exported: their home is the leaf beam_sft.digests (prepared/ and verify/ read them there)
+# re-exported: their home is the leaf beam_sft.digests (dataset_folder/ and verify/ read them there)
 from beam_sft.digests import TOKENIZER_FILES, file_digest
 
 

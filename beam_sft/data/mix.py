@@ -13,8 +13,8 @@ from __future__ import annotations
 import hashlib
 import math
 
-# re-exported: the report section is built where the report is (beam_sft.prepared.report)
-from beam_sft.prepared.report import mix_report  # noqa: F401
+# re-exported: the report section is built where the report is (beam_sft.dataset_folder.report_json)
+from beam_sft.dataset_folder.report_json import mix_report  # noqa: F401
 
 
 def row_fraction(seed: int, source: str, row: int) -> float:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from beam_sft.prepared.rejects import reject_json
+from beam_sft.dataset_folder.rejects import reject_json
 
 
 class RejectRecord(Protocol):

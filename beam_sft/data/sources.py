@@ -68,8 +68,8 @@ from typing import IO, Any
 
 from beam_sft.data import hub, jsontext
 from beam_sft.data.file_kinds import DATA_SUFFIXES, LINE_KINDS, reader_of
+from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
 from beam_sft.errors import BeamError
-from beam_sft.prepared.layout import DATASET_INFO_FILE, STATE_FILE
 
 CHUNK = 1 << 20
 ENCODING = "utf-8-sig"  # a byte-order mark is not part of the first record

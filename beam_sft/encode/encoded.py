@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-ID_DTYPE = np.int32  # the prepared folder's input_ids type (beam_sft.prepared.layout)
+ID_DTYPE = np.int32  # the prepared folder's input_ids type (beam_sft.dataset_folder.layout)
 MASK_DTYPE = np.int8
 
 

@@ -87,7 +87,7 @@ def select_turns(rows: Iterable[dict]) -> Selection:
 def read_rows(prepared_dir: str | Path, limit: int | None = None) -> list[dict]:
     """The canonical BeamRows of a prepared folder (its ``row`` column), the first ``limit`` of them;
     the folder is checked by ``load_prepared`` first (report, digests, columns)."""
-    from beam_sft.prepared import load_prepared
+    from beam_sft.dataset_folder import load_prepared
 
     dataset = load_prepared(prepared_dir)
     if "row" not in dataset.column_names:

@@ -53,7 +53,7 @@ def run_fixture(args: argparse.Namespace) -> int:
     _check_not_the_users(args)
     before = _snapshot(args.out)
     out = build_fixture(args.out, with_model=not args.no_model, arch=args.arch)
-    from beam_sft.prepared import owner
+    from beam_sft.dataset_folder import owner
 
     if not (out / owner.MARKER).exists():
         owner.write_marker(out)  # a later build may write here again
@@ -67,14 +67,14 @@ def run_fixture(args: argparse.Namespace) -> int:
 
 def _check_not_the_users(args: argparse.Namespace) -> None:
     """Refuse an --out folder holding anything a fixture build would not write byte for byte, unless a
-    build of ours marked it (``prepared.owner``): a user's model there must not be overwritten. A folder
+    build of ours marked it (``dataset_folder.owner``): a user's model there must not be overwritten. A folder
     an older version built (no marker) is recognised by its bytes, since builds are byte-identical."""
     import filecmp
     import os
     import tempfile
 
+    from beam_sft.dataset_folder import owner
     from beam_sft.harmony.fixture import build_fixture
-    from beam_sft.prepared import owner
 
     out = Path(args.out)
     if out.is_symlink():

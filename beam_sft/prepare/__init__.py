@@ -9,7 +9,7 @@ and the merge of a sharded run (``beam-sft merge-shards``).
 - ``pipeline.py``: ``prepare(config)``; ``cache.py``: fingerprints and the cache;
 - ``shards.py``: ``merge_shards``; ``cli.py``: the two commands.
 
-What a prepared folder is, and every read and write of one, is ``beam_sft.prepared``.
+What a prepared folder is, and every read and write of one, is ``beam_sft.dataset_folder``.
 """
 
 from beam_sft.prepare.config import PrepareConfig, SourceSpec, load_prepare_config

@@ -24,13 +24,13 @@ from beam_sft.convert import pipeline as conversion
 from beam_sft.data import jsontext
 from beam_sft.data.mix import copies
 from beam_sft.data.sources import BadRecord, bad_line
+from beam_sft.dataset_folder.layout import features
+from beam_sft.dataset_folder.rejects import reject_json, reject_line
+from beam_sft.dataset_folder.tokenizer import load_tokenizer
 from beam_sft.encode.length import fit_by_trimming, too_long
 from beam_sft.encode.select import make_encoder
 from beam_sft.errors import Rejection
-from beam_sft.prepared.layout import features
-from beam_sft.prepared.rejects import reject_json, reject_line
-from beam_sft.prepared.tokenizer import load_tokenizer
-from beam_sft.reasons import codes
+from beam_sft.reject_codes import codes
 
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
@@ -315,7 +315,7 @@ def output_features():
 
 
 def count_table(table, counts, tokens) -> None:
-    """Add an output table's rows to ``counts`` (``beam_sft.prepared.report.Counts``) and the kept
+    """Add an output table's rows to ``counts`` (``beam_sft.dataset_folder.report_json.Counts``) and the kept
     rows' lengths to ``tokens`` (``TokenStats``): one table of the encode pass at a time."""
     import pyarrow.compute as pc
 

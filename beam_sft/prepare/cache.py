@@ -1,5 +1,5 @@
 """The prepared-dataset cache: a folder is reused when its report carries the same fingerprint and
-its files are still what the report recorded (``beam_sft.prepared.check_integrity``)."""
+its files are still what the report recorded (``beam_sft.dataset_folder.check_integrity``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.data import fingerprint as fp
+from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, TOKENIZER_DIR
+from beam_sft.dataset_folder.report_json import read_report
 from beam_sft.prepare.resolved import ResolvedPrepare
-from beam_sft.prepared.layout import DATASET_INFO_FILE, TOKENIZER_DIR
-from beam_sft.prepared.report import read_report
 from beam_sft.reason.config import TeacherConfig
 
 logger = logging.getLogger("beam_sft.prepare")

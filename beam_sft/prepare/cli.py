@@ -27,6 +27,7 @@ from beam_sft.cli_args import count, non_negative_float
 from beam_sft.config_utils import from_dict, load_yaml
 from beam_sft.convert.cli import add_option_flags, option_overrides
 from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+from beam_sft.dataset_folder.report_json import require_report
 from beam_sft.errors import ConfigError, Interrupted
 from beam_sft.paths import Outputs, writes
 from beam_sft.prepare import pipeline
@@ -34,7 +35,6 @@ from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import FORMAT_CHOICES, PrepareConfig, prepare_section
 from beam_sft.prepare.progress import cli_progress
 from beam_sft.prepare.shards import merge_shards
-from beam_sft.prepared.report import require_report
 
 
 def _choices(field: str) -> tuple[str, ...]:

@@ -54,7 +54,7 @@ class SourceSpec:
     revision: str | None = None  # hub branch, tag or commit; the fingerprint holds the resolved commit
     data_files: str | list[str] | dict[str, Any] | None = None
     # An OpenAI Batch API pair: `path` is the batch output file, this its input file (joined by
-    # custom_id, beam_sft/data/batch.py; read as chat_log rows).
+    # custom_id, beam_sft/data/batch_api.py; read as chat_log rows).
     batch_input: str | None = None
 
     def __post_init__(self) -> None:

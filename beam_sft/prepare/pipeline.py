@@ -8,14 +8,14 @@
 4. One pass over the rest with ``num_proc`` forked workers (``encode_pool.py``, ``batch.py``):
    convert, mix, encode, length policy; every record comes back as a row with a status.
 5. As the output tables come back, in record order: count the statuses, write rejects.jsonl, and
-   write the ``kept`` rows to the dataset in batches (``prepared.arrow_dataset``); then the report
+   write the ``kept`` rows to the dataset in batches (``dataset_folder.arrow_dataset``); then the report
    (with the files' digests) into the staging folder. Memory does not depend on rows: no file is
    memory-mapped and no process holds more than a few batches.
 6. Verify the staging folder (``beam_sft.verify.verify_prepared``) and publish it (one atomic
    rename) only when every row passes. A failed verification publishes and caches nothing: the
    folder is kept aside, as ``.NAME.failed-verification``, with its verify_violations.jsonl, and
    marked (report.json ``kept_aside``) so that train refuses it wherever it is pointed at.
-   Either way the folder gets its report page (``report.html``, ``beam_sft.verify.report_page``).
+   Either way the folder gets its report page (``report.html``, ``beam_sft.verify.report_html``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,14 @@ from pathlib import Path
 
 from beam_sft.data import fingerprint as fp
 from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+from beam_sft.dataset_folder import output
+from beam_sft.dataset_folder import report_json as rep
+from beam_sft.dataset_folder.arrow_dataset import DatasetWriter
+from beam_sft.dataset_folder.integrity import check_integrity, file_digests
+from beam_sft.dataset_folder.layout import REJECTS_FILE, TOKENIZER_DIR, features
+from beam_sft.dataset_folder.load import KEPT_ASIDE_KEY, check_counts, check_verified
+from beam_sft.dataset_folder.lock import clear_stale_lock, output_lock
+from beam_sft.dataset_folder.tokenizer import load_tokenizer, save_tokenizer
 from beam_sft.encode import select
 from beam_sft.encode.length import char_bound
 from beam_sft.errors import ConfigError, NothingKept, PreparedError, VerificationError
@@ -42,14 +50,6 @@ from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
 from beam_sft.prepare.progress import Counter, bar, heartbeat
 from beam_sft.prepare.resolved import ResolvedPrepare, resolve
-from beam_sft.prepared import output
-from beam_sft.prepared import report as rep
-from beam_sft.prepared.arrow_dataset import DatasetWriter
-from beam_sft.prepared.integrity import check_integrity, file_digests
-from beam_sft.prepared.layout import REJECTS_FILE, TOKENIZER_DIR, features
-from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
-from beam_sft.prepared.lock import clear_stale_lock, output_lock
-from beam_sft.prepared.tokenizer import load_tokenizer, save_tokenizer
 from beam_sft.timing import PhaseClock, timed
 from beam_sft.verify import verify_prepared
 from beam_sft.verify.caller_tokenizer import tokenizer_files
@@ -149,7 +149,7 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
 def write_page(staging: Path, final: Path, env=None) -> None:
     """report.html beside report.json, in the staging folder (so it is published with it; like the
     report it is not digested). A page that cannot be drawn costs a warning, never the prepared data."""
-    from beam_sft.verify.report_page import write_report_page
+    from beam_sft.verify.report_html import write_report_page
 
     report = rep.read_report(staging)
     if isinstance(report, dict) and (report.get("tokens") or {}).get("rows") == 0:
@@ -329,7 +329,7 @@ def _dataset_fingerprint(job) -> str:
 class _Collector:
     """The parent's side of the encode pass, one output table at a time, in record order: counts
     (``Counts``, ``TokenStats``), rejects.jsonl lines, and the kept rows (``STATUS_COLUMNS`` dropped)
-    written to the dataset in batches (``prepared.arrow_dataset``). Memory: one table."""
+    written to the dataset in batches (``dataset_folder.arrow_dataset``). Memory: one table."""
 
     def __init__(self, staging: Path, *, fingerprint: str):
         self.counts, self.tokens = rep.Counts(), rep.TokenStats()

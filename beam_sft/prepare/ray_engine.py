@@ -37,11 +37,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from beam_sft.dataset_folder import owner
+from beam_sft.dataset_folder import report_json as rep
 from beam_sft.errors import ConfigError, OutputRefused, PreparedError
 from beam_sft.prepare import cache, shard_plan
 from beam_sft.prepare.config import PrepareConfig
-from beam_sft.prepared import owner
-from beam_sft.prepared import report as rep
 
 logger = logging.getLogger("beam_sft.prepare")
 
@@ -157,8 +157,8 @@ def sealed_shard(plan: Plan, index: int) -> bool:
     count), which the shard's prepare then replaces as it replaces any older result of ours (its
     output guard refuses a folder that is not ours). A folder of this run's fingerprint that is not
     what it sealed (a changed file, another row range) raises, naming it: it is never merged."""
-    from beam_sft.prepared.integrity import check_integrity
-    from beam_sft.prepared.load import check_counts
+    from beam_sft.dataset_folder.integrity import check_integrity
+    from beam_sft.dataset_folder.load import check_counts
 
     folder = plan.folder(index)
     report = rep.read_report(folder)
@@ -198,9 +198,9 @@ def prepare_on_ray(config: PrepareConfig, *, address: str | None = None, shards:
     if config.num_shards != 1 or config.shard_index != 0:
         raise ConfigError("num_shards", "--engine ray plans the shards itself: give --shards N, not "
                                         "--num-shards/--shard-index")
+    from beam_sft.dataset_folder.lock import output_lock
     from beam_sft.prepare import pipeline
     from beam_sft.prepare.resolved import resolve
-    from beam_sft.prepared.lock import output_lock
 
     if not config.sources:
         raise ConfigError("sources", "no data sources given")
@@ -213,7 +213,7 @@ def prepare_on_ray(config: PrepareConfig, *, address: str | None = None, shards:
     resolved = resolve(config, loaded.tokenizer)
     fingerprint, _, parts = cache.fingerprints(resolved, loaded.tokenizer)
     final = Path(config.output) if config.output else cache.default_output(fingerprint)
-    from beam_sft.prepared import output
+    from beam_sft.dataset_folder import output
 
     output.check_output_target(final)
     if config.cache and cache.is_cached(final, fingerprint):

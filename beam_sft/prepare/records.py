@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from beam_sft.dataset_folder.report_json import SourceInfo
 from beam_sft.prepare import shard_plan
 from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
 from beam_sft.prepare.resolved import ResolvedPrepare, source_location
-from beam_sft.prepared.report import SourceInfo
 
 
 def bad_json(bad) -> str:

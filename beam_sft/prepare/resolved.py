@@ -96,7 +96,7 @@ def data_digest(spec: SourceSpec) -> str:
 
 def source_location(spec: SourceSpec):
     """What the records writer reads: the spec's path or dataset, or its Batch API pair."""
-    from beam_sft.data.batch import BatchPair
+    from beam_sft.data.batch_api import BatchPair
 
     return BatchPair(spec.batch_input, spec.path) if spec.batch_input is not None else dataset_source(spec)
 

@@ -62,7 +62,7 @@ def plan(labels: Sequence[str], counts: Sequence[int], count: int) -> list[dict]
 
 def iter_source(location):
     """A source's raw records, as ``records.write_records`` reads them (a Batch API pair joined)."""
-    from beam_sft.data.batch import BatchPair, iter_batch_raw
+    from beam_sft.data.batch_api import BatchPair, iter_batch_raw
     from beam_sft.data.sources import iter_raw_located
 
     return iter_batch_raw(location) if isinstance(location, BatchPair) else iter_raw_located(location)

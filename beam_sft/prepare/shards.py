@@ -8,9 +8,9 @@ Each shard counts every record (reading is cheap) but converts and encodes only 
 decisions depend on the row alone (``beam_sft.data.mix``), so shards need not talk to each other.
 The merge checks that the shards come from the same run (same ``fingerprint_base``), that each
 index from 0 to N-1 is there exactly once, and that each shard's report is sealed, its counts agree
-(``prepared.report.count_problems``) and its files are what it recorded;
+(``dataset_folder.report_json.count_problems``) and its files are what it recorded;
 then it concatenates the datasets (record batch by record batch with plain reads through
-``prepared.arrow_dataset``: nothing is memory-mapped, so memory does not grow with rows), the rejects,
+``dataset_folder.arrow_dataset``: nothing is memory-mapped, so memory does not grow with rows), the rejects,
 and the report counts, through the same report builder as ``prepare``, and publishes the result
 only once it verified (like ``prepare``). Rows come shard by shard, which is the unsharded order.
 """
@@ -24,17 +24,17 @@ from pathlib import Path
 
 from beam_sft.data.fingerprint import combine
 from beam_sft.data.rejects import sources_table  # convert's table: one renderer
+from beam_sft.dataset_folder import output
+from beam_sft.dataset_folder import report_json as rep
+from beam_sft.dataset_folder.arrow_dataset import DatasetWriter, iter_batches
+from beam_sft.dataset_folder.integrity import check_integrity, file_digests
+from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR, features
+from beam_sft.dataset_folder.load import KEPT_ASIDE_KEY, check_counts, check_verified
+from beam_sft.dataset_folder.lock import output_lock
 from beam_sft.errors import ConfigError, NothingKept
 from beam_sft.paths import check_paths
 from beam_sft.prepare.cache import combined, unsharded_parts
 from beam_sft.prepare.pipeline import verify_then_publish
-from beam_sft.prepared import output
-from beam_sft.prepared import report as rep
-from beam_sft.prepared.arrow_dataset import DatasetWriter, iter_batches
-from beam_sft.prepared.integrity import check_integrity, file_digests
-from beam_sft.prepared.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR, features
-from beam_sft.prepared.load import KEPT_ASIDE_KEY, check_counts, check_verified
-from beam_sft.prepared.lock import output_lock
 
 logger = logging.getLogger("beam_sft.prepare")
 

@@ -11,7 +11,7 @@ Modules, one job each:
 - ``prompt``  the versioned prompt file (``prompts/v1.txt``) and the request a turn becomes
 - ``client``  HTTP to the endpoint: timeout, retries with backoff and Retry-After, the budget
 - ``cache``   answers on disk keyed by content, one atomic file per answer
-- ``checks``  a teacher's text -> kept, or a reason code (``beam_sft/reasons.py``, stage ``reason``)
+- ``checks``  a teacher's text -> kept, or a reason code (``beam_sft/reject_codes.py``, stage ``reason``)
 - ``consistency`` the text against its turn, without a request (another tool named: ``teacher_inconsistent``)
 - ``judge``   ``--judge``: a model's strict verdict on whether the reasoning leads to the turn
 - ``fill``    a row -> the row with reasoning filled and its provenance in ``meta.reasoning``

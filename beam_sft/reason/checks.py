@@ -1,6 +1,6 @@
 """A teacher's text, checked before it is kept: ``None`` (keep it) or ``(code, message)``.
 
-Each rule is a reason code of stage ``reason`` (``beam_sft/reasons.py``). The text is judged as the
+Each rule is a reason code of stage ``reason`` (``beam_sft/reject_codes.py``). The text is judged as the
 analysis message it would become: a Harmony marker or a special token of the tokenizer would turn
 into a control token, reasoning or tool-call tags would teach Beam markup it never writes, a
 cut-off answer is half a thought, and an overlong one is a runaway generation.

@@ -2,7 +2,7 @@
 beside it, published by rename once the run has finished, an earlier output intact until then.
 
 ``staged_files({"-o": path, "--rejects": path, ...})`` takes the lock of each output
-(``beam_sft.prepared.lock``: an ``flock`` the kernel releases when the holder dies, however it dies;
+(``beam_sft.dataset_folder.lock``: an ``flock`` the kernel releases when the holder dies, however it dies;
 a second run on a held output is refused with one line naming the holder), and yields the staging
 path of each, ``.NAME.partial-PID`` beside it. When the block ends normally every staged file is
 synced and renamed over its output (``-o`` last, so a complete ``-o`` is never published beside an
@@ -28,8 +28,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from beam_sft.prepared.lock import output_lock, pid_alive
-from beam_sft.prepared.oserrors import unwritable
+from beam_sft.dataset_folder.lock import output_lock, pid_alive
+from beam_sft.dataset_folder.oserrors import unwritable
 
 logger = logging.getLogger("beam_sft.reason")
 

@@ -1,4 +1,4 @@
-"""The prepared dataset as training reads it: only through ``beam_sft.prepared`` (the contract)."""
+"""The prepared dataset as training reads it: only through ``beam_sft.dataset_folder`` (the contract)."""
 
 from __future__ import annotations
 
@@ -98,7 +98,7 @@ def check_trainable(directory: Path, *, allow_unverified: bool = False) -> None:
     what it recorded, whose counts disagree, or that has no passing *full* verification of exactly
     these files (a sample's result never counts; a folder prepare kept aside after a failed one never
     trains); ``data.allow_unverified: true`` trains on it anyway, with a warning that says why."""
-    from beam_sft.prepared import check_counts, check_integrity, check_verified, require_report
+    from beam_sft.dataset_folder import check_counts, check_integrity, check_verified, require_report
 
     try:
         report = require_report(directory)
@@ -123,7 +123,7 @@ def dataset_view(prepared_dir: Path, run_dir: Path, state=None) -> Path:
 
     from accelerate import PartialState
 
-    from beam_sft.prepared.arrow_dataset import dataset_file_names
+    from beam_sft.dataset_folder.arrow_dataset import dataset_file_names
 
     prepared_dir, view = Path(prepared_dir).resolve(), Path(run_dir) / "prepared_view"
     state = state or PartialState()
@@ -139,12 +139,12 @@ def dataset_view(prepared_dir: Path, run_dir: Path, state=None) -> Path:
 
 
 def load_prepared(directory: Path):
-    """The dataset's rows, with the contract's columns and types checked (``beam_sft.prepared``).
+    """The dataset's rows, with the contract's columns and types checked (``beam_sft.dataset_folder``).
 
     Called on the prepared folder and on its view (which holds the dataset files alone); whether the
     folder may be trained on at all is ``check_trainable``'s call, made in ``resolve_prepared``.
     """
-    from beam_sft.prepared import load_prepared as load
+    from beam_sft.dataset_folder import load_prepared as load
 
     try:
         return load(directory, integrity=False, require_report=False)
@@ -154,7 +154,7 @@ def load_prepared(directory: Path):
 
 def load_tokenizer(directory: Path):
     """The tokenizer the dataset was prepared with (DIR/tokenizer), so ids and template agree."""
-    from beam_sft.prepared import prepared_tokenizer
+    from beam_sft.dataset_folder import prepared_tokenizer
 
     try:
         return prepared_tokenizer(directory)

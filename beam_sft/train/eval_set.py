@@ -21,10 +21,10 @@ from typing import Any
 
 from beam_sft.config_utils import from_dict
 from beam_sft.data.split import row_fingerprint, split_by_fingerprint
+from beam_sft.dataset_folder.report_json import read_report
 from beam_sft.errors import ConfigError
 from beam_sft.prepare import prepare
 from beam_sft.prepare.config import PrepareConfig
-from beam_sft.prepared.report import read_report
 from beam_sft.train import data
 from beam_sft.train.preflight import RowIndex, agree, check_batches, check_rows, raise_if
 

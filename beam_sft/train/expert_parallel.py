@@ -48,7 +48,7 @@ def check_launch(recipe, config, *, world_size: int, strategy: str | None = None
     ep = recipe.model.ep_size
     if ep == 1:
         return
-    from beam_sft.train.plan import NUM_EXPERTS_KEYS
+    from beam_sft.train.model_shape import NUM_EXPERTS_KEYS
 
     strategy = strategy or strategy_from_environment()
     if strategy != "ddp":

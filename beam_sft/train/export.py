@@ -28,7 +28,7 @@ import shutil
 from pathlib import Path
 
 from beam_sft.errors import BeamError
-from beam_sft.train.plan import load_model_config, meta_model
+from beam_sft.train.model_shape import load_model_config, meta_model
 
 FSDP_DIR = "pytorch_model_fsdp_0"
 # Files copied beside the weights when the checkpoint (or its parent) has them; beam_run.json carries
@@ -101,7 +101,7 @@ def expected_tensors(config) -> dict[str, tuple[tuple[int, ...], object]]:
 def fp32_names(config) -> set[str]:
     """The tensors ``config``'s model declares ``_keep_in_fp32_modules_strict`` (routers.py): exported
     in float32 whatever ``--dtype``, so a bf16 export keeps them bit for bit."""
-    from beam_sft.train.plan import meta_model
+    from beam_sft.train.model_shape import meta_model
     from beam_sft.train.routers import strict_fp32_names
 
     return set(strict_fp32_names(meta_model(config)))

@@ -34,9 +34,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from beam_sft.dataset_folder.layout import REPORT_FILE
 from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import KINDS, METRICS
-from beam_sft.prepared.layout import REPORT_FILE
 from beam_sft.train.provenance import data_summary
 
 CARD_FILE = "README.md"

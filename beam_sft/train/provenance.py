@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from beam_sft.prepared.layout import REPORT_FILE
+from beam_sft.dataset_folder.layout import REPORT_FILE
 
 
 def folder_provenance(directory: str | Path) -> dict[str, Any]:
@@ -22,7 +22,7 @@ def folder_provenance(directory: str | Path) -> dict[str, Any]:
     verification, as they are now: the caller takes it once, at the start, and keeps the value."""
     import hashlib
 
-    from beam_sft.prepared.load import recorded_digests
+    from beam_sft.dataset_folder.load import recorded_digests
 
     path = Path(directory)
     try:

@@ -16,8 +16,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from beam_sft.dataset_folder.report_json import read_report
 from beam_sft.evaluate.metrics import KINDS, METRICS
-from beam_sft.prepared.report import read_report
 
 
 def prepare_figures(report: dict) -> dict[str, float]:

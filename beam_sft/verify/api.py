@@ -17,14 +17,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from beam_sft.dataset_folder.layout import TOKENIZER_DIR
+from beam_sft.dataset_folder.load import recorded_digests
+from beam_sft.dataset_folder.report_json import content_digest
 from beam_sft.errors import VerificationError
 from beam_sft.pool import imap_then_close
-from beam_sft.prepared.layout import TOKENIZER_DIR
-from beam_sft.prepared.load import recorded_digests
-from beam_sft.prepared.report import content_digest
 from beam_sft.timing import PhaseClock
 from beam_sft.verify import caller_tokenizer
-from beam_sft.verify import report as report_io
+from beam_sft.verify import results as report_io
 from beam_sft.verify.arrays import COLUMNS, TokenBatch
 from beam_sft.verify.context import CheckEnv, RowContext, Violation, build_context
 from beam_sft.verify.counts import FolderCounts
@@ -162,12 +162,12 @@ def _init_worker(directory: str, max_length: int | None, sampled: frozenset[int]
 
 class _Rows:
     """The dataset's rows by position, only the columns the checks read, each record batch read with
-    plain reads when needed (``prepared.arrow_dataset.RowReader``): the Arrow files are never
+    plain reads when needed (``dataset_folder.arrow_dataset.RowReader``): the Arrow files are never
     memory-mapped here, so a process's RSS does not grow with the rows it checked (every page of a
     mapping a process has read would stay in its resident set until the mapping went)."""
 
     def __init__(self, directory: Path):
-        from beam_sft.prepared.arrow_dataset import RowReader
+        from beam_sft.dataset_folder.arrow_dataset import RowReader
 
         self.reader = RowReader(directory)
         self.columns = [c for c in COLUMNS if c in self.reader.schema.names]
@@ -280,7 +280,7 @@ def _folder_counts(folder: PreparedFolder) -> FolderCounts:
     counts = FolderCounts()
     small = [c for c in ("source", "row_index", "num_tokens", "num_trained") if c in folder.dataset.column_names]
     position = 0
-    from beam_sft.prepared.arrow_dataset import small_columns
+    from beam_sft.dataset_folder.arrow_dataset import small_columns
 
     for table in small_columns(folder.directory, small):  # (no data file stays mapped)
         counts.add_table(table, position)

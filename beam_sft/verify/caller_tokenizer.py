@@ -24,8 +24,8 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from beam_sft.dataset_folder.tokenizer import is_plain_fast_tokenizer
 from beam_sft.digests import TOKENIZER_FILES, file_digest
-from beam_sft.prepared.tokenizer import is_plain_fast_tokenizer
 
 TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
 BACKEND_PARTS = ("normalizer", "pre_tokenizer", "post_processor", "decoder")

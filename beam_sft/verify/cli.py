@@ -73,9 +73,9 @@ def folder_inputs(directory: Path, page: Path | None) -> dict:
     """What a page about a prepared folder reads, for the output guard: the folder (every file of it
     but its own report.html, which is the page's usual place) and the sources its report records (a
     source JSONL is the user's data, never a page's place)."""
+    from beam_sft.dataset_folder.layout import REPORT_FILE, REPORT_PAGE
+    from beam_sft.dataset_folder.report_json import read_report
     from beam_sft.paths import relation
-    from beam_sft.prepared.layout import REPORT_FILE, REPORT_PAGE
-    from beam_sft.prepared.report import read_report
 
     own_page = directory / REPORT_PAGE
     if page is not None and relation(page, own_page) == "is" and directory.is_dir():
@@ -103,7 +103,7 @@ def _num_proc(requested: int, directory: Path) -> int:
 
 def run_verify(args: argparse.Namespace) -> int:
     from beam_sft.verify.api import PARITY_SAMPLE, verify_prepared
-    from beam_sft.verify.report import VIOLATIONS_FILE, format_table
+    from beam_sft.verify.results import VIOLATIONS_FILE, format_table
 
     parity = PARITY_SAMPLE if args.parity_sample is None else args.parity_sample
     result = verify_prepared(args.directory, num_proc=_num_proc(args.num_proc, args.directory),
@@ -162,7 +162,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 def _dataset_reasoning(directory) -> str | None:
     """The folder's trained turns by reasoning source and its teacher refusals (report.json), when
     any turn's source was recorded (``beam-sft reason`` or a ``reasoning:`` block)."""
-    from beam_sft.prepared.report import read_report
+    from beam_sft.dataset_folder.report_json import read_report
 
     section = (read_report(directory) or {}).get("reasoning") or {}
     turns, refused = section.get("turns") or {}, section.get("teacher_refused") or {}
@@ -179,9 +179,9 @@ def _refresh_page(directory: Path) -> None:
     from a report whose seal is broken (or missing): verify wrote nothing into it, and the page would
     show edited figures as the folder's. A page that cannot be written is said in one line; the
     verification's own result stands."""
-    from beam_sft.prepared.layout import REPORT_PAGE
-    from beam_sft.prepared.report import read_report, seal_problem
-    from beam_sft.verify.report_page import write_report_page
+    from beam_sft.dataset_folder.layout import REPORT_PAGE
+    from beam_sft.dataset_folder.report_json import read_report, seal_problem
+    from beam_sft.verify.report_html import write_report_page
 
     if not (directory / REPORT_PAGE).is_file():
         return
@@ -195,7 +195,7 @@ def _refresh_page(directory: Path) -> None:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from beam_sft.verify.report_page import write_report_page
+    from beam_sft.verify.report_html import write_report_page
 
     path = write_report_page(args.directory, args.output, sample_rows=args.rows, seed=args.seed)
     print(f"wrote {path}")

@@ -6,7 +6,7 @@
   (``copies(weight, seed, source, row)``: floor(weight), plus one for a seeded share of rows).
 - ``rejects_count``: rejects.jsonl has exactly the rejections report.json counts, per source and
   code, and every line of it is readable.
-- ``report_count``: report.json's counts agree with each other (``prepared.report.count_problems``:
+- ``report_count``: report.json's counts agree with each other (``dataset_folder.report_json.count_problems``:
   read = kept + rejected per source, the totals, the mix, ...) and its token statistics are the
   rows' (every figure of ``tokens``, recomputed from the ``num_tokens``/``num_trained`` columns).
 
@@ -46,7 +46,7 @@ class FolderCounts:
         self._index: dict[str, list[np.ndarray]] = {}
         self._position: dict[str, list[np.ndarray]] = {}
         self.rows = 0
-        from beam_sft.prepared.report import TokenStats
+        from beam_sft.dataset_folder.report_json import TokenStats
 
         self.tokens: TokenStats | None = TokenStats()  # None once a table lacks the columns
 
@@ -81,7 +81,7 @@ class FolderCounts:
         return out + found, section
 
     def _report_counts(self, report: dict) -> list[Violation]:
-        from beam_sft.prepared.report import count_problems
+        from beam_sft.dataset_folder.report_json import count_problems
 
         if not report:
             return []  # no report.json: report_seal says so

@@ -1,6 +1,6 @@
 """Opening a prepared folder for verification: the one place verify reads the dataset, its
 tokenizer and its report from (``open_prepared``). Names, the report reader and the tokenizer loader
-are the prepared-folder contract's (``beam_sft.prepared``); the dataset is opened without that
+are the prepared-folder contract's (``beam_sft.dataset_folder``); the dataset is opened without that
 contract's refusals (digests, types, verified), because verify's job is to report what is wrong
 with a folder, rule by rule, rather than refuse to look at it."""
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from beam_sft.dataset_folder import report_json as prepared_report
+from beam_sft.dataset_folder.layout import REJECTS_FILE
+from beam_sft.dataset_folder.tokenizer import prepared_tokenizer
 from beam_sft.errors import PreparedError, VerificationError
-from beam_sft.prepared import report as prepared_report
-from beam_sft.prepared.layout import REJECTS_FILE
-from beam_sft.prepared.tokenizer import prepared_tokenizer
 
 REQUIRED_COLUMNS = ("input_ids", "assistant_masks", "row")  # what the rules read (the contract has more)
 

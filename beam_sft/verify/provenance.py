@@ -1,5 +1,5 @@
 """Folder provenance, verify's first look: report.json is there and its seal holds, and every file of
-the folder is what the report recorded (``prepared.integrity``: sizes and SHA-256 of the data files,
+the folder is what the report recorded (``dataset_folder.integrity``: sizes and SHA-256 of the data files,
 state.json, dataset_info.json, tokenizer/*, rejects.jsonl). Each finding is a folder violation that
 names the file: ``report_seal`` for report.json itself, ``file_digest`` for the others."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from beam_sft.prepared import report as prepared_report
-from beam_sft.prepared.integrity import integrity_problems
-from beam_sft.prepared.layout import REPORT_FILE
+from beam_sft.dataset_folder import report_json as prepared_report
+from beam_sft.dataset_folder.integrity import integrity_problems
+from beam_sft.dataset_folder.layout import REPORT_FILE
 from beam_sft.verify.context import Violation
 
 PROVENANCE_RULES = ("report_seal", "file_digest")

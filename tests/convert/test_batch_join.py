@@ -1,4 +1,4 @@
-"""OpenAI Batch API input and output files joined by custom_id (beam_sft/data/batch.py), as the
+"""OpenAI Batch API input and output files joined by custom_id (beam_sft/data/batch_api.py), as the
 Batch API docs write them: complete, a missing side, failed requests (an error object, a non-200
 status), duplicates of a custom_id; every line ends kept or rejected with its code, and the
 summary counts each."""
@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from beam_sft.cli import main
-from beam_sft.data.batch import BatchPair
+from beam_sft.data.batch_api import BatchPair
 from tests.convert.readers_util import codes, run_source, write_jsonl
 
 

@@ -28,7 +28,7 @@ MODULES = [
     "beam_sft.data.rejects",
     "beam_sft.data.sources",
     "beam_sft.errors",
-    "beam_sft.reasons",
+    "beam_sft.reject_codes",
     "beam_sft.timing",
     "beam_sft.train.launch",
     "tests.convert.export_rows",

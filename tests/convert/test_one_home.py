@@ -25,4 +25,4 @@ def test_one_special_token_rule():
     """The special-token check lives in convert's validation only (prepare passes the tokens in)."""
     hits = [path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*.py")
             if '"special_token_in_text"' in path.read_text(encoding="utf-8")]
-    assert sorted(hits) == ["convert/validate.py", "reasons.py"]
+    assert sorted(hits) == ["convert/validate.py", "reject_codes.py"]

@@ -6,8 +6,8 @@ import copy
 import json
 
 from beam_sft.data import fingerprint
+from beam_sft.dataset_folder import output
 from beam_sft.prepare import cache
-from beam_sft.prepared import output
 
 
 def test_json_digest_ignores_key_order_but_not_values():

@@ -59,8 +59,8 @@ def test_writer_without_a_path_only_counts():
 
 
 def test_a_record_with_invalid_unicode_is_written_as_exact_escaped_json(tmp_path):
-    """One writer of a rejects line (prepared.rejects) for convert and prepare: both surrogate-safe."""
-    from beam_sft.prepared.rejects import reject_json, reject_line
+    """One writer of a rejects line (dataset_folder.rejects) for convert and prepare: both surrogate-safe."""
+    from beam_sft.dataset_folder.rejects import reject_json, reject_line
 
     for line in (reject_json({"code": "invalid_json", "raw": "x\udcffy"}),
                  reject_line("a.jsonl", 1, "invalid_json", "m", "x\udcffy")):

@@ -85,7 +85,7 @@ def prepared(tmp_path_factory, fixture_dir) -> Path:
 def _hostile_copy(prepared: Path, where: Path, text: str) -> Path:
     """A copy of the folder whose report (sealed again) and rejects name sources, formats, codes,
     rules and the encoder with ``text``."""
-    from beam_sft.prepared.report import seal
+    from beam_sft.dataset_folder.report_json import seal
 
     folder = where / "copy"
     if folder.exists():
@@ -113,7 +113,7 @@ def _hostile_copy(prepared: Path, where: Path, text: str) -> Path:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=hostile, name=folder_name)
 def test_the_report_page_stays_inert(prepared, tmp_path, text, name):
-    from beam_sft.verify.report_page import render_report_page
+    from beam_sft.verify.report_html import render_report_page
 
     baseline = render_report_page(_hostile_copy(prepared, tmp_path, "plain"), sample_rows=2, shown_as=Path("/x/plain"))
     page = render_report_page(_hostile_copy(prepared, tmp_path, text), sample_rows=2, shown_as=Path("/x") / name)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from beam_sft.train.plan import SIZE_KEYS
+from beam_sft.train.model_shape import SIZE_KEYS
 
 pytestmark = pytest.mark.fuzz
 

@@ -15,7 +15,7 @@ from beam_sft.convert.options import ConvertOptions
 from beam_sft.convert.pipeline import convert_row
 from beam_sft.convert.pythonic import parse_pythonic_calls
 from beam_sft.convert.rows import Rejection
-from beam_sft.reasons import REASON_CODES
+from beam_sft.reject_codes import REASON_CODES
 from tests.convert import test_bedrock, test_chat_log, test_gemini, test_glaive
 
 pytestmark = pytest.mark.fuzz

@@ -39,10 +39,10 @@ from pathlib import Path
 import pytest
 
 from beam_sft.cli import main
+from beam_sft.dataset_folder import read_report, write_report
+from beam_sft.dataset_folder.layout import HISTOGRAM_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.errors import BeamError, PreflightError
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
-from beam_sft.prepared import read_report, write_report
-from beam_sft.prepared.layout import HISTOGRAM_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.train.data import check_trainable
 from beam_sft.verify.provenance import check_provenance
 from tests.encode.conftest import simple_row, write_jsonl

@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
+from beam_sft.dataset_folder import load_tokenizer
 from beam_sft.prepare import PrepareConfig, SourceSpec, cache, prepare
 from beam_sft.prepare import records as read_module
 from beam_sft.prepare.resolved import resolve
-from beam_sft.prepared import load_tokenizer
 from tests.encode.conftest import simple_row, write_jsonl
 
 

@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MAX_LENGTH = 1200  # some rows dropped as too_long: rejects.jsonl holds three reason codes
-# Entries a run writes beside its output (``beam_sft.prepared.output`` and ``.lock``); none may outlive a rerun.
+# Entries a run writes beside its output (``beam_sft.dataset_folder.output`` and ``.lock``); none may outlive a rerun.
 SIDE_ENTRY = ".out."
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from beam_sft.dataset_folder.lock import lock_path, output_lock
 from beam_sft.errors import NothingKept, OutputLocked, OutputUnwritable
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
-from beam_sft.prepared.lock import lock_path, output_lock
 from tests.encode.conftest import simple_row, write_jsonl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +38,7 @@ def test_a_second_writer_is_refused_with_the_holders_pid(tmp_path, fixture_dir):
     config = _config(tmp_path, fixture_dir)
     holder = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, sys.argv[1]);"
-        "from pathlib import Path; from beam_sft.prepared.lock import output_lock\n"
+        "from pathlib import Path; from beam_sft.dataset_folder.lock import output_lock\n"
         "with output_lock(Path(sys.argv[2])):\n    print('locked', flush=True); time.sleep(60)"),
         str(REPO_ROOT), config.output], stdout=subprocess.PIPE, text=True)
     try:
@@ -66,7 +66,7 @@ def _marked(folder: Path, pid: int) -> Path:
     """A folder as a run of ours with ``pid`` left it (its marker names that run)."""
     import json
 
-    from beam_sft.prepared import owner
+    from beam_sft.dataset_folder import owner
 
     (folder / "tokenizer").mkdir(parents=True)
     (folder / owner.MARKER).write_text(json.dumps({**owner.this_run(), "pid": pid,
@@ -86,7 +86,7 @@ def test_staging_left_by_a_dead_run_is_cleaned(tmp_path, fixture_dir):
 
 def test_an_unwritable_output_is_a_clear_error(tmp_path, fixture_dir, monkeypatch):
     config = _config(tmp_path, fixture_dir)
-    from beam_sft.prepared.arrow_dataset import DatasetWriter
+    from beam_sft.dataset_folder.arrow_dataset import DatasetWriter
 
     def full(self, *args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / ".out.staging-1" / "data.arrow"))

@@ -59,7 +59,7 @@ def test_a_verified_prepare_loads_the_tokenizer_once(small_source, fixture_dir, 
 
 def test_the_page_drawn_with_verifys_env_is_the_page_drawn_from_the_folder(small_source, fixture_dir, tmp_path):
     from beam_sft.verify import verify_prepared
-    from beam_sft.verify.report_page import render_report_page
+    from beam_sft.verify.report_html import render_report_page
 
     out = _prepare(small_source, fixture_dir, tmp_path / "out")
     result = verify_prepared(out, write=False)
@@ -75,7 +75,7 @@ def test_the_page_reads_its_columns_from_the_arrow_files(small_source, fixture_d
     hold what the dataset holds."""
     from datasets import Dataset, load_from_disk
 
-    from beam_sft.verify.report_page import _columns, render_report_page
+    from beam_sft.verify.report_html import _columns, render_report_page
 
     out = _prepare(small_source, fixture_dir, tmp_path / "out")
     dataset = load_from_disk(str(out))

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 
 from beam_sft.cli import main
+from beam_sft.dataset_folder import read_report, write_report
 from beam_sft.errors import PreflightError, PreparedError, VerificationError
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from beam_sft.prepare.pipeline import failed_dir
-from beam_sft.prepared import read_report, write_report
 from beam_sft.train.data import check_trainable
 from beam_sft.verify.api import select_positions
 from tests.encode.conftest import simple_row, write_jsonl
@@ -309,7 +309,7 @@ def test_the_run_record_names_the_data_by_digest(prepared, tmp_path):
     assert now["fingerprint"] == "another run"
 
 
-@pytest.mark.parametrize("name", ["beam_sft.cli_args", "beam_sft.prepared.report"])
+@pytest.mark.parametrize("name", ["beam_sft.cli_args", "beam_sft.dataset_folder.report_json"])
 def test_doctests(name):
     import doctest
     import importlib

@@ -14,7 +14,7 @@ from beam_sft.convert.options import ConvertOptions
 from beam_sft.convert.pipeline import SourceConversion
 from beam_sft.convert.rows import Rejection
 from beam_sft.convert.validate import forbidden_tokens
-from beam_sft.data.batch import BatchPair
+from beam_sft.data.batch_api import BatchPair
 from beam_sft.errors import NothingKept
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from tests.convert import test_batch_join as batch

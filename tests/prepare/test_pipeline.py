@@ -157,7 +157,7 @@ def test_column_map_and_missing_reasoning_reach_the_converter(tmp_path, tokenize
 
 
 def pipeline_tokenizer(directory):
-    from beam_sft.prepared.tokenizer import load_tokenizer
+    from beam_sft.dataset_folder.tokenizer import load_tokenizer
 
     return load_tokenizer(str(directory))
 

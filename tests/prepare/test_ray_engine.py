@@ -254,7 +254,7 @@ def test_a_task_that_ran_twice_is_merged_once(cluster, setup, caplog):
     shards_root = ray_engine.shards_root(Path(target.output).absolute())
     shard0 = dataclasses.replace(config, num_shards=3, shard_index=0, output=str(shards_root / "shard-0"))
     shards_root.mkdir()
-    from beam_sft.prepared import owner
+    from beam_sft.dataset_folder import owner
 
     owner.write_marker(shards_root)
     attempts = str(shards_root / "attempts" / "shard-0.jsonl")
@@ -276,7 +276,7 @@ def test_a_shard_folder_of_another_run_is_replaced_and_a_changed_one_never_merge
     shards_root = ray_engine.shards_root(Path(target.output).absolute())
     # a dead driver of another plan (2 shards) left its sealed shard-1 there: another fingerprint
     other = dataclasses.replace(config, num_shards=2, shard_index=1, output=str(shards_root / "shard-1"))
-    from beam_sft.prepared import owner
+    from beam_sft.dataset_folder import owner
 
     shards_root.mkdir()
     owner.write_marker(shards_root)

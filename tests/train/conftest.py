@@ -1,5 +1,5 @@
 """Prepared datasets for the training tests, built here (not by ``beam-sft prepare``), in the form
-``prepare`` writes (``beam_sft.prepared``: int32 ids, int8 masks, a report with the files' digests
+``prepare`` writes (``beam_sft.dataset_folder``: int32 ids, int8 masks, a report with the files' digests
 and a verify section); ``tests/test_prepare_to_train.py`` trains on real ``prepare`` output.
 
 Rows are short (about 80-250 fixture tokens) and their answers follow from their questions, so a
@@ -108,8 +108,8 @@ def write_prepared(out_dir: Path, rows: list[dict], tokenizer, *, mutate=None) -
     """
     from datasets import Dataset
 
-    from beam_sft.prepared import features, write_report
-    from tests.prepared_reports import complete_report, passed_verification, sources_of
+    from beam_sft.dataset_folder import features, write_report
+    from tests.handmade_reports import complete_report, passed_verification, sources_of
 
     records = []
     for i, row in enumerate(rows):

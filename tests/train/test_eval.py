@@ -8,13 +8,13 @@ import json
 import pytest
 
 from beam_sft.data.split import row_fingerprint
+from beam_sft.dataset_folder import write_report
+from beam_sft.dataset_folder.report_json import content_digest
 from beam_sft.errors import ConfigError, PreflightError
-from beam_sft.prepared import write_report
-from beam_sft.prepared.report import content_digest
 from beam_sft.train.recipe import recipe_from_dict
 from beam_sft.train.run_log import read_metrics
 from beam_sft.train.trainer import build, preflight, train
-from tests.prepared_reports import passed_verification
+from tests.handmade_reports import passed_verification
 
 from .conftest import recipe_dict, train_rows, write_prepared
 

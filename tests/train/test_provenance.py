@@ -33,7 +33,7 @@ def test_the_saved_record_names_the_data_the_run_started_on(fixture_dir, prepare
 
     from transformers import TrainerCallback
 
-    from beam_sft.prepared import read_report, write_report
+    from beam_sft.dataset_folder import read_report, write_report
     from beam_sft.train.trainer import train
 
     folder = tmp_path / "prepared"

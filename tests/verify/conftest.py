@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.doc_examples import GET_WEATHER_TERSE
-from tests.prepared_reports import complete_report
+from tests.handmade_reports import complete_report
 
 BOOK = {
     "type": "function",
@@ -145,7 +145,7 @@ def write_prepared(directory: Path, records: list[dict], tokenizer, *, report: d
     the rows prepare wrote, before a test changed them."""
     from datasets import Dataset, Features, Sequence, Value
 
-    from beam_sft.prepared import write_report
+    from beam_sft.dataset_folder import write_report
 
     features = Features({"input_ids": Sequence(Value("int32")), "assistant_masks": Sequence(Value("int8")),
                          "row": Value("string"), "source": Value("string"), "row_index": Value("int64"),

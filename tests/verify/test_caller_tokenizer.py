@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from beam_sft.prepared.tokenizer import load_tokenizer
+from beam_sft.dataset_folder.tokenizer import load_tokenizer
 from beam_sft.verify import verify_prepared
 from beam_sft.verify.caller_tokenizer import differences, tokenizer_files
 

@@ -8,7 +8,7 @@ import importlib
 import pytest
 
 MODULES = [f"beam_sft.verify.{name}" for name in (
-    "api", "arrays", "caller_tokenizer", "cli", "compare", "context", "counts", "decode", "folder", "invariants", "page_head", "png", "provenance", "report", "report_page", "spans",
+    "api", "arrays", "caller_tokenizer", "cli", "compare", "context", "counts", "decode", "folder", "invariants", "page_head", "png", "provenance", "report_html", "results", "spans",
     "stats", "template", "tokens", "view_html", "view_terminal")] + ["beam_sft.harmony.spans"]
 
 

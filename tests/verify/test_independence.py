@@ -37,7 +37,7 @@ def imports_of(path: Path) -> set[str]:
 
 
 def test_verify_imports_nothing_from_the_encoder():
-    # beam_sft.prepared (the folder contract: names, report, tokenizer loader) is not the encoder.
+    # beam_sft.dataset_folder (the folder contract: names, report, tokenizer loader) is not the encoder.
     offenders = {path.name: sorted(m for m in imports_of(path)
                                    if any(m == f or m.startswith(f + ".") for f in FORBIDDEN))
                  for path in sorted(PACKAGE.glob("*.py"))}

@@ -7,10 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from beam_sft.prepared.load import recorded_digests
-from beam_sft.prepared.report import dump_json
+from beam_sft.dataset_folder.load import recorded_digests
+from beam_sft.dataset_folder.report_json import dump_json
 from beam_sft.verify.api import verify_prepared
-from beam_sft.verify.report import format_table, write_histogram
+from beam_sft.verify.results import format_table, write_histogram
 from tests.verify.test_invariants import untrain_final_return
 
 GOLDEN = Path(__file__).parent / "golden"

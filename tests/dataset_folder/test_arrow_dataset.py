@@ -1,4 +1,4 @@
-"""The adapter that writes and reads ``datasets``' saved-dataset layout (``prepared.arrow_dataset``)
+"""The adapter that writes and reads ``datasets``' saved-dataset layout (``dataset_folder.arrow_dataset``)
 against ``datasets`` itself: what it writes loads with ``load_from_disk`` exactly as a
 ``save_to_disk`` folder of the same rows does, and its files are what ``save_to_disk`` writes. Any
 change in ``datasets``' layout (a state.json or dataset_info.json key, the schema metadata, the
@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from beam_sft.prepared import arrow_dataset as ad
-from beam_sft.prepared.layout import features
+from beam_sft.dataset_folder import arrow_dataset as ad
+from beam_sft.dataset_folder.layout import features
 
 
 def _table(n: int, seed: int = 0) -> pa.Table:

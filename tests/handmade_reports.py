@@ -1,5 +1,5 @@
 """Reports for prepared folders that tests write by hand: complete and sealed as prepare's own, so
-verify and train hold them to the same rules (``prepared.report.count_problems``, the seal, the
+verify and train hold them to the same rules (``dataset_folder.report_json.count_problems``, the seal, the
 files' digests)."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ def complete_report(report: dict, records: list[dict], directory: Path) -> dict:
     import numpy as np
 
     from beam_sft.data.mix import mix_report
-    from beam_sft.prepared import file_digests
-    from beam_sft.prepared.report import REPORT_VERSION, TokenStats
+    from beam_sft.dataset_folder import file_digests
+    from beam_sft.dataset_folder.report_json import REPORT_VERSION, TokenStats
 
     report = copy.deepcopy(report)
     report["version"] = REPORT_VERSION
@@ -56,8 +56,8 @@ def sources_of(records: list[dict]) -> dict:
 def passed_verification(report: dict, note: str) -> dict:
     """A verify section that says a full verification of exactly the report's files passed (for
     tests that need a folder train accepts without running verify on it)."""
-    from beam_sft.prepared.load import recorded_digests
-    from beam_sft.prepared.report import content_digest
+    from beam_sft.dataset_folder.load import recorded_digests
+    from beam_sft.dataset_folder.report_json import content_digest
 
     return {"ok": True, "full": True, "sample": None, "verified_files": recorded_digests(report),
             "verified_report": content_digest(report),

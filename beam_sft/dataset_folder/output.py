@@ -4,7 +4,7 @@ A run writes into a staging directory beside the target and renames it into plac
 everything (dataset, tokenizer, report, rejects) is written, so a directory that exists is complete,
 and a reader (another training process, a rerun) never sees half a result. A target is replaced
 only when it is absent, empty, or a prepared folder of ours: it holds our marker
-(``prepared.owner``) and every file in it, at any depth, is one its report recorded or one that
+(``dataset_folder.owner``) and every file in it, at any depth, is one its report recorded or one that
 prepare and verify write beside them. A staging or old folder beside the target is removed as a dead
 run's only when it holds our marker and the run the marker names is gone; names prove nothing.
 """
@@ -22,11 +22,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from beam_sft.dataset_folder import owner
+from beam_sft.dataset_folder.layout import OWN_ENTRIES, OWN_PATTERNS, TOKENIZER_DIR, UNDIGESTED
+from beam_sft.dataset_folder.oserrors import unwritable
+from beam_sft.dataset_folder.report_json import read_report
 from beam_sft.errors import OutputRefused
-from beam_sft.prepared import owner
-from beam_sft.prepared.layout import OWN_ENTRIES, OWN_PATTERNS, TOKENIZER_DIR, UNDIGESTED
-from beam_sft.prepared.oserrors import unwritable
-from beam_sft.prepared.report import read_report
 
 logger = logging.getLogger("beam_sft.prepare")
 

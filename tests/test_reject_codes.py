@@ -14,9 +14,9 @@ import pytest
 
 from beam_sft import errors
 from beam_sft.errors import Rejection
-from beam_sft.reasons import REASONS, STAGES, codes, markdown
+from beam_sft.reject_codes import REASONS, STAGES, codes, markdown
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 _CODE_SHAPE = re.compile(r"[a-z][a-z_]*[a-z]\Z")
 # Calls that take a reason code, and the position of the code among their arguments.
 _CODE_CALLS = {"Rejection": 0, "Reject": 0, "Violation": 0, "_violation": 2, "reject_line": 2,
@@ -73,7 +73,7 @@ def test_every_code_the_package_emits_is_in_the_table():
     found = scan_codes(ROOT / "beam_sft")
     unknown = {code: sorted(where) for code, where in found.items() if code not in REASONS}
     assert unknown == {}
-    # The scan reaches every stage's modules, prepare/ and prepared/ included, in every form.
+    # The scan reaches every stage's modules, prepare/ and dataset_folder/ included, in every form.
     where = {place.split(":")[0] for places in found.values() for place in places}
     for module in ("prepare/batch.py", "convert/pipeline.py", "convert/validate.py", "encode/template_encode.py",
                    "encode/length.py", "verify/invariants.py", "verify/counts.py"):
@@ -115,11 +115,11 @@ def test_the_readme_section_is_the_generated_table():
     begin, end = "<!-- reason-codes:begin -->\n", "<!-- reason-codes:end -->"
     assert begin in text and end in text, "README.md has no generated reason-code section"
     section = text[text.index(begin) + len(begin) : text.index(end)]
-    assert section == markdown(), "regenerate it: python -m beam_sft.reasons --markdown"
+    assert section == markdown(), "regenerate it: python -m beam_sft.reject_codes --markdown"
 
 
 def test_the_module_prints_the_table():
-    out = subprocess.run([sys.executable, "-m", "beam_sft.reasons", "--markdown"], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "beam_sft.reject_codes", "--markdown"], capture_output=True,
                          text=True, check=True, cwd=ROOT)
     assert out.stdout == markdown()
 

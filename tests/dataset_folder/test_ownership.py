@@ -1,5 +1,5 @@
 """Prepare removes or replaces only what a run of ours made, recognised by the
-``.beam-sft-owner`` marker (``beam_sft.prepared.owner``), never by a folder's name or a report's key."""
+``.beam-sft-owner`` marker (``beam_sft.dataset_folder.owner``), never by a folder's name or a report's key."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import os
 import pytest
 
 from beam_sft.cli import main
+from beam_sft.dataset_folder import owner
+from beam_sft.dataset_folder.lock import lock_path
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from beam_sft.prepare.pipeline import failed_dir
-from beam_sft.prepared import owner
-from beam_sft.prepared.lock import lock_path
 from tests.encode.conftest import simple_row, write_jsonl
 from tests.tree import assert_one_line_error, tree_digest
 
@@ -184,7 +184,7 @@ def test_a_cache_hit_clears_a_dead_runs_lock_and_leaves_a_live_one(tmp_path, tok
 
 
 def test_a_cache_hit_that_must_still_verify_takes_the_lock(tmp_path, tokenizer_dir, monkeypatch):
-    from beam_sft.prepared import lock as lock_module
+    from beam_sft.dataset_folder import lock as lock_module
 
     _data(tmp_path)
     assert _prepare(tmp_path, tokenizer_dir, "--no-verify") == 0
@@ -217,7 +217,7 @@ def test_an_empty_staging_folder_of_a_dead_pid_goes_a_full_one_stays(tmp_path, t
 def test_a_marker_cut_off_mid_write_goes_a_users_marker_file_with_more_stays(tmp_path, tokenizer_dir):
     """A kill -9 inside the marker's write leaves a folder holding only a partial marker (the fault
     tier's kill9-reading-the-records left one): that goes too; a folder with anything else stays."""
-    from beam_sft.prepared.owner import MARKER
+    from beam_sft.dataset_folder.owner import MARKER
     from tests.prepare.test_faults import _dead_pid
 
     _data(tmp_path)
@@ -282,7 +282,7 @@ def test_a_link_inside_a_marked_staging_folder_keeps_it(tmp_path, tokenizer_dir)
 
 def test_an_earlier_failed_result_holding_a_users_file_is_kept(tmp_path):
     """verify_then_publish replaces an earlier failed result only through the same check."""
-    from beam_sft.prepared.output import remove_ours, unexplained
+    from beam_sft.dataset_folder.output import remove_ours, unexplained
 
     folder = _dead_marked(tmp_path / "failed")
     (folder / "report.json").write_text(json.dumps({"files": {"files": {"data-00000-of-00001.arrow": {}}}}))
@@ -304,8 +304,8 @@ def test_prepare_removes_folders_only_through_the_one_function():
     import ast
     import inspect
 
+    from beam_sft.dataset_folder import output
     from beam_sft.prepare import pipeline, shards
-    from beam_sft.prepared import output
 
     for module, allowed in ((output, {"_make_marked", "remove_ours"}), (pipeline, {"_prepare_into"}), (shards, set())):
         tree = ast.parse(inspect.getsource(module))

@@ -108,8 +108,8 @@ def test_report_on_an_edited_report_says_the_seal_broke_in_one_line(work, case, 
 def test_a_sealed_report_with_values_of_the_wrong_type_never_crashes_the_drawing(work, case):
     """Sealed again by whoever edited it (the seal proves beam-sft wrote it only to a reader that
     trusts nothing else): the page still draws, naming the section it cannot."""
-    from beam_sft.prepared.report import seal
-    from beam_sft.verify.report_page import render_report_page
+    from beam_sft.dataset_folder.report_json import seal
+    from beam_sft.verify.report_html import render_report_page
 
     directory, _ = work
     _edit(directory, lambda r: (EDITS[case](r), r.update(seal(r))))

@@ -7,8 +7,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from beam_sft.prepared.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F401 (re-exported names)
-from beam_sft.prepared.report import update_report
+from beam_sft.dataset_folder.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F401 (re-exported names)
+from beam_sft.dataset_folder.report_json import update_report
 from beam_sft.verify.png import write_lengths_png
 
 

@@ -7,7 +7,7 @@ holding anything. The marker records the run that made the folder: its pid, the 
 (so a reused pid is not taken for the run) and the host (a pid says nothing about another machine's
 processes, so a folder made on another host is never taken for a dead run's).
 
-The marker is a dot file, so it is not one of the digested files (``prepared.integrity``), and it
+The marker is a dot file, so it is not one of the digested files (``dataset_folder.integrity``), and it
 travels with the folder when staging is renamed into place.
 """
 
@@ -85,7 +85,7 @@ def same_host(marker: dict) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    from beam_sft.prepared.lock import pid_alive as alive
+    from beam_sft.dataset_folder.lock import pid_alive as alive
 
     return alive(pid)
 
@@ -93,7 +93,7 @@ def pid_alive(pid: int) -> bool:
 def run_alive(marker: dict, pid: int | None = None) -> bool:
     """Whether the run that wrote ``marker`` (or, with ``pid``, the process ``pid``) may still be
     running. True when it cannot be told (another host, another boot unknown): never taken for dead."""
-    from beam_sft.prepared.lock import pid_alive
+    from beam_sft.dataset_folder.lock import pid_alive
 
     if not same_host(marker):
         return marker.get("host") != socket.gethostname()  # same host, another boot: dead; another host: unknown

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from beam_sft.dataset_folder.layout import REPORT_FILE
 from beam_sft.errors import PreparedError
-from beam_sft.prepared.layout import REPORT_FILE
 
 REPORT_VERSION = 3  # 2: "files" (sizes and digests), encoder.name always a string; 3: "integrity" (the seal)
 SEAL_KEY = "integrity"  # the report's own digest, over every other key (``seal``)
@@ -142,7 +142,7 @@ def write_report(directory: str | Path, report: Mapping) -> Path:
         tmp.write_text(dump_json(seal(report)), encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:  # read-only, full: one line naming the folder, and no temporary file left
-        from beam_sft.prepared.oserrors import unwritable
+        from beam_sft.dataset_folder.oserrors import unwritable
 
         with contextlib.suppress(OSError):
             tmp.unlink()

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from beam_sft.dataset_folder import check_integrity, load_prepared, read_report
 from beam_sft.errors import OutputRefused, PreflightError, PreparedError
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
-from beam_sft.prepared import check_integrity, load_prepared, read_report
 from beam_sft.train.data import check_trainable
 from tests.encode.conftest import simple_row, write_jsonl
 

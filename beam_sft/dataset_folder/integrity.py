@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from beam_sft.dataset_folder.layout import UNDIGESTED
 from beam_sft.digests import file_digest
 from beam_sft.errors import PreparedError
-from beam_sft.prepared.layout import UNDIGESTED
 
 ALGORITHM = "sha256"
 
@@ -48,8 +48,8 @@ def file_digests(directory: str | Path) -> dict:
 def integrity_problems(directory: str | Path, report: dict, *, digests: bool = True) -> list[tuple[Path, str]]:
     """Every way DIR differs from what its report recorded, as (path at fault, why): the report's
     own seal, then each file missing, added, resized or changed (``digests=False``: sizes only)."""
-    from beam_sft.prepared.layout import REPORT_FILE
-    from beam_sft.prepared.report import seal_problem
+    from beam_sft.dataset_folder.layout import REPORT_FILE
+    from beam_sft.dataset_folder.report_json import seal_problem
 
     directory = Path(directory)
     out: list[tuple[Path, str]] = []
@@ -90,7 +90,7 @@ def check_integrity(directory: str | Path, report: dict | None = None, *, digest
     """Raise PreparedError naming the first file at fault: report.json when its seal does not hold
     (``report.seal_problem``), else a file that is missing, added, resized or changed since the
     report recorded it (``digests=False``: sizes only)."""
-    from beam_sft.prepared.report import require_report
+    from beam_sft.dataset_folder.report_json import require_report
 
     report = report if report is not None else require_report(directory)
     problems = integrity_problems(directory, report, digests=digests)

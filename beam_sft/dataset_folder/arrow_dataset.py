@@ -8,7 +8,7 @@ goes; saving a dataset reads every page of it in one process, so that process's 
 data. Reading and writing through file descriptors (``pyarrow.OSFile``) leaves the pages in the
 page cache, where they count against nobody.
 
-The layout (datasets 5.x), which ``tests/prepare/test_arrow_dataset.py`` compares with what
+The layout (datasets 5.x), which ``tests/dataset_folder/test_arrow_dataset.py`` compares with what
 ``save_to_disk`` writes, field by field, so that a change in ``datasets`` fails a test here:
 
     DIR/data-00000-of-0000N.arrow   Arrow IPC *stream* files, the schema carrying ``huggingface``
@@ -24,8 +24,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from beam_sft.prepared.layout import DATASET_INFO_FILE as INFO_FILE
-from beam_sft.prepared.layout import STATE_FILE
+from beam_sft.dataset_folder.layout import DATASET_INFO_FILE as INFO_FILE
+from beam_sft.dataset_folder.layout import STATE_FILE
 
 # save_to_disk's defaults: shards of at most this many bytes, record batches of at most this many
 # rows, and (for long rows) of about this many bytes

@@ -25,8 +25,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from beam_sft.dataset_folder.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.errors import BeamError, PreparedError
-from beam_sft.prepared.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.verify.page_head import page_head
 
 EXAMPLES_PER_CODE = 3
@@ -88,7 +88,7 @@ def violations_by_row(path: Path, positions: set[int]) -> dict[int, list[str]]:
 
 def _columns(directory: Path) -> tuple[list[int], list[int], list[str]]:
     """(num_tokens, num_trained, source) of every row, from the dataset's columns (no row decoded)."""
-    from beam_sft.prepared.arrow_dataset import small_columns
+    from beam_sft.dataset_folder.arrow_dataset import small_columns
     from beam_sft.verify.folder import open_prepared
 
     open_prepared(directory)  # (what it is not, said as verify says it)
@@ -234,7 +234,7 @@ def _sources_section(report: dict) -> str:
 
 
 def _rejects_section(report: dict, examples: dict[str, list[dict]]) -> str:
-    from beam_sft.reasons import REASONS
+    from beam_sft.reject_codes import REASONS
 
     by_code = (report.get("rejects") or {}).get("by_code") or {}
     dropped = (report.get("length_policy") or {}).get("dropped_too_long", 0)
@@ -354,7 +354,7 @@ def _sealed_report(directory: Path) -> dict:
     """report.json, its seal checked first as verify checks it: a page drawn from an edited report would
     show the edit as the folder's figures (and an edited value of the wrong type would end in a
     traceback). One line naming the file instead."""
-    from beam_sft.prepared.report import read_report, seal_problem
+    from beam_sft.dataset_folder.report_json import read_report, seal_problem
 
     report = read_report(directory)
     if report is None:

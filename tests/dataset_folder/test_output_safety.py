@@ -11,8 +11,8 @@ import os
 import pytest
 
 from beam_sft.cli import main
+from beam_sft.dataset_folder import output as cache
 from beam_sft.errors import OutputRefused
-from beam_sft.prepared import output as cache
 from tests.encode.conftest import simple_row, write_jsonl
 
 

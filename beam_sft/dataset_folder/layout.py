@@ -7,7 +7,7 @@ A prepared folder is a ``datasets.save_to_disk`` directory plus what ``prepare``
     DIR/rejects.jsonl                                 every row left out, with its reason code
     DIR/report.json                                   counts, statistics, timings, digests, verify
     DIR/verify_violations.jsonl, report_lengths.png   written by verify
-    DIR/report.html                                   the report page (beam_sft.verify.report_page)
+    DIR/report.html                                   the report page (beam_sft.verify.report_html)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ VIOLATIONS_FILE = "verify_violations.jsonl"
 HISTOGRAM_FILE = "report_lengths.png"
 REPORT_PAGE = "report.html"
 DATASET_INFO_FILE = "dataset_info.json"
-STATE_FILE = "state.json"  # datasets' list of the data files (prepared.arrow_dataset writes it)
+STATE_FILE = "state.json"  # datasets' list of the data files (dataset_folder.arrow_dataset writes it)
 
 # column -> datasets feature (as ``datasets.Value`` dtype; ``list:`` a list of that dtype)
 COLUMNS = {

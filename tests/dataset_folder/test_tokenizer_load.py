@@ -1,4 +1,4 @@
-"""``prepared.tokenizer.load_tokenizer`` hands transformers the added tokens of a plain fast tokenizer
+"""``dataset_folder.tokenizer.load_tokenizer`` hands transformers the added tokens of a plain fast tokenizer
 folder itself (``added_tokens_kwargs``), so that tokenizer.json is not parsed in Python a second
 time (0.8 s of CPU per load for a 200k vocabulary; the backend parses it anyway): the tokenizer it
 returns must be the one transformers' own load returns, attribute for attribute and token for token.
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from beam_sft.prepared.tokenizer import added_tokens_entries, added_tokens_kwargs, load_tokenizer
+from beam_sft.dataset_folder.tokenizer import added_tokens_entries, added_tokens_kwargs, load_tokenizer
 
 TEXTS = ["plain text", "  spaces\tand\nnewlines ", "é中😀", "<|start|>user<|message|>hi<|end|>", "<|return|>x"]
 

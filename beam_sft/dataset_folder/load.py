@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from beam_sft.dataset_folder.layout import COLUMNS, DATASET_INFO_FILE, REQUIRED_COLUMNS
 from beam_sft.errors import PreparedError
-from beam_sft.prepared.layout import COLUMNS, DATASET_INFO_FILE, REQUIRED_COLUMNS
 
 
 def load_prepared(directory: str | Path, *, integrity: bool = True, require_verified: bool = False,
@@ -14,8 +14,8 @@ def load_prepared(directory: str | Path, *, integrity: bool = True, require_veri
     are what the report recorded (``integrity``), it verified cleanly (``require_verified``), it has
     the contract's columns with their types, and at least one row. Any failure is a PreparedError
     naming the path. (``require_report=False`` reads a view of the dataset files alone.)"""
-    from beam_sft.prepared.integrity import check_integrity
-    from beam_sft.prepared.report import require_report as require_report_of
+    from beam_sft.dataset_folder.integrity import check_integrity
+    from beam_sft.dataset_folder.report_json import require_report as require_report_of
 
     path = Path(directory)
     if not path.is_dir():
@@ -63,8 +63,8 @@ def recorded_digests(report: dict) -> dict[str, str] | None:
 def check_counts(directory: str | Path, report: dict) -> None:
     """PreparedError naming the first count of report.json that disagrees with another
     (``report.count_problems``); the rows themselves are verify's to count."""
-    from beam_sft.prepared.layout import REPORT_FILE
-    from beam_sft.prepared.report import count_problems
+    from beam_sft.dataset_folder.layout import REPORT_FILE
+    from beam_sft.dataset_folder.report_json import count_problems
 
     problems = count_problems(report)
     if problems:
@@ -96,7 +96,7 @@ def check_verified(directory: str | Path, report: dict) -> None:
     if digests is None or section.get("verified_files") != digests:
         raise PreparedError(directory, "report.json's verification was of other files than the ones it records "
                                        "(verify.verified_files): run `beam-sft verify` again")
-    from beam_sft.prepared.report import content_digest
+    from beam_sft.dataset_folder.report_json import content_digest
 
     if section.get("verified_report") != content_digest(report):
         raise PreparedError(directory, "report.json changed since it was verified (verify.verified_report): run "

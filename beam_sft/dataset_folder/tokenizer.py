@@ -11,9 +11,9 @@ import re
 import shutil
 from pathlib import Path
 
+from beam_sft.dataset_folder.layout import TOKENIZER_DIR
 from beam_sft.digests import TOKENIZER_FILES
 from beam_sft.errors import ConfigError, PreparedError
-from beam_sft.prepared.layout import TOKENIZER_DIR
 
 
 def load_tokenizer(name: str | Path | None, *, key: str = "tokenizer"):
@@ -109,7 +109,7 @@ def added_tokens_kwargs(directory: Path) -> dict:
     tokenizer.json's ``added_tokens`` (one ``AddedToken(**entry)`` per entry, keyed by its id), read
     without parsing the whole file in Python a second time (the backend reads it anyway). Only where
     that branch would read nothing else (no special_tokens_map.json, no added_tokens.json); {} otherwise,
-    and transformers reads the folder as it always does. (tests/prepare/test_tokenizer_load.py: both
+    and transformers reads the folder as it always does. (tests/dataset_folder/test_tokenizer_load.py: both
     loads give the same tokenizer.)"""
     try:
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ BeamRow), ``validate`` (a BeamRow breaks a Beam rule), ``pipeline`` (conversion 
 falls back to the missing-reasoning policy), ``encode`` (rendering, weights, length), ``verify`` (a
 mask invariant of a prepared row).
 
-    python -m beam_sft.reasons --markdown     # the README section
+    python -m beam_sft.reject_codes --markdown     # the README section
 
 >>> REASONS["too_long"].stages
 ('encode', 'verify')
@@ -198,7 +198,7 @@ def markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m beam_sft.reasons", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m beam_sft.reject_codes", description=__doc__.split("\n")[0])
     parser.add_argument("--markdown", action="store_true", help="print the README's table (the default)")
     parser.parse_args(argv)
     sys.stdout.write(markdown())

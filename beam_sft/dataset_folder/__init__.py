@@ -10,13 +10,19 @@
 - ``check_output_target`` / ``staging_dir`` / ``publish``: writing a folder without harm.
 """
 
-from beam_sft.prepared.integrity import check_integrity, file_digests
-from beam_sft.prepared.layout import COLUMNS, REQUIRED_COLUMNS, features
-from beam_sft.prepared.load import check_counts, check_verified, load_prepared
-from beam_sft.prepared.output import check_output_target, publish, staging_dir
-from beam_sft.prepared.rejects import reject_json, reject_line
-from beam_sft.prepared.report import build_report, read_report, require_report, update_report, write_report
-from beam_sft.prepared.tokenizer import load_tokenizer, prepared_tokenizer, save_tokenizer
+from beam_sft.dataset_folder.integrity import check_integrity, file_digests
+from beam_sft.dataset_folder.layout import COLUMNS, REQUIRED_COLUMNS, features
+from beam_sft.dataset_folder.load import check_counts, check_verified, load_prepared
+from beam_sft.dataset_folder.output import check_output_target, publish, staging_dir
+from beam_sft.dataset_folder.rejects import reject_json, reject_line
+from beam_sft.dataset_folder.report_json import (
+    build_report,
+    read_report,
+    require_report,
+    update_report,
+    write_report,
+)
+from beam_sft.dataset_folder.tokenizer import load_tokenizer, prepared_tokenizer, save_tokenizer
 
 __all__ = [
     "COLUMNS", "REQUIRED_COLUMNS", "build_report", "check_counts", "check_integrity", "check_output_target", "check_verified",

@@ -17,8 +17,8 @@ import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+from beam_sft.dataset_folder.oserrors import unwritable
 from beam_sft.errors import OutputLocked
-from beam_sft.prepared.oserrors import unwritable
 
 logger = logging.getLogger("beam_sft.prepare")
 

@@ -53,8 +53,8 @@ def _page(prepared: Path) -> str:
 
 
 def test_prepare_writes_the_page_and_the_digests_stay_consistent(prepared):
-    from beam_sft.prepared.integrity import check_integrity
-    from beam_sft.prepared.layout import REPORT_PAGE, UNDIGESTED
+    from beam_sft.dataset_folder.integrity import check_integrity
+    from beam_sft.dataset_folder.layout import REPORT_PAGE, UNDIGESTED
 
     assert (prepared / REPORT_PAGE).is_file()
     assert REPORT_PAGE in UNDIGESTED
@@ -63,7 +63,7 @@ def test_prepare_writes_the_page_and_the_digests_stay_consistent(prepared):
     check_integrity(prepared, report)  # the page is no stray file
     (prepared / REPORT_PAGE).write_text("changed", encoding="utf-8")
     check_integrity(prepared, report)  # and not digested: rewriting it (beam-sft report) keeps the folder valid
-    from beam_sft.verify.report_page import write_report_page
+    from beam_sft.verify.report_html import write_report_page
 
     write_report_page(prepared)
 
@@ -96,7 +96,7 @@ def test_every_data_text_is_escaped(prepared):
 
 
 def test_sample_positions_take_one_row_per_source_first():
-    from beam_sft.verify.report_page import sample_positions
+    from beam_sft.verify.report_html import sample_positions
 
     assert sample_positions(["a"] * 5 + ["b"] * 5, count=2) == [0, 5]
     assert len(sample_positions(["a"] * 10, count=4)) == 4
@@ -182,7 +182,7 @@ def test_verify_redraws_the_page_with_its_new_result(prepared, tmp_path):
 def test_a_drawn_row_that_verify_flagged_says_so(prepared, tmp_path):
     import shutil as sh
 
-    from beam_sft.verify.report_page import render_report_page
+    from beam_sft.verify.report_html import render_report_page
 
     folder = tmp_path / "flagged"
     sh.copytree(prepared, folder)

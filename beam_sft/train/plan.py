@@ -40,10 +40,12 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from beam_sft.errors import BeamError, ConfigError, PreflightError
+from beam_sft.train import model_shape
 from beam_sft.train.launch import STRATEGIES, strategy_from_environment  # the launchers' table
 from beam_sft.train.model_shape import (  # the model's config: loaded, checked, built on meta
     NUM_EXPERTS_KEYS,
@@ -60,6 +62,18 @@ DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 _EXPERT_MODULE = re.compile(r"(^|\.)experts(\.\d+)?$")
 # Bounds of a plan's own numbers (GPUs, tokens): far above any cluster, low enough that no product overflows.
 MAX_COUNT = 10**7
+
+# Model-config helpers that moved to train/model_shape.py and that plan itself does not use: their old
+# path here works for one release, with a warning (the ones plan uses are its own imports).
+MOVED_TO_MODEL_SHAPE = ("SIZE_KEYS", "check_config")
+
+
+def __getattr__(name: str):
+    if name in MOVED_TO_MODEL_SHAPE:
+        warnings.warn(f"beam_sft.train.plan.{name} is now beam_sft.train.model_shape.{name}; the old path goes "
+                      "in the next release", FutureWarning, stacklevel=2)
+        return getattr(model_shape, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _flag(name: str) -> str:

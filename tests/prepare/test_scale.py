@@ -53,12 +53,16 @@ def test_peak_memory_is_flat_in_rows(tmp_path, tokenizer_dir):
 @pytest.mark.slow
 def test_benchmark_smoke(tmp_path):
     results = tmp_path / "bench.json"
-    done = subprocess.run([sys.executable, "benchmarks/bench_prepare.py", "--rows", "40", "--json", str(results)],
+    done = subprocess.run([sys.executable, "benchmarks/bench_prepare.py", "--rows", "40", "--json", str(results),
+                           "--no-save"],
                           cwd=REPO, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("ratio_vs_trl=") and " ratio_vs_floor=" in last
-    for result in json.loads(results.read_text()):
+    record = json.loads(results.read_text())
+    assert record["kind"] == "bench_prepare" and record["rows"] == 40, record
+    assert record["results"], record
+    for result in record["results"]:
         assert result["ids_equal_floor"] and result["labels_equal_trl"]
 
 

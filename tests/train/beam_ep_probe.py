@@ -3,7 +3,7 @@
 ``BeamForCausalLM`` (Beam's own ``base_model_ep_plan``: grouped GEMM, ``ep_dispatch_experts``).
 
 Per mode it loads the model sharded that way, compares the logits with the unsharded model's, and
-tries one backward + AdamW step (``parallel_probe.try_transformers``). Rank 0 writes
+tries one backward + SGD step. Rank 0 writes
 ``OUT/results-MODE.json``. ``python tests/train/beam_ep_probe.py OUT --build`` (one process) first
 writes the tiny model and its reference logits.
 """
@@ -33,12 +33,20 @@ def tiny_beam_config():
 # Each rank feeds its own batch (two data-parallel ranks see different tokens), so a mode whose
 # expert dispatch sends a token to the wrong rank's experts cannot match the reference by chance.
 RANK_IDS = (IDS, torch.tensor([[9, 400, 33, 8, 120, 6, 77, 501, 2, 45, 310, 14]]))
-LR = 1e-2
+# Plain SGD, not AdamW: AdamW's first step is about lr * sign(gradient) per parameter, blind to a
+# gradient off by any factor (an expert's gradient summed where it should be averaged over the
+# data-parallel ranks reads the same) and sensitive instead to the sign of gradients that are zero
+# but for rounding. SGD's step is linear in the gradient, so a scale error shows and rounding does not.
+LR = 1.0
+
+
+def _optimizer(params):
+    return torch.optim.SGD(params, lr=LR)
 
 
 def _reference_step(model):
-    """One AdamW step on the mean of both ranks' losses: what data parallelism over 2 ranks computes."""
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    """One SGD step on the mean of both ranks' losses: what data parallelism over 2 ranks computes."""
+    optimizer = _optimizer(model.parameters())
     loss = sum(model(ids, labels=ids).loss for ids in RANK_IDS) / len(RANK_IDS)
     loss.backward()
     optimizer.step()
@@ -59,7 +67,7 @@ def build(out: Path) -> None:
 
 
 def try_mode(out: Path, **kwargs) -> dict:
-    """Load sharded per ``kwargs``; logits before and after one AdamW step against the unsharded
+    """Load sharded per ``kwargs``; logits before and after one SGD step against the unsharded
     model's (each rank its own batch when the mode is data-parallel, else both the first)."""
     import torch.distributed as dist
     from transformers import AutoModelForCausalLM
@@ -70,7 +78,7 @@ def try_mode(out: Path, **kwargs) -> dict:
     held = _held_fraction(model)
     # Made before any forward: FSDP2 leaves the root's parameters unsharded after one, and an
     # optimizer made then would step on those (discarded) tensors instead of the shards.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    optimizer = _optimizer(model.parameters())
     rank = dist.get_rank()
     which = rank if config.dp_size > 1 else 0
     ids = RANK_IDS[which]
@@ -91,8 +99,11 @@ def try_mode(out: Path, **kwargs) -> dict:
     worst = torch.tensor([before, after])
     dist.all_reduce(worst, op=dist.ReduceOp.MAX)  # every rank's batch, not only rank 0's
     before, after = (float(x) for x in worst)
+    # How far the step itself moved the reference logits: a comparison after a step that moved
+    # nothing would prove nothing.
+    step_change = float((reference["after"][which] - reference["before"][which]).abs().max())
     return {"ok": before < 1e-4 and after < 1e-4, "max_logit_diff": before, "max_logit_diff_after_step": after,
-            "backward": True, "dp_size": config.dp_size, "router_dtype": str(router.weight.dtype), **held}
+            "step_change": step_change, "backward": True, "dp_size": config.dp_size, "router_dtype": str(router.weight.dtype), **held}
 
 
 MODES = {

@@ -4,8 +4,8 @@
 experts top-2 in 2 groups, sliding layers with RoPE and a full NoPE layer, the output gate, the soft
 cap) with ``from_pretrained(..., distributed_config=DistributedConfig(...))`` in several modes, each
 rank feeding its own batch where the mode is data-parallel, and compares the logits before and after
-one AdamW step with the unsharded model's (the step on the mean of both ranks' losses). What it pins
-(transformers 5.24, torch 2.13, measured 2026-12-01) is in the README's "Fine-tuning Beam"; a change in
+one SGD step with the unsharded model's (the step on the mean of both ranks' losses). What it pins
+(transformers 5.24, torch 2.13, measured 2026-12-01; the SGD step 2026-12-03) is in the README's "Fine-tuning Beam"; a change in
 either shows here.
 """
 
@@ -60,7 +60,8 @@ def test_expert_parallelism_on_beam(mode, beam_ep_results):
     if isinstance(expected[0], float):
         assert result["ok"] and result["backward"], result
         assert result["max_logit_diff"] < 1e-5, result  # the unsharded logits, every rank's batch
-        assert result["max_logit_diff_after_step"] < 1e-4, result  # and after backward + AdamW
+        assert result["step_change"] > 0.1, result  # the step moved the logits: the next line means something
+        assert result["max_logit_diff_after_step"] < 1e-4, result  # and after backward + one SGD step
         assert result["router_dtype"] == "torch.float32", result  # _keep_in_fp32_modules_strict survives
         assert result["held_fraction"] == pytest.approx(expected[0], abs=0.01), result
         assert result["expert_held_fraction"] == pytest.approx(expected[1], abs=0.01), result

@@ -68,11 +68,11 @@ def test_compare_prints_both_runs_side_by_side(tmp_path):
 
 @pytest.mark.slow
 def test_the_guard_fails_on_a_real_planted_slowdown(tmp_path):
-    """The whole guard, measuring: a baseline from this tree, then the same prepare with 20 s
+    """The whole guard, measuring: a baseline from this tree, then the same prepare with 10 s
     planted in its measured time fails (both tries), naming the ratio."""
     baseline = tmp_path / "baseline.json"
     common = [sys.executable, str(GUARD), "--rows", "60", "--baseline", str(baseline)]
     subprocess.run([*common, "--update"], check=True, timeout=600, capture_output=True)
-    done = subprocess.run([*common, "--plant-delay", "20"], capture_output=True, text=True, timeout=900)
+    done = subprocess.run([*common, "--plant-delay", "10"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL: ratio_vs_trl" in done.stdout and "measuring again once" in done.stdout

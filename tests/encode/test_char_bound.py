@@ -41,8 +41,7 @@ def realistic_per_token(realistic_tokenizer) -> int:
 @settings(max_examples=300, deadline=None)
 @given(text=TEXT)
 def test_the_bound_holds_for_the_realistic_tokenizer(realistic_tokenizer, realistic_per_token, text):
-    per_token = realistic_per_token
-    assert len(realistic_tokenizer.encode(text, add_special_tokens=False)) >= math.ceil(len(text) / per_token)
+    assert len(realistic_tokenizer.encode(text, add_special_tokens=False)) >= math.ceil(len(text) / realistic_per_token)
 
 
 def test_no_bound_with_a_normalizer_or_another_policy(tokenizer):

@@ -77,7 +77,7 @@ def test_a_changed_jinja_turns_the_render_shortcuts_off_loudly(monkeypatch, toke
 
     monkeypatch.setitem(jinja_sandbox.AUDITED_SOURCES, "jinja2.runtime.Context.call", "1" * 16)
     with caplog.at_level(logging.WARNING, logger="beam_sft.compat"):
-        renderer = FastRenderer(tokenizer)
+        renderer = FastRenderer(tokenizer, native=False)
         environment = renderer._template(tokenizer.chat_template).environment
     assert not environment._shortcuts
     assert any("beam_sft.encode.fast.render" in r.getMessage() and "Context.call: source differs" in r.getMessage()

@@ -29,18 +29,19 @@ def outcome(render, row):
         return ("error", exc.code, exc.detail)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["native", "jinja"])
 @pytest.mark.parametrize("which", ["tokenizer", "reference_tokenizer"])
 @SETTINGS
 @given(rows=st.lists(beam_rows(), max_size=3), conversations=st.lists(any_conversations(), max_size=3))
-def test_same_as_transformers(request, which, rows, conversations):
+def test_same_as_transformers(request, which, native, rows, conversations):
     tok = request.getfixturevalue(which)
-    renderer = _renderer(tok)
+    renderer = _renderer(tok, native)
     for row in rows + [broad_row(c) for c in conversations]:
         assert outcome(renderer.render, row) == outcome(lambda r: render_with_transformers(tok, r), row)
 
 
 def test_memo_is_used_on_tool_declarations(tokenizer):
-    renderer = FastRenderer(tokenizer)
+    renderer = FastRenderer(tokenizer, native=False)  # the Jinja path: native.py renders Beam's templates
     tools = [{"type": "function", "function": {"name": "f", "description": "d", "parameters": {
         "type": "object", "properties": {"a": {"type": "integer"}}}}}]
     row = {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "reasoning_content": "r",
@@ -106,10 +107,10 @@ def test_adversarial_templates(tokenizer, name):
 _RENDERERS: dict = {}
 
 
-def _renderer(tok) -> FastRenderer:
-    if id(tok) not in _RENDERERS:
-        _RENDERERS[id(tok)] = FastRenderer(tok)
-    return _RENDERERS[id(tok)]
+def _renderer(tok, native: bool = True) -> FastRenderer:
+    if (id(tok), native) not in _RENDERERS:
+        _RENDERERS[id(tok), native] = FastRenderer(tok, native=native)
+    return _RENDERERS[id(tok), native]
 
 
 # The sandbox shortcuts (plain-dict keys, calls of macros and of methods of plain data): each
@@ -181,10 +182,10 @@ def test_shortcuts_on_and_off_agree_on_beam_rows(reference_tokenizer, monkeypatc
                 {"id": "c1", "type": "function", "function": {"name": f"f{i}", "arguments": {"a": "x", "b": [1]}}}]},
             {"role": "tool", "tool_call_id": "c1", "name": f"f{i}", "content": "{\"ok\": true}"},
             {"role": "assistant", "reasoning_content": "r2", "content": "done"}]})
-    on = FastRenderer(reference_tokenizer)
+    on = FastRenderer(reference_tokenizer, native=False)
     got_on = [outcome(on.render, r) for r in rows]
     monkeypatch.setattr(jinja_sandbox, "shortcut_problems", lambda *a: ["turned off by the test"])
-    off = FastRenderer(reference_tokenizer)
+    off = FastRenderer(reference_tokenizer, native=False)
     got_off = [outcome(off.render, r) for r in rows]
     assert not off._template(reference_tokenizer.get_chat_template(None, tools)).environment._shortcuts
     assert got_on == got_off == [outcome(lambda r: render_with_transformers(reference_tokenizer, r), r) for r in rows]

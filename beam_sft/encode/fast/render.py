@@ -36,6 +36,7 @@ from typing import Any
 
 from beam_sft.compat import chat_template, jinja_sandbox, switched_off
 from beam_sft.compat.jinja_sandbox import macro_function
+from beam_sft.encode.fast import native
 from beam_sft.encode.template_encode import template_args, template_error
 
 _FRAME_CELLS = frozenset({"concat", "context", "environment", "missing", "resolve", "undefined",
@@ -232,10 +233,19 @@ def _memo_environment_class(base: type):
 class FastRenderer:
     """Render BeamRows exactly like ``render_jinja_template`` (text and generation spans), faster."""
 
-    def __init__(self, tokenizer):
+    def __init__(self, tokenizer, *, native: bool = True):
         self.tokenizer = tokenizer
         self.special_tokens_map = dict(tokenizer.special_tokens_map)
         self._compiled: dict[str, Any] = {}
+        self._native_ok: dict[str, bool] = {}  # template source -> native.supports(source)
+        self.native = native
+        self.native_stats = {"rows": 0, "declined": 0}
+
+    def _native_supports(self, source: str) -> bool:
+        known = self._native_ok.get(source)
+        if known is None:
+            known = self._native_ok[source] = native.supports(source)
+        return known
 
     def _template(self, source: str):
         compiled = self._compiled.get(source)
@@ -258,7 +268,8 @@ class FastRenderer:
     def render(self, row: dict, *, plain: bool = False) -> tuple[str, list[tuple[int, int]]]:
         """Text and generation spans. ``plain=True`` promises JSON-decoded data (skips a defensive copy)."""
         messages, tools, kwargs = template_args(row)
-        compiled = self._template(self.tokenizer.get_chat_template(None, tools))
+        source = self.tokenizer.get_chat_template(None, tools)
+        compiled = self._template(source)
         try:
             # The steps of apply_chat_template -> render_jinja_template, in order.
             if plain:  # what _normalize_chat_messages does to JSON data: copy, dropping None values
@@ -276,6 +287,12 @@ class FastRenderer:
                 template_kwargs = chat_template.plain_template_data(template_kwargs)
                 chat = chat_template.plain_template_data(chat)
             chat = chat_template.alias_reasoning_fields(chat)
+            if self.native and self._native_supports(source):
+                rendered = native.render(chat, tools, template_kwargs, self.special_tokens_map)
+                if rendered is not None:
+                    self.native_stats["rows"] += 1
+                    return rendered
+                self.native_stats["declined"] += 1
             text, spans = chat_template.render_with_assistant_indices(compiled, chat, tools, template_kwargs)
         except Exception as exc:  # a template error is a property of the row: route it to rejects
             raise template_error(exc) from exc

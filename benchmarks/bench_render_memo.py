@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""Does the fast renderer's Jinja memo pay? Encode the same rows with ``FastEncoder(memo_render=True)``
-and ``False`` (one process, fixture tokenizer unless ``--tokenizer``), best of ``--repeat`` runs.
+"""Do the fast renderer's shortcuts pay? Encode the same rows three ways, one process (fixture
+tokenizer unless ``--tokenizer``), best of ``--repeat`` runs: ``native`` (Beam's template in Python,
+``encode/fast/native.py``: the default), ``memo`` (the memoised Jinja render, what any other template
+gets) and ``no_memo`` (transformers' own render).
 
-    python benchmarks/bench_render_memo.py --rows 2000
+    python benchmarks/bench_render_memo.py --rows 2000 [--row-set realtext] [--tokenizer DIR]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--tokenizer", default=None)
     parser.add_argument("--unique-tools", action="store_true", help="rename every tool per row (no repeats)")
+    parser.add_argument("--row-set", choices=("synthetic", "realtext"), default="synthetic")
     args = parser.parse_args(argv)
     from beam_sft.data.synthetic import synthetic_rows
     from beam_sft.dataset_folder.tokenizer import load_tokenizer
@@ -29,24 +32,32 @@ def main(argv=None) -> int:
     from beam_sft.harmony.fixture import build_tokenizer
 
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else build_tokenizer()
-    rows = [json.loads(json.dumps(r)) for r in synthetic_rows(args.rows, seed=0)]
+    if args.row_set == "realtext":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from realtext import real_text_rows
+
+        rows = [json.loads(json.dumps(r)) for r in real_text_rows(args.rows, seed=0)]
+    else:
+        rows = [json.loads(json.dumps(r)) for r in synthetic_rows(args.rows, seed=0)]
     if args.unique_tools:
         for i, row in enumerate(rows):
             for tool in row.get("tools") or ():
                 tool["function"]["description"] = f"{tool['function'].get('description', '')} (variant {i})"
     result = {}
-    for memo in (True, False):
+    modes = {"native": {}, "memo": {"native_render": False}, "no_memo": {"memo_render": False}}
+    for mode, options in modes.items():
         best = None
         for _ in range(args.repeat):
-            encoder = FastEncoder(tokenizer, memo_render=memo)
+            encoder = FastEncoder(tokenizer, **options)
             start = time.perf_counter()
             for i in range(0, len(rows), 128):
                 encoder.encode_batch(rows[i:i + 128], plain=True)
             seconds = time.perf_counter() - start
             best = seconds if best is None else min(best, seconds)
-        result["memo" if memo else "no_memo"] = round(best, 3)
-    result["speedup"] = round(result["no_memo"] / result["memo"], 2)
-    print(json.dumps({"rows": args.rows, "unique_tools": args.unique_tools, **result}))
+        result[mode] = round(best, 3)
+    result["memo_speedup"] = round(result["no_memo"] / result["memo"], 2)
+    result["native_speedup"] = round(result["no_memo"] / result["native"], 2)
+    print(json.dumps({"rows": args.rows, "row_set": args.row_set, "unique_tools": args.unique_tools, **result}))
     return 0
 
 

@@ -108,7 +108,7 @@ class FastEncoder:
 
     name = "fast"
 
-    def __init__(self, tokenizer, *, memo_render: bool = True, word_cache: bool = True,
+    def __init__(self, tokenizer, *, memo_render: bool = True, native_render: bool = True, word_cache: bool = True,
                  max_cache_entries: int = 20_000):
         reasons = unsupported_reasons(tokenizer)
         if reasons:
@@ -122,7 +122,9 @@ class FastEncoder:
             self.backend.no_padding()
         added = dict(tokenizer.added_tokens_encoder)
         self.split_re = token_splitter(added)  # longest first, as the tokenizer matches
-        self.renderer = FastRenderer(tokenizer) if memo_render else None
+        # native_render: Beam's own templates rendered by native.py; memo_render: the memoised Jinja
+        # render for every other template (off: transformers' render_jinja_template, as is)
+        self.renderer = FastRenderer(tokenizer, native=native_render) if memo_render else None
         self.max_cache_entries = max_cache_entries
         self.markers = {text: np.array([i], dtype=ID_DTYPE) for text, i in added.items()}
         self.cache: dict[str, np.ndarray | None] = {}  # piece text -> token ids (None: the tokenizer failed)

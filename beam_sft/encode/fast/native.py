@@ -30,6 +30,8 @@ from collections.abc import Mapping
 from functools import cache
 from typing import Any
 
+from beam_sft.harmony.template import load_chat_template
+
 _MISSING = object()
 _ANALYSIS_TAG = "<|channel|>analysis<|message|>"
 _FINAL_TAG = "<|channel|>final<|message|>"
@@ -65,8 +67,6 @@ def template_digest(source: str) -> str:
 
 @cache
 def known_digests() -> frozenset[str]:
-    from beam_sft.harmony.template import load_chat_template
-
     return frozenset({REFERENCE_TEMPLATE_SHA256, template_digest(load_chat_template())})
 
 

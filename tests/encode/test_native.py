@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import sys
 
-import jinja2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -44,7 +43,7 @@ def _template_outcome(source, chat, tools, template_kwargs):
     try:
         text, spans = chat_template.render_with_assistant_indices(compiled, copy.deepcopy(chat), copy.deepcopy(tools),
                                                                   copy.deepcopy(template_kwargs))
-    except (jinja2.TemplateError, Exception):  # noqa: BLE001 - any failure: native must decline
+    except Exception:  # noqa: BLE001 - any failure: native must decline
         return "raised"
     return text, list(spans)
 
@@ -135,7 +134,6 @@ def test_renderer_uses_native_only_for_known_templates(tokenizer):
 def test_a_wrong_native_renderer_is_caught_by_the_differential_and_the_probe(tokenizer, monkeypatch):
     """Mutation: an integer parameter declared as `int` instead of `number`."""
     monkeypatch.setattr(native, "_ts_scalar", lambda name: "int" if name == "integer" else "string")
-    row = probe_rows()[0]
     with pytest.raises(AssertionError, match="diverges"):
         for row in probe_rows():
             _check(tokenizer, tokenizer.chat_template, row["messages"], row.get("tools"),

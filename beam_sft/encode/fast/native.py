@@ -70,6 +70,7 @@ def known_digests() -> frozenset[str]:
     return frozenset({REFERENCE_TEMPLATE_SHA256, template_digest(load_chat_template())})
 
 
+@cache
 def supports(template_source: str) -> bool:
     """Whether ``template_source`` is a template this module renders exactly."""
     return template_digest(template_source) in known_digests()
@@ -84,8 +85,14 @@ def _is_sequence(value: Any) -> bool:
     return True
 
 
-def _is_list(value: Any) -> bool:  # `x is sequence and x is not string`
-    return not isinstance(value, str) and _is_sequence(value)
+def _is_list(value: Any) -> bool:
+    """``x is sequence and x is not string`` for the lists JSON gives; any other such sequence (a
+    dict, a tuple: iterated or indexed differently) is not the plain case."""
+    if isinstance(value, str) or not _is_sequence(value):
+        return False
+    if type(value) is not list:
+        raise Unsupported
+    return True
 
 
 def _text(value: Any) -> str:
@@ -147,12 +154,8 @@ def _ts_type(node: Any, pad: int = 0) -> str:
     enum_values = node.get("enum")
     kind = node.get("type")
     if _is_list(variants):
-        if type(variants) is not list:
-            raise Unsupported
         return _ts_variants(variants, pad)
     if _is_list(enum_values) and enum_values and kind == "string":
-        if type(enum_values) is not list:
-            raise Unsupported
         literals = [_tojson(value) for value in enum_values if isinstance(value, str)]
         return " | ".join(literals) if literals else "string"
     if kind == "object":
@@ -163,9 +166,7 @@ def _ts_type(node: Any, pad: int = 0) -> str:
         return "Array<any>"
     if isinstance(kind, str):
         return _ts_scalar(kind)
-    if _is_sequence(kind):
-        if type(kind) is not list:
-            raise Unsupported
+    if _is_list(kind):
         members = ["number" if member == "integer" else member for member in kind if isinstance(member, str)]
         return " | ".join(members) if members else "any"
     return "any"
@@ -204,14 +205,10 @@ def _ts_member(name: str, spec: Any, optional: bool, pad: int) -> str:
             out.append(indent + "// " + spec["description"] + "\n")
         examples = spec.get("examples")
         if _is_list(examples) and examples:
-            if type(examples) is not list:
-                raise Unsupported
             out.append(indent + "// Examples:\n")
             out.extend(indent + '// - "' + example + '"\n' for example in examples if isinstance(example, str))
     variants = spec.get("oneOf") if is_mapping else None
     if _is_list(variants):
-        if type(variants) is not list:
-            raise Unsupported
         own_text = spec.get("description") if isinstance(spec.get("description"), str) else None
         first = variants[0] if variants else {}
         first_text = (first.get("description") if isinstance(first, Mapping)

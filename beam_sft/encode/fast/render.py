@@ -237,15 +237,8 @@ class FastRenderer:
         self.tokenizer = tokenizer
         self.special_tokens_map = dict(tokenizer.special_tokens_map)
         self._compiled: dict[str, Any] = {}
-        self._native_ok: dict[str, bool] = {}  # template source -> native.supports(source)
         self.native = native
         self.native_stats = {"rows": 0, "declined": 0}
-
-    def _native_supports(self, source: str) -> bool:
-        known = self._native_ok.get(source)
-        if known is None:
-            known = self._native_ok[source] = native.supports(source)
-        return known
 
     def _template(self, source: str):
         compiled = self._compiled.get(source)
@@ -287,7 +280,7 @@ class FastRenderer:
                 template_kwargs = chat_template.plain_template_data(template_kwargs)
                 chat = chat_template.plain_template_data(chat)
             chat = chat_template.alias_reasoning_fields(chat)
-            if self.native and self._native_supports(source):
+            if self.native and native.supports(source):
                 rendered = native.render(chat, tools, template_kwargs, self.special_tokens_map)
                 if rendered is not None:
                     self.native_stats["rows"] += 1

@@ -30,6 +30,12 @@ from beam_sft.dataset_folder.layout import REPORT_FILE
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "demo.yaml"
 SAMPLES = REPO / "beam_sft" / "data" / "samples"
+# glibc hands any block over its mmap threshold (at most 32 MiB by default) to mmap and back at free:
+# a step's logits and their gradients (8 x 1024 x 1600 floats, 52 MB each) were fresh zeroed pages
+# every step, a quarter of the training's CPU time in page faults (sys 24 of 118 CPU s over 80 steps).
+# Above these sizes they stay in the heap and are reused; peak memory unchanged (951 against 962 MB).
+# A user's own values win.
+TRAINING_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(128 << 20), "MALLOC_TRIM_THRESHOLD_": str(512 << 20)}
 SAMPLE_SOURCES = (("chat_openai.jsonl", "openai", "samples/openai"), ("chat_sharegpt.json", "sharegpt", "samples/sharegpt"),
                   ("tools_hermes.jsonl", "hermes", "samples/hermes"))
 
@@ -105,6 +111,7 @@ def train_command(fixture: Path, prepared: Path, heldout: Path, model_dir: Path,
 def run_training(command: list[str], log: Path) -> int:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.update({k: v for k, v in TRAINING_MALLOC.items() if k not in os.environ})
     with log.open("w", encoding="utf-8") as fh:
         return subprocess.call(command, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
 

@@ -183,3 +183,16 @@ def test_the_demo_learns_the_content_of_tool_calls(demo_out):
     final = _final_health(demo_out)
     assert final["argument_exact_match_tool"] >= ARGUMENTS_TARGET, [o["generated"] for o in final["outputs"]]
     assert final["distinct_ratio_tool"] >= DISTINCT_TARGET, [o["generated"] for o in final["outputs"]]
+
+
+def test_training_runs_with_the_allocator_settings_unless_the_user_set_them(tmp_path, monkeypatch):
+    from beam_sft import demo
+
+    seen = []
+    monkeypatch.setattr(demo.subprocess, "call", lambda command, **kw: seen.append(kw["env"]) or 0)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "7")
+    assert demo.run_training(["true"], tmp_path / "train.log") == 0
+    (env,) = seen
+    assert env["MALLOC_MMAP_THRESHOLD_"] == demo.TRAINING_MALLOC["MALLOC_MMAP_THRESHOLD_"] == str(128 << 20)
+    assert env["MALLOC_TRIM_THRESHOLD_"] == "7"  # the user's own value

@@ -39,10 +39,12 @@ average before and after, library versions), to ``benchmarks/results/<date>-<com
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -230,7 +232,8 @@ def bench_one(name: str, tokenizer_dir: Path, rows: list[dict], cores: int, scra
 
 
 def _bench_fresh(name: str, tokenizer_dir: Path, n: int, seed: int, cores: int, scratch: Path, skip_trl: bool,
-                 row_set: str, plant_delay: float = 0.0, skip_fixed: bool = False) -> dict:
+                 row_set: str, plant_delay: float = 0.0, skip_fixed: bool = False,
+                 timeout: float | None = None) -> dict:
     """``bench_one`` in a fresh interpreter, one per row set and tokenizer: a process that has used the
     tokenizer's thread pool and then forked (TRL's and prepare's workers do) runs ``tokenizers``
     single-threaded from then on, which would slow every later floor and TRL measurement in the run."""
@@ -239,11 +242,45 @@ def _bench_fresh(name: str, tokenizer_dir: Path, n: int, seed: int, cores: int, 
            "--plant-delay", str(plant_delay)]
     cmd += ["--skip-trl"] if skip_trl else []
     cmd += ["--skip-fixed"] if skip_fixed else []
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith(_RESULT)]
-    if done.returncode or not lines:
-        raise SystemExit(f"benchmark of {row_set}/{name} failed ({done.returncode})")
+    limit = timeout if timeout is not None else measurement_timeout(n)
+    for attempt in (1, 2):
+        returncode, stdout = _run_limited(cmd, limit)
+        if returncode is not None:
+            break
+        # Seen once: TRL's ``datasets.map(num_proc=2)`` waiting 35 minutes in multiprocess's Manager after
+        # forking, with nothing on the machine to do. A hang is not a measurement: once more, then fail.
+        print(f"benchmark of {row_set}/{name}: no result in {limit:.0f} s (attempt {attempt} of 2), "
+              f"its process group killed", file=sys.stderr, flush=True)
+    else:
+        raise SystemExit(f"benchmark of {row_set}/{name} hung twice (no result in {limit:.0f} s each)")
+    lines = [line for line in stdout.splitlines() if line.startswith(_RESULT)]
+    if returncode or not lines:
+        raise SystemExit(f"benchmark of {row_set}/{name} failed ({returncode})")
     return json.loads(lines[-1][len(_RESULT):])
+
+
+def measurement_timeout(rows: int) -> float:
+    """Seconds one fresh measurement may take: generous (TRL, the floor and prepare at 10,000 real rows
+    took about 60 s on 2 cores), so only a hang reaches it.
+
+    >>> measurement_timeout(300), measurement_timeout(10000)
+    (330.0, 1300.0)
+    """
+    return 300.0 + 0.1 * rows
+
+
+def _run_limited(cmd: list[str], limit: float) -> tuple[int | None, str]:
+    """(exit code, stdout), or (None, what it printed) when it ran past ``limit``: then its whole process
+    group (TRL's and prepare's workers) is killed, not only the child."""
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True) as child:
+        try:
+            out, _ = child.communicate(timeout=limit)
+            return child.returncode, out
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            out, _ = child.communicate()
+            return None, out
 
 
 _RESULT = "BENCH-RESULT "
@@ -330,6 +367,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results-dir", type=Path, default=RESULTS_DIR, help=argparse.SUPPRESS)
     parser.add_argument("--plant-delay", type=float, default=0.0, help=argparse.SUPPRESS)  # the guard's test
     parser.add_argument("--skip-trl", action="store_true")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds one measurement (a row set and tokenizer) may take before it counts as hung "
+                             "(killed, then tried once more; default 300 + 0.1 per row)")
     parser.add_argument("--skip-fixed", action="store_true",
                         help="do not time the fixed cost (two 10-row prepares; the CI guard does not judge it)")
     parser.add_argument("--row-set", choices=("synthetic", "realtext", "both"), default="both")
@@ -355,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         for row_set in sets:
             for name, path in tokenizers:
                 result = _bench_fresh(name, path, args.rows, args.seed, cores, scratch, args.skip_trl, row_set,
-                                      args.plant_delay, args.skip_fixed)
+                                      args.plant_delay, args.skip_fixed, args.timeout)
                 results.append(result)
                 print(json.dumps(result), flush=True)
     finally:

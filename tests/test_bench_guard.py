@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,34 @@ def test_the_guard_fails_on_a_real_planted_slowdown(tmp_path):
     done = subprocess.run([*common, "--plant-delay", "10"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL: ratio_vs_trl" in done.stdout and "measuring again once" in done.stdout
+
+
+def _alive(pid: int) -> bool:
+    """Running, not gone and not a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_a_hung_measurement_is_killed_with_its_workers():
+    """``bench_prepare``'s limit on one measurement: past it the whole process group goes (a TRL map's
+    forked workers too), and the caller gets no exit code, only what was printed."""
+    sys.path.insert(0, str(GUARD.parent))
+    import bench_prepare
+
+    script = ("import subprocess, sys, time\n"
+              "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+              "print(child.pid, flush=True)\n"
+              "time.sleep(120)\n")
+    started = time.monotonic()
+    code, out = bench_prepare._run_limited([sys.executable, "-c", script], 3.0)
+    assert code is None and time.monotonic() - started < 60
+    worker = int(out.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(worker):
+        time.sleep(0.1)
+    if _alive(worker):
+        raise AssertionError(f"the measurement's worker {worker} outlived the limit")
+    assert bench_prepare._run_limited([sys.executable, "-c", "print('BENCH-RESULT {}')"], 30.0) == (0, "BENCH-RESULT {}\n")

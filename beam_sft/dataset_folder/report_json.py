@@ -322,6 +322,7 @@ class Counts:
         counts.totals["trimmed_rows"] += report["length_policy"]["trimmed_rows"]
         counts.totals["trimmed_messages"] += report["length_policy"]["trimmed_messages"]
         counts.totals["fallback_rows"] += report["encoder"].get("fallback_rows", 0)
+        counts.totals["native_rows"] += report["encoder"].get("native_rows", 0)
         section = report.get("reasoning") or {}
         counts.reasoning.update(section.get("turns") or {})
         counts.teacher_refused.update(section.get("teacher_refused") or {})
@@ -467,7 +468,8 @@ def build_report(*, fingerprint: str, fingerprint_base: str, fingerprint_parts: 
         "fingerprint_parts": dict(fingerprint_parts),
         "shard": dict(shard),
         "config": dict(config),
-        "encoder": {**encoder, "fallback_rows": counts.totals["fallback_rows"]},
+        "encoder": {**encoder, "fallback_rows": counts.totals["fallback_rows"],
+                    "native_rows": counts.totals["native_rows"]},
         "sources": sources,
         "mix": mix_report({n: s["weight"] for n, s in sources.items()}, {n: s["read"] for n, s in sources.items()},
                           {n: s["rows_out"] for n, s in sources.items()}, seed),

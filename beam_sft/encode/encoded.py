@@ -13,8 +13,10 @@ MASK_DTYPE = np.int8
 @dataclass
 class Encoded:
     """``input_ids`` and ``assistant_masks`` (weights applied); ``fallback``: the fast encoder handed
-    this row to the template encoder."""
+    this row to the template encoder; ``native``: its text came from the Python transcription of
+    Beam's template (``encode/fast/native.py``), not from running the template."""
 
     input_ids: np.ndarray
     assistant_masks: np.ndarray
     fallback: bool = False
+    native: bool = False

@@ -35,7 +35,7 @@ from beam_sft.reject_codes import codes
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
 TEACHER_CODES = frozenset(codes("reason"))  # the teacher's refusals (teacher_*, judge_failed)
-STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "reject", "format", "reasoning")
+STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "native", "reject", "format", "reasoning")
 # The records file (records.py): JSON text, "" or a BadRecord as JSON, the line's byte (JSON Lines),
 # the source, the running index in the source (shards, mix), the row's own file (None: the source
 # itself) and its row there (meta, rejects).
@@ -196,7 +196,7 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
             out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
             continue
         out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback,
-                 _reasoning_status(row))
+                 _reasoning_status(row), native=bool(getattr(encoded, "native", False)))
     return out.table()
 
 
@@ -245,13 +245,16 @@ class _Columns:
         self.copy: list[int] = []
         self.trimmed: list[int] = []
         self.fallback: list[int] = []
+        self.native: list[int] = []
         self.reject: list[str | None] = []
         self.format: list[str] = []
         self.reasoning: list[str] = []
 
     def _append(self, ids, masks, row: str, source: str, row_index: int, trained: int, status: str, copy: int,
-                trimmed: int, fallback: bool, reject: str | None, format: str, reasoning: str = "") -> None:
+                trimmed: int, fallback: bool, reject: str | None, format: str, reasoning: str = "",
+                native: bool = False) -> None:
         self.reasoning.append(reasoning)
+        self.native.append(int(native))
         self.ids.append(ids)
         self.masks.append(masks)
         self.rows.append(row)
@@ -266,10 +269,10 @@ class _Columns:
         self.format.append(format)
 
     def kept(self, encoded, row_json: str, item: Pending, trained: int, trimmed: int, fallback: bool,
-             reasoning: str = "") -> None:
+             reasoning: str = "", native: bool = False) -> None:
         for copy in range(item.copies):
             self._append(encoded.input_ids, encoded.assistant_masks, row_json, item.source, item.row_index, trained,
-                         KEPT, copy, trimmed, fallback and copy == 0, None, item.format, reasoning)
+                         KEPT, copy, trimmed, fallback and copy == 0, None, item.format, reasoning, native)
 
     def done(self, item: Done, fallback: bool = False) -> None:
         self._append(_NO_IDS, _NO_MASK, "", item.source, item.row_index, 0, item.status, 0, 0, fallback, item.reject,
@@ -294,6 +297,7 @@ class _Columns:
             "copy": pa.array(self.copy, pa.int32()),
             "trimmed_messages": pa.array(self.trimmed, pa.int32()),
             "fallback": pa.array(self.fallback, pa.int8()),
+            "native": pa.array(self.native, pa.int8()),
             "reject": pa.array(self.reject, pa.large_string()),
             "format": pa.array(self.format, pa.string()),
             "reasoning": pa.array(self.reasoning, pa.string()),
@@ -310,7 +314,7 @@ def output_features():
 
 
     return Features({**features(), "status": Value("string"), "copy": Value("int32"),
-                     "trimmed_messages": Value("int32"), "fallback": Value("int8"),
+                     "trimmed_messages": Value("int32"), "fallback": Value("int8"), "native": Value("int8"),
                      "reject": Value("large_string"), "format": Value("string"), "reasoning": Value("string")})
 
 
@@ -320,17 +324,19 @@ def count_table(table, counts, tokens) -> None:
     import pyarrow.compute as pc
 
     reasoning = table.column("reasoning").to_pylist()
+    native = table.column("native").to_pylist()
     table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "format", "num_tokens",
                           "num_trained"])
     kept = table.filter(pc.equal(table.column(1), KEPT))
     tokens.add(np.asarray(kept.column(0).to_numpy()), kept.column(6).to_numpy().astype(np.int64),
                kept.column(7).to_numpy().astype(np.int64))
     sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in table.columns[:6])
-    for source, state, n, cut, fell, fmt, why in zip(sources, status, copy, trimmed, fallback, formats, reasoning,
-                                                    strict=True):
+    for source, state, n, cut, fell, fmt, why, nat in zip(sources, status, copy, trimmed, fallback, formats,
+                                                         reasoning, native, strict=True):
         entry = counts.sources[source]
         if state == KEPT:
             entry["rows_out"] += 1
+            counts.totals["native_rows"] += nat  # rows of the dataset, copies included, as rows_out
         if n:
             continue
         entry["read"] += 1

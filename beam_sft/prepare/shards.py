@@ -143,7 +143,8 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
         first = reports[0]
         parts = unsharded_parts(first["fingerprint_parts"])
         fingerprint, base = combined(parts)
-        encoder = {k: v for k, v in first["encoder"].items() if k != "fallback_rows"}  # (summed by build_report)
+        # (summed by build_report)
+        encoder = {k: v for k, v in first["encoder"].items() if k not in ("fallback_rows", "native_rows")}
         report = rep.build_report(
             fingerprint=fingerprint, fingerprint_base=base, fingerprint_parts=parts, shard={"index": 0, "count": 1},
             config={**(config or first["config"]), "num_shards": 1, "shard_index": 0, "output": str(final)},

@@ -31,8 +31,8 @@ def _prepare(source: Path, tokenizer_dir: Path, out: Path, **options) -> Path:
     from beam_sft.prepare import PrepareConfig, prepare
 
     config = from_dict(PrepareConfig, {"sources": [{"path": str(source), "format": "openai"}],
-                                       "tokenizer": str(tokenizer_dir), "output": str(out), "num_proc": 1,
-                                       **options})
+                                       "tokenizer": str(tokenizer_dir), "output": str(out),
+                                       "num_proc": options.pop("num_proc", 1), **options})
     return Path(prepare(config))
 
 
@@ -89,3 +89,22 @@ def test_the_page_reads_its_columns_from_the_arrow_files(small_source, fixture_d
     monkeypatch.setattr(Dataset, "__getitem__", no_whole_columns)
     assert _columns(out) == want
     assert "Rows and their masks" in render_report_page(out)
+
+
+@pytest.mark.parametrize("rows, procs", [(10, 1), (256, 2)])
+def test_verify_starts_a_pool_only_for_rows_worth_it(tmp_path, fixture_dir, rows, procs, monkeypatch):
+    """Two processes asked: 10 rows are checked in this one (a pool's start cost more than they do),
+    MIN_POOL_ROWS rows by the pool."""
+    from beam_sft.verify import api
+
+    assert api.MIN_POOL_ROWS == 256
+    asked: list[int] = []
+    original = api._iter_checks
+    monkeypatch.setattr(api, "_iter_checks", lambda folder, positions, num_proc, env:
+                        asked.append(num_proc) or original(folder, positions, num_proc, env))
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in _rows(rows)), encoding="utf-8")
+    out = _prepare(source, fixture_dir, tmp_path / "out", num_proc=2)
+    report = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert report["verify"]["ok"] and report["tokens"]["rows"] == rows
+    assert asked == [procs] and report["verify"]["timing"]["num_proc"] == procs

@@ -65,6 +65,7 @@ def test_contract(tmp_path, tokenizer_dir, tokenizer, data):
     assert report["sources"]["chat"]["kept"] == 24
     assert report["sources"]["chat"]["rejected"] == {"invalid_json": 1, "missing_reasoning": 1}
     assert report["encoder"]["name"] == "fast" and report["encoder"]["probe"]["ok"]
+    assert report["encoder"]["native_rows"] == 24 and report["encoder"]["fallback_rows"] == 0  # Beam's template
     assert report["tokens"]["rows"] == 24 and report["tokens"]["total"] == sum(dataset["num_tokens"])
     assert report["verify"]["ok"] is True
 
@@ -177,3 +178,26 @@ def test_each_record_is_decoded_and_converted_once(tmp_path, tokenizer_dir, monk
     out = run(tmp_path, tokenizer_dir, [SourceSpec(path=str(data))], verify=False, batch_size=64)
     assert len(load(out)) == 300
     assert sorted(converted) == list(range(300)) and len(decoded) == 300
+
+
+def test_native_rows_count_what_the_python_render_did(tmp_path, tokenizer_dir, data):
+    """report.json's encoder.native_rows: the dataset's rows whose text came from Beam's template in
+    Python. A template that is not one it transcribes (here Beam's with a comment added: the same
+    text) runs through Jinja, so none; the rows are the same either way; copies count as rows."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    other = tmp_path / "tokenizer"
+    shutil.copytree(tokenizer_dir, other)
+    tokenizer = AutoTokenizer.from_pretrained(other)
+    tokenizer.chat_template = tokenizer.chat_template + "{# not the shipped template #}"
+    tokenizer.save_pretrained(other)
+    native = run(tmp_path / "a", tokenizer_dir, [SourceSpec(path=str(data), name="chat", weight=2)], verify=True)
+    jinja = run(tmp_path / "b", other, [SourceSpec(path=str(data), name="chat", weight=2)], verify=True)
+    reports = [json.loads((d / "report.json").read_text()) for d in (native, jinja)]
+    assert [r["tokens"]["rows"] for r in reports] == [48, 48]
+    assert [r["encoder"]["native_rows"] for r in reports] == [48, 0]
+    assert all(r["verify"]["ok"] for r in reports)
+    assert load(native)["input_ids"] == load(jinja)["input_ids"]
+    assert load(native)["assistant_masks"] == load(jinja)["assistant_masks"]

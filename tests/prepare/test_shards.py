@@ -47,6 +47,7 @@ def test_merge_equals_unsharded(sharded):
     assert report["engine"]["name"] == "merge-shards"
     assert [s["index"] for s in report["engine"]["shards"]] == [0, 1, 2]
     assert report["encoder"]["name"] == "fast"
+    assert report["encoder"]["native_rows"] == report["tokens"]["rows"] > 0  # summed over the shards
 
 
 def test_merged_folder_is_the_unsharded_runs_cache_hit(sharded, tmp_path):

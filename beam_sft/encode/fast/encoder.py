@@ -255,8 +255,10 @@ class FastEncoder:
         (``beam_sft.encode.length.char_bound``).
         """
         rendered: list[tuple[list[str], list[tuple[int, int]]] | Rejection] = []
+        natively: list[bool] = []
         pieces: set[str] = set()
         for row in rows:
+            before = self._native_rows()
             try:
                 text, spans = self.render(row, plain=plain)
             except Rejection as exc:
@@ -268,13 +270,16 @@ class FastEncoder:
             parts = self.split_re.split(text)  # text, marker, text, marker, ..., text
             pieces.update(p for p in parts[::2] if p)
             rendered.append((parts, spans))
+            natively.append(self._native_rows() > before)
         found = self._tokenize_pieces(pieces)
         out: list[Encoded | Rejection] = []
+        native_rows = iter(natively)
         for row, item in zip(rows, rendered, strict=True):
             if isinstance(item, Rejection):
                 out.append(item)
                 continue
             self.stats["rows"] += 1
+            native = next(native_rows)
             try:
                 assembled = self._assemble(*item, found)
                 fallback = assembled is None
@@ -287,8 +292,12 @@ class FastEncoder:
             except Rejection as exc:
                 out.append(exc)
                 continue
-            out.append(Encoded(ids, mask, fallback))
+            out.append(Encoded(ids, mask, fallback, native=native and not fallback))
         return out
+
+    def _native_rows(self) -> int:
+        """Rows the renderer has rendered natively so far (one more after a row it did)."""
+        return self.renderer.native_stats["rows"] if self.renderer is not None else 0
 
     def encode(self, row: dict) -> Encoded:
         """Encode one row (raises Rejection)."""

@@ -52,7 +52,7 @@ from beam_sft.prepare.progress import Counter, bar, heartbeat
 from beam_sft.prepare.resolved import ResolvedPrepare, resolve
 from beam_sft.timing import PhaseClock, timed
 from beam_sft.verify import verify_prepared
-from beam_sft.verify.api import MIN_POOL_ROWS, pool_procs
+from beam_sft.verify.api import MIN_POOL_ROWS
 from beam_sft.verify.caller_tokenizer import tokenizer_files
 
 logger = logging.getLogger("beam_sft.prepare")
@@ -95,7 +95,7 @@ def load_run_tokenizer(name) -> LoadedTokenizer:
 def verify_folder(directory: Path, num_proc: int, loaded: LoadedTokenizer | None = None) -> None:
     """Run ``beam_sft.verify`` on a prepared folder; VerificationError naming it on any violation."""
     with children_die_with_me():
-        result = verify_prepared(directory, num_proc=pool_procs(num_proc, _kept_rows(directory)),
+        result = verify_prepared(directory, num_proc=num_proc, pool_min_rows=MIN_POOL_ROWS,
                                  **_tokenizer_kwargs(loaded))
     if not result.ok:
         raise VerificationError(
@@ -112,13 +112,6 @@ def _tokenizer_kwargs(loaded: LoadedTokenizer | None) -> dict:
     return {} if loaded is None else {"tokenizer": loaded.tokenizer, "tokenizer_files": loaded.files}
 
 
-def _kept_rows(folder: Path) -> int:
-    """The rows prepare wrote (its report's count; verify checks it against the dataset)."""
-    tokens = (rep.read_report(folder) or {}).get("tokens")
-    rows = tokens.get("rows") if isinstance(tokens, dict) else None
-    return rows if isinstance(rows, int) else MIN_POOL_ROWS  # unknown: as many processes as asked
-
-
 def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bool, clock: Clock | None = None,
                         loaded: LoadedTokenizer | None = None) -> Path:
     """Verify ``staging`` (when asked) and publish it as ``final`` only if every row passes.
@@ -127,9 +120,9 @@ def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bo
     one of ours) and VerificationError names it; ``final`` is left as it was.
     """
     if verify:
-        procs = pool_procs(num_proc, _kept_rows(staging))
         with timed() as took, children_die_with_me():  # verify's worker processes too
-            result = verify_prepared(staging, num_proc=procs, **_tokenizer_kwargs(loaded))
+            result = verify_prepared(staging, num_proc=num_proc, pool_min_rows=MIN_POOL_ROWS,
+                                     **_tokenizer_kwargs(loaded))
         seconds = took.phases["total"]
         if clock is not None:
             clock.phase("verify")

@@ -268,13 +268,13 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
         _WORKER.clear()
 
 
-def pool_procs(num_proc: int, rows: int) -> int:
+def pool_procs(num_proc: int, rows: int, min_rows: int = MIN_POOL_ROWS) -> int:
     """The processes worth starting to check ``rows`` rows with up to ``num_proc`` of them.
 
-    >>> pool_procs(2, 10), pool_procs(2, MIN_POOL_ROWS), pool_procs(0, 10_000)
-    (1, 2, 1)
+    >>> pool_procs(2, 10), pool_procs(2, MIN_POOL_ROWS), pool_procs(0, 10_000), pool_procs(2, 10, min_rows=0)
+    (1, 2, 1, 2)
     """
-    return max(1, num_proc) if rows >= MIN_POOL_ROWS else 1
+    return max(1, num_proc) if rows >= min_rows else 1
 
 
 def configured_max_length(report: dict) -> int | None:
@@ -313,7 +313,7 @@ def _tokenizer_for(folder: PreparedFolder, tokenizer, files: Mapping[str, str] |
 def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | None = None, seed: int = 0,
                     max_length: int | None = None, write: bool = True, histogram: bool = True,
                     parity_sample: int = PARITY_SAMPLE, tokenizer=None,
-                    tokenizer_files: Mapping[str, str] | None = None) -> VerifyResult:
+                    tokenizer_files: Mapping[str, str] | None = None, pool_min_rows: int = 0) -> VerifyResult:
     """Check every row of a prepared dataset (or ``sample`` rows) against every rule, the folder's
     files against the digests report.json records and its seal (``provenance``), and every count of
     the report against the rows and rejects (``counts``).
@@ -336,13 +336,16 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
     ``{file name: sha256}`` of the files the caller loaded it from (``caller_tokenizer.tokenizer_files``),
     else they are read from its ``name_or_path``. When anything differs DIR/tokenizer is loaded as
     without it, and the section's ``tokenizer`` entry says why.
+
+    ``pool_min_rows``: with fewer rows to check than this, one process checks them, whatever
+    ``num_proc`` asks (prepare passes ``MIN_POOL_ROWS``); 0, the default, honours ``num_proc``.
     """
     directory = Path(directory)
     provenance, writable = check_provenance(directory)  # before anything reads the files it names
     try:
         return _verify_folder(directory, provenance, writable, num_proc=num_proc, sample=sample, seed=seed,
                               max_length=max_length, write=write, histogram=histogram, parity_sample=parity_sample,
-                              tokenizer=tokenizer, tokenizer_files=tokenizer_files)
+                              tokenizer=tokenizer, tokenizer_files=tokenizer_files, pool_min_rows=pool_min_rows)
     except Exception as exc:
         if not provenance:
             raise
@@ -354,7 +357,8 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
 
 def _verify_folder(directory: Path, provenance: list[Violation], writable: bool, *, num_proc: int,
                    sample: int | None, seed: int, max_length: int | None, write: bool, histogram: bool,
-                   parity_sample: int, tokenizer, tokenizer_files: Mapping[str, str] | None) -> VerifyResult:
+                   parity_sample: int, tokenizer, tokenizer_files: Mapping[str, str] | None,
+                   pool_min_rows: int = 0) -> VerifyResult:
     clock = PhaseClock()  # beam_sft/timing.py
     phases = clock.phases
     phase = clock.phase
@@ -377,6 +381,7 @@ def _verify_folder(directory: Path, provenance: list[Violation], writable: bool,
     # Only a run over every row, with the recorded max_length and the parity sample on, may record a
     # pass: one that checked less reports its own result but never clears a recorded failure.
     full = len(positions) == num_rows and max_length == recorded_max_length and parity_sample > 0
+    num_proc = pool_procs(num_proc, len(positions), pool_min_rows)
     totals = Aggregator()
     by_rule: Counter = Counter()
     rows_with: set[int] = set()

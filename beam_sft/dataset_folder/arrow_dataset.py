@@ -12,7 +12,8 @@ The layout (datasets 5.x), which ``tests/dataset_folder/test_arrow_dataset.py`` 
 ``save_to_disk`` writes, field by field, so that a change in ``datasets`` fails a test here:
 
     DIR/data-00000-of-0000N.arrow   Arrow IPC *stream* files, the schema carrying ``huggingface``
-                                    metadata (the features); written by ``datasets``' own ArrowWriter
+                                    metadata (the features), batches of BATCH_ROWS rows: what
+                                    ``datasets``' ArrowWriter writes, byte for byte
     DIR/state.json                  the data files, the fingerprint, the format (none), the split (none)
     DIR/dataset_info.json           ``DatasetInfo(features=...)`` as a dict, top-level keys sorted
 """
@@ -24,8 +25,8 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from beam_sft.dataset_folder.layout import COLUMNS, STATE_FILE, arrow_schema, features_dict
 from beam_sft.dataset_folder.layout import DATASET_INFO_FILE as INFO_FILE
-from beam_sft.dataset_folder.layout import STATE_FILE
 
 # save_to_disk's defaults: shards of at most this many bytes, record batches of at most this many
 # rows, and (for long rows) of about this many bytes
@@ -39,7 +40,9 @@ def _shard_name(index: int, count: int) -> str:
 
 
 class DatasetWriter:
-    """Write a dataset folder a table at a time (rows in the order written); ``close()`` finishes it.
+    """Write a dataset folder of ``columns`` (COLUMNS' notation) a table at a time (rows in the order
+    written); ``close()`` finishes it. Only pyarrow: ``datasets`` is not imported (a CLI start pays
+    half a second for it); the tests compare the files with what ``save_to_disk`` writes.
 
     Tables are buffered up to BATCH_ROWS rows (so that the files hold batches of the size
     ``save_to_disk`` writes), or MAX_BATCH_BYTES when rows are long; a new shard starts once the
@@ -47,10 +50,11 @@ class DatasetWriter:
     MAX_BATCH_BYTES and one table). On an error the caller removes the folder (it is a staging one).
     """
 
-    def __init__(self, directory: str | Path, features, *, fingerprint: str, max_shard_bytes: int = MAX_SHARD_BYTES):
+    def __init__(self, directory: str | Path, columns: dict[str, str] | None = None, *, fingerprint: str,
+                 max_shard_bytes: int = MAX_SHARD_BYTES):
         self.directory = Path(directory)
-        self.features = features
-        self.schema = features.arrow_schema
+        self.columns = dict(COLUMNS if columns is None else columns)
+        self.schema = arrow_schema(self.columns)
         self.fingerprint = fingerprint
         self.max_shard_bytes = max_shard_bytes
         self.rows = 0
@@ -58,6 +62,7 @@ class DatasetWriter:
         self._pending_rows = 0
         self._pending_bytes = 0
         self._writer = None
+        self._sink = None
         self._shards: list[Path] = []
         self._shard_bytes = 0
 
@@ -96,13 +101,13 @@ class DatasetWriter:
         if not table.num_rows:
             return
         if self._writer is None:
-            from datasets.arrow_writer import ArrowWriter
-
             path = self.directory / f".shard-{len(self._shards):05d}.arrow"
             self._shards.append(path)
-            self._writer = ArrowWriter(features=self.features, path=str(path), embed_local_files=False)
+            self._sink = pa.OSFile(str(path), "wb")
+            self._writer = pa.ipc.new_stream(self._sink, self.schema)
             self._shard_bytes = 0
-        self._writer.write_table(table, BATCH_ROWS)
+        # as ArrowWriter.write_table: one chunk, then batches of BATCH_ROWS
+        self._writer.write_table(table.combine_chunks(), BATCH_ROWS)
         self.rows += table.num_rows
         self._shard_bytes += table.nbytes
         if self._shard_bytes >= self.max_shard_bytes:
@@ -110,9 +115,11 @@ class DatasetWriter:
 
     def _finish_shard(self) -> None:
         if self._writer is not None:
-            self._writer.finalize()
-            self._writer.close()
-            self._writer = None
+            try:
+                self._writer.close()
+            finally:
+                self._sink.close()
+                self._writer = self._sink = None
 
     def close(self) -> int:
         """Write what is buffered, name the shards, write state.json and dataset_info.json; returns rows."""
@@ -124,7 +131,7 @@ class DatasetWriter:
             os.replace(path, self.directory / name)
             names.append(name)
         _write_state(self.directory, names, self.fingerprint, list(self.schema.names))
-        _write_info(self.directory, self.features)
+        _write_info(self.directory, self.columns)
         return self.rows
 
     def abort(self) -> None:
@@ -133,7 +140,8 @@ class DatasetWriter:
             try:
                 self._writer.close()
             finally:
-                self._writer = None
+                self._sink.close()
+                self._writer = self._sink = None
 
 
 def _write_state(directory: Path, names: list[str], fingerprint: str, columns: list[str]) -> None:
@@ -151,11 +159,9 @@ def _write_state(directory: Path, names: list[str], fingerprint: str, columns: l
         json.dump(state, fh, indent=2, sort_keys=True)
 
 
-def _write_info(directory: Path, features) -> None:
-    from datasets import DatasetInfo
-    from datasets.utils.py_utils import asdict
-
-    info = asdict(DatasetInfo(features=features))
+def _write_info(directory: Path, columns: dict[str, str]) -> None:
+    # asdict(DatasetInfo(features=...)): the empty strings and the features (None fields are left out)
+    info = {"description": "", "citation": "", "homepage": "", "license": "", "features": features_dict(columns)}
     with open(directory / INFO_FILE, "w", encoding="utf-8") as fh:
         # save_to_disk sorts the first level only (sorting deeper would reorder the features)
         json.dump({key: info[key] for key in sorted(info)}, fh, indent=2)
@@ -316,3 +322,45 @@ def _index_stream(path: str):
                 raise ValueError(f"{path}: unexpected Arrow message {message.type!r}")
             out.append((offset, source.tell() - offset, pa.ipc.read_record_batch(message, schema).num_rows))
     return schema, out
+
+
+class SavedDataset:
+    """A saved dataset opened for reading without ``datasets`` (whose import is half a second of every
+    CLI start): its ``column_names`` and length from the files' own schema and record batches, rows by
+    position through a ``RowReader``. ``open_saved`` raises what ``load_from_disk`` raises for a folder
+    that is not one: FileNotFoundError (no state.json, or a data file missing), ValueError (state.json
+    unreadable, or a dataset dictionary), IndexError (no data files: no rows)."""
+
+    def __init__(self, directory: str | Path):
+        self.directory = Path(directory)
+        self.reader = RowReader(self.directory)
+        self.column_names = list(self.reader.schema.names)
+
+    def __len__(self) -> int:
+        return self.reader.num_rows
+
+    def rows(self, start: int, stop: int, columns: list[str] | tuple[str, ...]):
+        """Rows ``start:stop`` of ``columns`` as one Arrow table."""
+        return self.reader.slice(start, stop).select(list(columns))
+
+
+DICT_FILE = "dataset_dict.json"  # what save_to_disk writes for a DatasetDict instead of state.json
+
+
+def open_saved(directory: str | Path) -> SavedDataset:
+    """The saved dataset at ``directory`` (see ``SavedDataset`` for what is raised where it is not one)."""
+    directory = Path(directory)
+    if not (directory / STATE_FILE).is_file() or not (directory / INFO_FILE).is_file():
+        if (directory / DICT_FILE).is_file():
+            raise ValueError(f"{directory} is a dataset dictionary ({DICT_FILE}), not one dataset")
+        raise FileNotFoundError(f"{directory} is not a saved dataset: no {STATE_FILE} and {INFO_FILE} there")
+    try:
+        files = data_files(directory)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{directory / STATE_FILE}: not the state of a saved dataset ({exc!r})") from exc
+    if not files:
+        raise IndexError(f"{directory}: no data files (a dataset of no rows)")
+    for path in files:
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: a data file state.json lists is not there")
+    return SavedDataset(directory)

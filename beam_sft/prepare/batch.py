@@ -24,7 +24,7 @@ from beam_sft.convert import pipeline as conversion
 from beam_sft.data import jsontext
 from beam_sft.data.mix import copies
 from beam_sft.data.sources import BadRecord, bad_line
-from beam_sft.dataset_folder.layout import features
+from beam_sft.dataset_folder.layout import COLUMNS, arrow_schema
 from beam_sft.dataset_folder.rejects import reject_json, reject_line
 from beam_sft.dataset_folder.tokenizer import load_tokenizer
 from beam_sft.encode.length import fit_by_trimming, too_long
@@ -35,7 +35,9 @@ from beam_sft.reject_codes import codes
 KEPT = "kept"
 MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
 TEACHER_CODES = frozenset(codes("reason"))  # the teacher's refusals (teacher_*, judge_failed)
-STATUS_COLUMNS = ("status", "copy", "trimmed_messages", "fallback", "native", "reject", "format", "reasoning")
+# column -> kind (COLUMNS' notation) of what the encode pass adds to each row; dropped before saving
+STATUS_COLUMNS = {"status": "string", "copy": "int32", "trimmed_messages": "int32", "fallback": "int8",
+                  "native": "int8", "reject": "large_string", "format": "string", "reasoning": "string"}
 # The records file (records.py): JSON text, "" or a BadRecord as JSON, the line's byte (JSON Lines),
 # the source, the running index in the source (shards, mix), the row's own file (None: the source
 # itself) and its row there (meta, rejects).
@@ -308,14 +310,12 @@ _NO_IDS = np.zeros(0, np.int32)
 _NO_MASK = np.zeros(0, np.int8)
 
 
-def output_features():
-    """The encode pass's output: the prepared columns plus ``STATUS_COLUMNS`` (dropped before saving)."""
-    from datasets import Features, Value
+OUTPUT_COLUMNS = {**COLUMNS, **STATUS_COLUMNS}  # the encode pass's output tables
 
 
-    return Features({**features(), "status": Value("string"), "copy": Value("int32"),
-                     "trimmed_messages": Value("int32"), "fallback": Value("int8"), "native": Value("int8"),
-                     "reject": Value("large_string"), "format": Value("string"), "reasoning": Value("string")})
+def output_schema():
+    """The Arrow schema of the encode pass's output tables (``OUTPUT_COLUMNS``)."""
+    return arrow_schema(OUTPUT_COLUMNS)
 
 
 def count_table(table, counts, tokens) -> None:

@@ -268,13 +268,13 @@ def run_prepare(args: argparse.Namespace) -> int:
     config = build_config(args)
 
     def work() -> int:
-        with cli_progress(args.quiet) as interval:
+        with cli_progress(args.quiet) as progress:
             if args.engine == "ray":
                 from beam_sft.prepare.ray_engine import prepare_on_ray  # (Ray only when asked for)
 
                 out = prepare_on_ray(config, address=args.ray_address, shards=args.shards)
             else:
-                out = pipeline.prepare(config, progress_interval=interval)
+                out = pipeline.prepare(config, progress_interval=progress.interval, bars=progress.bars)
         print(_summary(out))
         print(f"prepared dataset: {out}")
         return 0

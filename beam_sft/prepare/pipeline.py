@@ -36,7 +36,7 @@ from beam_sft.dataset_folder import output
 from beam_sft.dataset_folder import report_json as rep
 from beam_sft.dataset_folder.arrow_dataset import DatasetWriter
 from beam_sft.dataset_folder.integrity import check_integrity, file_digests
-from beam_sft.dataset_folder.layout import REJECTS_FILE, TOKENIZER_DIR, features
+from beam_sft.dataset_folder.layout import REJECTS_FILE, TOKENIZER_DIR
 from beam_sft.dataset_folder.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.dataset_folder.lock import clear_stale_lock, output_lock
 from beam_sft.dataset_folder.tokenizer import load_tokenizer, save_tokenizer
@@ -69,6 +69,7 @@ class Clock(PhaseClock):
     def __init__(self) -> None:
         super().__init__()
         self.progress_interval = 0.0
+        self.bars = True
 
     def phase(self, name: str) -> float:
         seconds = super().phase(name)
@@ -192,14 +193,16 @@ def _verifies(plan: ResolvedPrepare, report) -> bool:
     return bool(plan.verify) and not empty_shard
 
 
-def prepare(config: PrepareConfig, *, progress_interval: float = 0.0) -> Path:
+def prepare(config: PrepareConfig, *, progress_interval: float = 0.0, bars: bool = True) -> Path:
     """Prepare (or reuse) the dataset ``config`` describes; returns its directory.
 
-    ``progress_interval`` > 0 logs a progress line (records, rows/s, ETA) that often while encoding.
+    ``progress_interval`` > 0 logs a progress line (records, rows/s, ETA) that often while encoding;
+    ``bars``: a progress bar for the encode pass (``progress.bar``).
     The config is read here and by ``resolve`` only: every step after reads the resolved plan.
     """
     clock = Clock()
     clock.progress_interval = progress_interval
+    clock.bars = bars
     if not config.sources:
         raise ConfigError("sources", "no data sources given")
     if config.output:
@@ -286,7 +289,7 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
             # closing(): an error or an interrupt here ends the pool before the staging folder goes
             with _forked_workers_single_threaded(procs > 1), children_die_with_me(), \
                     heartbeat("encode", n_records, counter, clock.progress_interval), \
-                    bar("encode", n_records, head_count) as progress, \
+                    bar("encode", n_records, head_count, show=clock.bars) as progress, \
                     contextlib.closing(encoded_tables(work / "records.arrow", tasks, job, procs, work)) as tables:
                 for table, done in tables:
                     collected.add(table)
@@ -337,7 +340,7 @@ class _Collector:
     def __init__(self, staging: Path, *, fingerprint: str):
         self.counts, self.tokens = rep.Counts(), rep.TokenStats()
         self._rejects = open(staging / REJECTS_FILE, "w", encoding="utf-8")
-        self._dataset = DatasetWriter(staging, features(), fingerprint=fingerprint)
+        self._dataset = DatasetWriter(staging, fingerprint=fingerprint)
 
     def add(self, table) -> None:
         schema = _output_schema()
@@ -359,7 +362,7 @@ class _Collector:
 
 @functools.lru_cache(maxsize=1)
 def _output_schema():
-    return batch_mod.output_features().arrow_schema
+    return batch_mod.output_schema()
 
 
 def _effective_procs(plan: ResolvedPrepare, rows: int) -> int:

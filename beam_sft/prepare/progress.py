@@ -1,20 +1,25 @@
 """Progress of ``prepare`` for the person or the log watching it.
 
-- On a terminal: a bar (rows/s and ETA) for the encode pass (``bar``: ``datasets``' tqdm, so that it
-  follows ``datasets``' progress-bar setting) and one line per finished phase.
+- On a terminal: a bar (rows/s and ETA) for the encode pass (``bar``) and one line per finished phase.
 - Not on a terminal (a log): no bars (their carriage returns make one endless line of a log, so the
-  CLI turns them off for its own run and back on after); instead one line per phase every
-  ``interval`` seconds while it runs: records done, rows/s, ETA, from a counter the workers share.
+  CLI turns off ``datasets``' too, for its own run); instead one line per phase every ``interval``
+  seconds while it runs: records done, rows/s, ETA, from a counter the workers share.
 - ``--quiet``: neither (warnings and errors only).
+- ``HF_DATASETS_DISABLE_PROGRESS_BARS``, where set, decides the bars, ours as ``datasets``'.
 
 The library never changes ``datasets``' settings by itself: only the CLI does, for the run it makes.
+Nothing here imports ``datasets`` (half a second of a CLI start that reads only local files): where
+it is not imported yet, the CLI's choice reaches it through its environment variable, which it reads
+once, at import.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import multiprocessing
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -63,27 +68,68 @@ def heartbeat(phase: str, total: int, counter: Counter | None, interval: float) 
         yield
 
 
-@contextlib.contextmanager
-def cli_progress(quiet: bool) -> Iterator[float]:
-    """The CLI's choice (see the module docstring); yields the heartbeat interval for the run."""
-    import datasets as ds_logging
+BARS_VARIABLE = "HF_DATASETS_DISABLE_PROGRESS_BARS"
+_TRUE, _FALSE = ("1", "ON", "YES", "TRUE"), ("0", "OFF", "NO", "FALSE")  # as datasets reads it
 
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What the CLI chose for a run: heartbeat lines every ``interval`` seconds (0: none), bars or not."""
+
+    interval: float
+    bars: bool
+
+
+def bars_forced() -> bool | None:
+    """``HF_DATASETS_DISABLE_PROGRESS_BARS``: False where it turns bars off, True where it keeps them on,
+    None where unset (or not a value ``datasets`` reads)."""
+    value = os.environ.get(BARS_VARIABLE, "").upper()
+    return False if value in _TRUE else True if value in _FALSE else None
+
+
+@contextlib.contextmanager
+def cli_progress(quiet: bool) -> Iterator[Progress]:
+    """The CLI's choice (see the module docstring) for the run inside the block."""
     interactive = sys.stderr.isatty()
-    was_enabled = ds_logging.is_progress_bar_enabled()
-    if quiet or not interactive:
-        ds_logging.disable_progress_bars()
-    try:
-        yield 0.0 if quiet or interactive else 10.0
-    finally:
-        if was_enabled:
-            ds_logging.enable_progress_bars()
+    forced = bars_forced()
+    bars = forced if forced is not None else not quiet and interactive
+    with _datasets_bars(bars or forced is not None):
+        yield Progress(interval=0.0 if quiet or interactive else 10.0, bars=bars)
 
 
 @contextlib.contextmanager
-def bar(phase: str, total: int, done: int = 0) -> Iterator:
-    """A progress bar for ``phase`` (``update(n)`` as records are done); shown only where
-    ``datasets``' progress bars are on (the CLI turns them off for a log and for ``--quiet``)."""
-    from datasets.utils import tqdm
+def _datasets_bars(leave: bool) -> Iterator[None]:
+    """``datasets``' bars off inside the block (unless ``leave``), back as they were after it."""
+    if leave:
+        yield
+        return
+    if "datasets" in sys.modules:
+        import datasets
 
-    with tqdm(total=total, initial=done, desc=phase, unit=" records") as progress:
+        was_enabled = datasets.is_progress_bar_enabled()
+        datasets.disable_progress_bars()
+        try:
+            yield
+        finally:
+            if was_enabled:
+                datasets.enable_progress_bars()
+        return
+    # Not imported: an import during the run (a hub source) reads this, once; its bars then stay off
+    # for the rest of this process, which for the CLI is the run.
+    os.environ[BARS_VARIABLE] = "1"
+    try:
+        yield
+    finally:
+        os.environ.pop(BARS_VARIABLE, None)
+
+
+@contextlib.contextmanager
+def bar(phase: str, total: int, done: int = 0, *, show: bool = True) -> Iterator:
+    """A progress bar for ``phase`` (``update(n)`` as records are done); ``show=False``: none (the CLI
+    off a terminal, ``--quiet``), and none where ``HF_DATASETS_DISABLE_PROGRESS_BARS`` turns bars off."""
+    from tqdm.auto import tqdm
+
+    forced = bars_forced()
+    with tqdm(total=total, initial=done, desc=phase, unit=" records",
+              disable=not (forced if forced is not None else show)) as progress:
         yield progress

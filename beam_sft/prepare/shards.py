@@ -28,7 +28,7 @@ from beam_sft.dataset_folder import output
 from beam_sft.dataset_folder import report_json as rep
 from beam_sft.dataset_folder.arrow_dataset import DatasetWriter, iter_batches
 from beam_sft.dataset_folder.integrity import check_integrity, file_digests
-from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR, features
+from beam_sft.dataset_folder.layout import COLUMNS, DATASET_INFO_FILE, REJECTS_FILE, TOKENIZER_DIR
 from beam_sft.dataset_folder.load import KEPT_ASIDE_KEY, check_counts, check_verified
 from beam_sft.dataset_folder.lock import output_lock
 from beam_sft.errors import ConfigError, NothingKept
@@ -114,11 +114,11 @@ def _merge_into(shards: list[Path], reports: list[dict], final: Path, *, verify:
     output.check_output_target(final)
     with output.staged(final) as staging:
         tokens = rep.TokenStats()
-        writer = DatasetWriter(staging, features(), fingerprint=combine(
+        writer = DatasetWriter(staging, fingerprint=combine(
             {"merged": reports[0]["fingerprint_base"], "shards": len(shards), "dataset": True})[:16])
         try:
             for shard in shards:
-                for batch in iter_batches(shard, list(features())):
+                for batch in iter_batches(shard, list(COLUMNS)):
                     writer.write(batch)
                     tokens.add_batch(batch)
             writer.close()

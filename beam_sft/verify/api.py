@@ -135,14 +135,6 @@ def check_records(records: Iterable[tuple[int, dict]], env: CheckEnv) -> tuple[l
     return violations, totals
 
 
-def _read(dataset, chunk: range | list[int]):
-    """Rows ``chunk`` of the dataset as an Arrow table (only the columns the checks read)."""
-    arrow = dataset.with_format("arrow")
-    if isinstance(chunk, range):
-        return arrow[chunk.start:chunk.stop]
-    return arrow[list(chunk)]
-
-
 # Worker processes get the dataset and the environment once: inherited on fork, loaded on spawn.
 _WORKER: dict = {}
 
@@ -229,8 +221,8 @@ def _collect_per_chunk():
             gc.enable()
 
 
-def _columns(dataset):
-    return dataset.select_columns([c for c in COLUMNS if c in dataset.column_names])
+def _columns(dataset) -> list[str]:
+    return [c for c in COLUMNS if c in dataset.column_names]
 
 
 def _chunks(positions: Sequence[int], size: int) -> list[range | list[int]]:
@@ -486,7 +478,7 @@ def load_rows(directory: str | Path, positions: Sequence[int], *, check: bool = 
     env = replace(env, sampled=frozenset(positions))  # (a copy: the caller's env keeps its own sample)
     contexts = []
     for position in positions:
-        batch = TokenBatch.from_table(_read(_columns(folder.dataset), range(position, position + 1)), [position])
+        batch = TokenBatch.from_table(folder.dataset.rows(position, position + 1, _columns(folder.dataset)), [position])
         bad = batch.bad_id_rows(env.vocab_size, env.decoder.holes)
         forbidden = batch.rows_where(env.forbidden_table, env.safe_ids(batch.ids))
         ids, mask, columns = batch.row(0)

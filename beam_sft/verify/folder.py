@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from beam_sft.dataset_folder import report_json as prepared_report
+from beam_sft.dataset_folder.arrow_dataset import SavedDataset, open_saved
 from beam_sft.dataset_folder.layout import REJECTS_FILE
 from beam_sft.dataset_folder.tokenizer import prepared_tokenizer
 from beam_sft.errors import PreparedError, VerificationError
@@ -23,7 +24,7 @@ class PreparedFolder:
     """A prepared folder (published or still in staging): dataset, report, tokenizer, rejects."""
 
     directory: Path
-    dataset: object
+    dataset: SavedDataset  # (read without ``datasets``: dataset_folder.arrow_dataset)
     report: dict
 
     @property
@@ -45,17 +46,15 @@ def read_report(directory: Path) -> dict:
 
 def open_prepared(directory: str | Path) -> PreparedFolder:
     """The prepared folder at ``directory``, its dataset checked for the columns verify needs."""
-    from datasets import load_from_disk
+    import pyarrow as pa
 
     path = Path(directory)
     try:
-        dataset = load_from_disk(str(path))
-    except (FileNotFoundError, ValueError) as exc:
+        dataset = open_saved(path)
+    except (FileNotFoundError, ValueError, pa.ArrowInvalid) as exc:
         raise VerificationError(f"{path}: not a prepared dataset ({exc})") from exc
-    except IndexError as exc:  # datasets saves 0 rows as 0 shards, then cannot load them
+    except IndexError as exc:  # datasets saves 0 rows as 0 shards
         raise VerificationError(f"{path}: the prepared dataset has no rows") from exc
-    if not hasattr(dataset, "column_names") or isinstance(dataset.column_names, dict):
-        raise VerificationError(f"{path}: not a prepared dataset (a dataset dictionary, not one dataset)")
     missing = [c for c in REQUIRED_COLUMNS if c not in dataset.column_names]
     if missing:
         raise VerificationError(f"{path}: prepared dataset lacks columns {missing}")

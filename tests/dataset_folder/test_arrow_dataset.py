@@ -52,7 +52,7 @@ def _in_memory(table):
 
 def _write(directory, table: pa.Table, *, pieces: int = 7, **kwargs) -> ad.DatasetWriter:
     directory.mkdir()
-    writer = ad.DatasetWriter(directory, features(), fingerprint="0123456789abcdef", **kwargs)
+    writer = ad.DatasetWriter(directory, fingerprint="0123456789abcdef", **kwargs)
     step = max(1, table.num_rows // pieces)
     for start in range(0, table.num_rows, step):  # odd-sized pieces: the writer re-batches them
         writer.write(table.slice(start, step))
@@ -117,7 +117,7 @@ def test_a_table_with_other_types_is_cast_and_a_missing_column_refused(tmp_path)
     wide = table.set_column(4, "row_index", pa.array(range(10), pa.int32()))
     _write(tmp_path / "ours", wide)
     assert load_from_disk(str(tmp_path / "ours")).features == features()
-    writer = ad.DatasetWriter(tmp_path, features(), fingerprint="f")
+    writer = ad.DatasetWriter(tmp_path, fingerprint="f")
     with pytest.raises(KeyError):
         writer.write(table.drop_columns(["row"]))
 
@@ -147,3 +147,65 @@ def test_rows_by_position_across_batches_and_shards(tmp_path):
     with pytest.raises(IndexError):
         reader.take([2600])
     reader.close()
+
+
+def test_the_schema_and_features_built_without_datasets_are_datasets_own():
+    # prepare writes and verify reads without importing datasets: what it builds must be what
+    # datasets itself builds, metadata included (load_from_disk reads the features from it)
+    from datasets import Features, List, Value
+
+    from beam_sft.dataset_folder.layout import COLUMNS, arrow_schema, features_dict
+    from beam_sft.prepare.batch import OUTPUT_COLUMNS, STATUS_COLUMNS, output_schema
+
+    assert arrow_schema().equals(features().arrow_schema, check_metadata=True)
+    assert features_dict() == features().to_dict()
+    theirs = Features({name: List(Value(kind[5:])) if kind.startswith("list:") else Value(kind)
+                       for name, kind in OUTPUT_COLUMNS.items()})
+    assert output_schema().equals(theirs.arrow_schema, check_metadata=True)
+    assert list(OUTPUT_COLUMNS) == list(COLUMNS) + list(STATUS_COLUMNS)
+    assert theirs["reject"].dtype == "large_string" and output_schema().field("reject").type == pa.large_string()
+
+
+def test_prepare_and_verify_do_not_import_datasets(tmp_path, tokenizer_dir):
+    # half a second of every CLI start; the folder must still load with datasets (the tests above).
+    # (pandas is not asserted: pyarrow imports it on its first pa.array of a list, for a type check)
+    import subprocess
+    import sys
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"},
+                                             {"role": "assistant", "content": "hello",
+                                              "reasoning_content": "greet"}]}) + "\n")
+    code = ("import sys, runpy; sys.argv = ['beam-sft', 'prepare', '--data', sys.argv[1], '--format', 'openai', "
+            "'--tokenizer', sys.argv[2], '--output', sys.argv[3], '--no-cache', '--quiet']\n"
+            "from beam_sft.cli import main\nrc = main()\n"
+            "print('IMPORTED', sorted(m for m in ('datasets',) if m in sys.modules))\nraise SystemExit(rc)")
+    done = subprocess.run([sys.executable, "-c", code, str(data), str(tokenizer_dir), str(tmp_path / "out")],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "IMPORTED []" in done.stdout, done.stdout
+    assert (tmp_path / "out" / "report.json").is_file()
+
+
+def test_open_saved_refuses_what_load_from_disk_refuses(tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    table = _table(30, seed=5)
+    _write(tmp_path / "ours", table)
+    saved = ad.open_saved(tmp_path / "ours")
+    assert len(saved) == 30 and saved.column_names == list(features())
+    assert saved.rows(3, 5, ["row_index"]).column("row_index").to_pylist() == [3, 4]
+    with pytest.raises(FileNotFoundError):
+        ad.open_saved(tmp_path / "nothing")
+    DatasetDict({"train": Dataset.from_dict({"a": [1]})}).save_to_disk(str(tmp_path / "dict"))
+    with pytest.raises(ValueError, match="dataset dictionary"):
+        ad.open_saved(tmp_path / "dict")
+    (tmp_path / "ours" / "data-00000-of-00001.arrow").unlink()
+    with pytest.raises(FileNotFoundError, match="data file"):
+        ad.open_saved(tmp_path / "ours")
+    (tmp_path / "ours" / ad.STATE_FILE).write_text(json.dumps({"_data_files": []}))
+    with pytest.raises(IndexError):
+        ad.open_saved(tmp_path / "ours")
+    (tmp_path / "ours" / ad.STATE_FILE).write_text("{")
+    with pytest.raises(ValueError):
+        ad.open_saved(tmp_path / "ours")

@@ -123,3 +123,21 @@ def test_entries_of_a_file_not_laid_out_so_are_none(tmp_path, text):
         assert added_tokens_entries(path) is None
     except ValueError:  # not JSON at all: the caller falls back (added_tokens_kwargs catches it)
         assert added_tokens_kwargs(tmp_path) == {}
+
+
+def test_the_head_grows_until_the_added_tokens_are_in_it_whatever_the_cut(tmp_path, monkeypatch):
+    # the head is decoded from a byte prefix: a cut inside a character or inside the list must not
+    # change the entries (4-byte, 3-byte and 2-byte characters around every cut)
+    from beam_sft.dataset_folder import tokenizer as tok
+
+    tokens = [{"id": i, "content": c, "special": True} for i, c in enumerate(["<|é|>", "𝄞x", "漢字", "a"])]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"version": "1.0", "truncation": None, "added_tokens": tokens,
+                                "model": {"vocab": {"ü": 0}}}, ensure_ascii=False), encoding="utf-8")
+    for size in range(1, len(path.read_bytes()) + 2):
+        monkeypatch.setattr(tok, "PREFIX_BYTES", size)
+        assert added_tokens_entries(path) == tokens, size
+    path.write_bytes(path.read_bytes()[:-3] + b"\xff}}")  # not UTF-8 after the list: a full decode refuses
+    monkeypatch.setattr(tok, "PREFIX_BYTES", 1 << 20)
+    with pytest.raises(ValueError):
+        added_tokens_entries(path)

@@ -3,13 +3,14 @@ nothing with --quiet; the library never switches datasets' bars off behind the c
 
 from __future__ import annotations
 
+import os
 import re
 
 import datasets as ds_logging
 
 from beam_sft.data.synthetic import synthetic_rows
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
-from beam_sft.prepare.progress import cli_progress
+from beam_sft.prepare.progress import BARS_VARIABLE, bar, cli_progress
 from tests.encode.conftest import write_jsonl
 
 
@@ -37,14 +38,53 @@ def test_off_a_terminal_lines_come_at_an_interval(tmp_path, tokenizer_dir, caplo
 def test_the_cli_choice_is_scoped(monkeypatch):
     import sys
 
+    monkeypatch.delenv(BARS_VARIABLE, raising=False)
     assert ds_logging.is_progress_bar_enabled()
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
-    with cli_progress(quiet=False) as interval:
-        assert interval > 0 and not ds_logging.is_progress_bar_enabled()
+    with cli_progress(quiet=False) as progress:
+        assert progress.interval > 0 and not progress.bars and not ds_logging.is_progress_bar_enabled()
     assert ds_logging.is_progress_bar_enabled()
-    with cli_progress(quiet=True) as interval:
-        assert interval == 0 and not ds_logging.is_progress_bar_enabled()
+    with cli_progress(quiet=True) as progress:
+        assert progress.interval == 0 and not progress.bars and not ds_logging.is_progress_bar_enabled()
     assert ds_logging.is_progress_bar_enabled()
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
-    with cli_progress(quiet=False) as interval:
-        assert interval == 0 and ds_logging.is_progress_bar_enabled()  # datasets' bars: rows/s, ETA
+    with cli_progress(quiet=False) as progress:  # bars: rows/s, ETA
+        assert progress.interval == 0 and progress.bars and ds_logging.is_progress_bar_enabled()
+    monkeypatch.setenv(BARS_VARIABLE, "1")  # the user's setting decides, on a terminal too
+    with cli_progress(quiet=False) as progress:
+        assert not progress.bars
+    assert os.environ[BARS_VARIABLE] == "1"
+
+
+def test_the_choice_reaches_datasets_imported_during_the_run():
+    # the CLI does not import datasets; a hub source imports it during the run, and must find its
+    # bars off there off a terminal; the variable is the user's again after the run
+    import subprocess
+    import sys
+
+    code = ("import os, sys\n"
+            "from beam_sft.prepare.progress import cli_progress\n"
+            "assert 'datasets' not in sys.modules\n"
+            "with cli_progress(quiet=False) as progress:\n"
+            "    import datasets\n"
+            "    print('inside', progress.bars, datasets.is_progress_bar_enabled())\n"
+            "print('after', os.environ.get('HF_DATASETS_DISABLE_PROGRESS_BARS'))\n")
+    env = {k: v for k, v in os.environ.items() if k != BARS_VARIABLE}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["inside False False", "after None"], done.stdout
+
+
+def test_the_bar_shows_only_where_asked(monkeypatch, capsys):
+    monkeypatch.delenv(BARS_VARIABLE, raising=False)
+    with bar("encode", 10, show=False) as progress:
+        progress.update(10)
+    assert "encode" not in capsys.readouterr().err
+    with bar("encode", 10, show=True) as progress:
+        progress.update(10)
+    assert "encode: 100%" in capsys.readouterr().err
+    monkeypatch.setenv(BARS_VARIABLE, "yes")
+    with bar("encode", 10, show=True) as progress:
+        progress.update(10)
+    assert "encode" not in capsys.readouterr().err

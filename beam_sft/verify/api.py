@@ -161,10 +161,11 @@ class _Rows:
     memory-mapped here, so a process's RSS does not grow with the rows it checked (every page of a
     mapping a process has read would stay in its resident set until the mapping went)."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, reader=None):
         from beam_sft.dataset_folder.arrow_dataset import RowReader
 
-        self.reader = RowReader(directory)
+        # (the opened folder's reader where there is one: its index of the batches is built already)
+        self.reader = reader if reader is not None else RowReader(directory)
         self.columns = [c for c in COLUMNS if c in self.reader.schema.names]
 
     def table(self, chunk: range | list[int]):
@@ -235,7 +236,7 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
                  env: CheckEnv) -> Iterator[tuple[list[Violation], Aggregator]]:
     """(violations, statistics) chunk by chunk, in row order, from this process or a pool."""
     if num_proc <= 1 or len(positions) < 2:
-        rows = _Rows(folder.directory)
+        rows = _Rows(folder.directory, folder.dataset.reader)
         with _collect_per_chunk():
             for done, chunk in enumerate(_chunks(positions, CHUNK_ROWS), 1):
                 found = check_batch(TokenBatch.from_table(rows.table(chunk), chunk), env)
@@ -249,7 +250,7 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
     # already built; spawn builds them again in each worker.
     method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
     if method == "fork":
-        _WORKER.update(rows=_Rows(folder.directory), env=env)
+        _WORKER.update(rows=_Rows(folder.directory, folder.dataset.reader), env=env)
     try:
         context = multiprocessing.get_context(method)
         with _collect_per_chunk():  # forked while frozen: a worker's collections skip what it inherited

@@ -2,7 +2,9 @@
 
 Beam's model code (``transformers.models.beam``: ``BeamConfig``, ``BeamForCausalLM``) first shipped
 in transformers 5.21.0; 5.20 has no ``models/beam/`` and ``AutoConfig`` there fails with an
-"unrecognized model type" that does not say what to install. ``check-tokenizer``, ``plan`` and the
+"unrecognized model type" that does not say what to install. The install line names the range
+pyproject pins (:data:`TESTED`), not the first release: the recipe is tested on one minor, and a
+later one changed Beam's tensor-parallel plan (5.25 dropped the experts from it). ``check-tokenizer``, ``plan`` and the
 train pre-flight ask :func:`missing_support` first and print its one line instead.
 """
 
@@ -16,6 +18,8 @@ from beam_sft.errors import BeamError
 
 # model_type -> (the first transformers release that ships it, the module that holds its code)
 FIRST_RELEASE = {"beam": ("5.21.0", "transformers.models.beam")}
+# pyproject's transformers requirement (a test holds the two equal)
+TESTED = "transformers>=5.24,<5.25"
 
 
 def _installed_transformers() -> str:
@@ -41,7 +45,8 @@ def missing_support(model_type: str | None) -> str | None:
     if present:
         return None
     return (f"a {model_type!r} checkpoint needs transformers>={first} ({module} first shipped in {first}); "
-            f"installed: transformers {_installed_transformers()}; install with: pip install 'transformers>={first}'")
+            f"installed: transformers {_installed_transformers()}; install the tested release with: "
+            f"pip install '{TESTED}'")
 
 
 def model_type_at(path) -> str | None:

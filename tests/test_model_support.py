@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from beam_sft.model_support import FIRST_RELEASE, missing_support, model_type_at
+from beam_sft.model_support import FIRST_RELEASE, TESTED, missing_support, model_type_at
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,8 +34,9 @@ def beam_checkpoint(fixture_dir, tmp_path):
 
 
 def test_the_floor_is_the_first_release_with_beam():
-    """pyproject's transformers floor is the release that first shipped models/beam/, and the pinned
-    install has it (so nothing below is said on a supported install)."""
+    """pyproject's transformers range starts at or after the release that first shipped
+    models/beam/, the install line names that range, and the pinned install is in it (so nothing
+    below is said on a supported install)."""
     from importlib.metadata import version
 
     from packaging.requirements import Requirement
@@ -45,14 +46,15 @@ def test_the_floor_is_the_first_release_with_beam():
     deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
     spec = next(Requirement(d) for d in deps if Requirement(d).name == "transformers").specifier
     first = Version(FIRST_RELEASE["beam"][0])
-    assert first in spec and Version("5.20.0") not in spec
+    assert Version("5.20.0") not in spec and all(Version(s.version) >= first for s in spec if ">" in s.operator)
+    assert Requirement(TESTED).specifier == spec
     assert Version(version("transformers")) in spec
     assert missing_support("beam") is None and missing_support("llama") is None
 
 
 def test_missing_beam_is_named_with_the_release(without_beam):
     line = missing_support("beam")
-    assert line and "transformers>=5.21.0" in line and "transformers.models.beam" in line and "\n" not in line
+    assert line and "transformers>=5.21.0" in line and f"pip install '{TESTED}'" in line and "transformers.models.beam" in line and "\n" not in line
     assert missing_support("llama") is None and missing_support(None) is None
 
 

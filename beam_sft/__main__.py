@@ -1,4 +1,4 @@
-from beam_sft.cli import main
+from beam_sft.cli import run
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

@@ -46,8 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return dispatch(build_parser().parse_args(argv))
+
+
+def dispatch(args: argparse.Namespace) -> int:
     try:
         guard_command(args)  # every output through the one guard, before the command opens anything
         return int(args.func(args) or 0)
@@ -61,5 +63,42 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def run() -> None:
+    """The console entry (``beam-sft``, ``python -m beam_sft``): the command, then the exit.
+
+    A command that sets ``quick_exit`` has closed what it wrote when it returns, and its exit skips
+    the interpreter's last sweeps of every object it made (0.25 to 0.3 s of a 3 s prepare of 10 rows,
+    2 cores): :func:`quick_exit`.
+    """
+    args = build_parser().parse_args()
+    code = dispatch(args)
+    if getattr(args, "quick_exit", False):
+        quick_exit()
+    raise SystemExit(code)
+
+
+def quick_exit() -> None:
+    """Leave what is still alive to the OS, not to the cycle collector.
+
+    ``gc.collect()`` first runs the finalizers of what is already garbage, as the last sweep would;
+    ``gc.freeze()`` then keeps the teardown's collections from walking the rest. A frozen object in
+    a reference cycle (a module's globals are one) is never finalized, so every open writer is
+    flushed here: a file ``open()`` made that a library left open is complete on disk, as after a plain exit. (Not
+    closed: a compressed stream left open would lack its trailer, so a quick command closes its own.)
+    """
+    import gc
+    import io
+
+    gc.collect()
+    writers = {io.TextIOWrapper, io.BufferedWriter, io.BufferedRandom}  # exact types: an ABC check is 0.1 s
+    for stream in gc.get_objects():
+        if type(stream) in writers and not stream.closed:
+            try:
+                stream.flush()  # a text layer flushes the buffer under it too
+            except (OSError, ValueError):  # a pipe the reader closed, a detached layer: as a plain exit
+                pass
+    gc.freeze()
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

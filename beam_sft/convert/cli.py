@@ -71,7 +71,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--config", help="YAML file of convert options (missing_reasoning, columns, ...)")
     parser.add_argument("--summary-json", help="also write the per-source summary as JSON")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, quick_exit=True)
     writes(parser, convert_outputs)
 
 

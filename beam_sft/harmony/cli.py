@@ -44,7 +44,7 @@ def register(subparsers) -> None:
         "Exit 0 when fit (warnings are printed), 1 with the list of problems, 2 if it cannot be loaded.",
     )
     check.add_argument("path", help="tokenizer directory or hub id")
-    check.set_defaults(func=run_check_tokenizer)
+    check.set_defaults(func=run_check_tokenizer, quick_exit=True)
     writes_nothing(check, "prints the tokenizer's problems and warnings")
 
 

@@ -81,7 +81,7 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--no-cache", action="store_true", help="encode again even if the output is up to date")
     prepare.add_argument("--no-verify", action="store_true", help="skip verification at the end")
     prepare.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
-    prepare.set_defaults(func=run_prepare)
+    prepare.set_defaults(func=run_prepare, quick_exit=True)
     # The flags' paths; a config's own sources and output are checked by the pipeline (the API path too).
     writes(prepare, lambda a: Outputs(inputs={"--data": a.data, "--tokenizer": a.tokenizer, "--config": a.config},
                                       folders={"--output": a.output}))
@@ -97,7 +97,7 @@ def register(subparsers: Any) -> None:
     merge.add_argument("--num-proc", type=count(1), default=1, metavar="N", help="processes for verification")
     merge.add_argument("--no-verify", action="store_true")
     merge.add_argument("--quiet", "-q", action="store_true", help="no progress bars or lines; warnings and errors only")
-    merge.set_defaults(func=run_merge)
+    merge.set_defaults(func=run_merge, quick_exit=True)
     writes(merge, lambda a: Outputs(inputs={"SHARD_DIR": a.shards}, folders={"--output": a.output}))
 
 

@@ -35,7 +35,7 @@ def register(subparsers) -> None:
     verify.add_argument("--max-violations", type=count(0), default=20, metavar="N",
                         help="violations to print (all are in verify_violations.jsonl)")
     verify.add_argument("--no-histogram", action="store_true", help="do not write report_lengths.png")
-    verify.set_defaults(func=run_verify)
+    verify.set_defaults(func=run_verify, quick_exit=True)
     rewrites_own_files(verify, "the prepared folder's report.json verify sections, verify_violations.jsonl, "
                                "report_lengths.png and report.html, all written by prepare or verify")
 
@@ -51,7 +51,7 @@ def register(subparsers) -> None:
                         help="ANSI colours even when stdout is not a terminal")
     colors.add_argument("--no-color", dest="color", action="store_false",
                         help="no ANSI colours (trained text in ⟪ ⟫)")
-    inspect.set_defaults(func=run_inspect)
+    inspect.set_defaults(func=run_inspect, quick_exit=True)
     writes(inspect, lambda a: Outputs(inputs=folder_inputs(a.directory, None), files={"--html": a.html}))
 
     report = subparsers.add_parser(
@@ -65,7 +65,7 @@ def register(subparsers) -> None:
                         help="where to write the page (default: DIR/report.html)")
     report.add_argument("--rows", type=count(0), default=4, metavar="N", help="rows drawn with their masks (default 4)")
     report.add_argument("--seed", type=int, default=0, help="seed for the rows drawn")
-    report.set_defaults(func=run_report)
+    report.set_defaults(func=run_report, quick_exit=True)
     writes(report, lambda a: Outputs(inputs=folder_inputs(a.directory, a.output), files={"-o": a.output}))
 
 

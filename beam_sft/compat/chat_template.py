@@ -34,6 +34,7 @@ ENCODER_PRIVATE: dict[str, tuple[str, ...]] = {
     "_render_with_assistant_indices": ("compiled_template", "messages", "tools", "documents",
                                        "add_generation_prompt", "**"),
     "_cached_compile_jinja_template": ("chat_template",),
+    "_compile_jinja_template": ("chat_template",),
 }
 # Public, but we rely on its keyword arguments.
 ENCODER_PUBLIC: dict[str, tuple[str, ...]] = {
@@ -108,6 +109,11 @@ def render_with_assistant_indices(compiled, messages, tools, template_kwargs: di
 def compile_private_template(source: str):
     """A fresh compile of the chat template (not the lru-cached one ``apply_chat_template`` shares)."""
     return _module()._cached_compile_jinja_template(source)
+
+
+def shared_template(source: str):
+    """The lru-cached compile ``apply_chat_template`` renders with (compiled once per process)."""
+    return _module()._compile_jinja_template(source)
 
 
 def swap_environment_class(compiled, make_subclass) -> Any:

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from beam_sft.compat import chat_template
 from beam_sft.encode.fast import native
+from beam_sft.encode.fast import render as render_mod
 from beam_sft.encode.fast.encoder import FastEncoder
 from beam_sft.encode.fast.probe import probe, probe_rows
 from beam_sft.encode.fast.render import FastRenderer
@@ -131,24 +132,40 @@ def test_renderer_uses_native_only_for_known_templates(tokenizer):
     assert renderer.native_stats == {"rows": 0, "declined": 0}
 
 
-def test_the_template_is_compiled_only_when_a_row_needs_jinja(tokenizer):
-    # A compile is 0.05 s of every process's start: rows the native renderer takes never pay it.
+def test_the_template_is_compiled_only_when_many_rows_need_jinja(tokenizer, monkeypatch):
+    # A compile is 0.05 s of every process's start: rows the native renderer takes never pay it, a
+    # few it declines render with apply_chat_template's own compile, many get the memo's.
+    monkeypatch.setattr(render_mod, "SHARED_DECLINES", 2)
     row = {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "reasoning_content": "r",
                                                            "content": "y"}]}
     renderer = FastRenderer(tokenizer)
     want = renderer.render(row)
     assert renderer.native_stats == {"rows": 1, "declined": 0} and renderer._compiled == {}
     declined = {**row, "chat_template_kwargs": {"house_style": 1}}  # native declines an unknown argument
-    text, spans = renderer.render(declined)
-    assert renderer.native_stats == {"rows": 1, "declined": 1} and len(renderer._compiled) == 1
     chat, tools, kwargs = _inputs(tokenizer, declined["messages"], None, {"house_style": 1})
-    assert (text, list(spans)) == _template_outcome(tokenizer.chat_template, chat, tools, kwargs)
+    expected = _template_outcome(tokenizer.chat_template, chat, tools, kwargs)
+    for n in (1, 2, 3, 4):
+        text, spans = renderer.render(declined)
+        assert (text, list(spans)) == expected
+        assert renderer.native_stats["declined"] == n and len(renderer._compiled) == (n > 2)
     assert renderer.render(row) == want and len(renderer._compiled) == 1
     other = copy.deepcopy(tokenizer)
     other.chat_template = tokenizer.chat_template.replace("Reasoning effort: ", "Effort: ")
     renderer = FastRenderer(other)
     renderer.render(row)
     assert len(renderer._compiled) == 1  # any other template: compiled before the first row
+
+
+def test_a_declined_row_the_template_refuses_is_the_templates_error_either_way(tokenizer, monkeypatch):
+    bad = {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "reasoning_content": "r",
+                                                           "content": "y"}], "chat_template_kwargs": {"namespace": 1}}
+    errors = []
+    for shared in (64, 0):
+        monkeypatch.setattr(render_mod, "SHARED_DECLINES", shared)
+        with pytest.raises(Exception) as exc:  # noqa: PT011 - compared below
+            FastRenderer(tokenizer).render(bad)
+        errors.append((type(exc.value), str(exc.value)))
+    assert errors[0] == errors[1]
 
 
 def test_a_wrong_native_renderer_is_caught_by_the_differential_and_the_probe(tokenizer, monkeypatch):

@@ -230,6 +230,9 @@ def _memo_environment_class(base: type):
     return MemoSandbox
 
 
+SHARED_DECLINES = 64  # declined rows rendered without the memo before it is compiled
+
+
 class FastRenderer:
     """Render BeamRows exactly like ``render_jinja_template`` (text and generation spans), faster."""
 
@@ -289,7 +292,10 @@ class FastRenderer:
                     self.native_stats["rows"] += 1
                     return rendered
                 self.native_stats["declined"] += 1
-                compiled = self._template(source)
+                # The few rows native declines (the probe's refused rows, an odd type) render with the
+                # compile apply_chat_template already made; many pay for the memo's own compile.
+                few = self.native_stats["declined"] <= SHARED_DECLINES and source not in self._compiled
+                compiled = chat_template.shared_template(source) if few else self._template(source)
             text, spans = chat_template.render_with_assistant_indices(compiled, chat, tools, template_kwargs)
         except Exception as exc:  # a template error is a property of the row: route it to rejects
             raise template_error(exc) from exc

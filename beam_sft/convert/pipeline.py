@@ -34,6 +34,7 @@ import functools
 import itertools
 import json
 import math
+import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -84,13 +85,52 @@ def resolve_format(raw: Any, options: ConvertOptions, default: str = "openai") -
         return default
 
 
-def check_record(raw: Any, max_chars: int | None = None) -> tuple[str, str] | None:
+# A surrogate escape (``\\ud800`` to ``\\udfff``) in JSON text: the only way a lone surrogate gets into
+# a string that ``jsontext.loads`` decodes from text that is itself valid Unicode.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+# ``json.dumps`` of what ``jsontext.loads(text)`` decodes is at most this many times ``len(text)``:
+# strings and keys come out no longer than they were written (JSON must already escape what dumps
+# escapes), whitespace goes, a separator grows from 1 to 2 characters, and a number's repr is at
+# most 4.5 times its text ("9e15" -> "9000000000000000.0"); tests/convert/test_check_record.py.
+DUMPS_GROWTH = 8
+
+
+def text_passes(text: str, max_chars: int | None) -> bool:
+    """Whether ``check_record`` finds nothing in ``jsontext.loads(text)``, told from the text alone:
+    the strict decoder refuses NaN and Infinity, a text with no raw surrogate and no surrogate escape
+    decodes to strings without one, and with ``max_chars`` a text this short cannot serialize past
+    it. False means only "not sure": ``check_record`` then serializes the value as before.
+
+    >>> text_passes('{"a": "é", "b": [1.5]}', None), text_passes('{"a": "\\ud800"}', None)
+    (True, False)
+    >>> text_passes('[1e9]', 8 * 5), text_passes('[1e9]', 8 * 5 - 1)
+    (True, False)
+    """
+    if max_chars is not None and len(text) * DUMPS_GROWTH > max_chars:
+        return False
+    if _SURROGATE_ESCAPE.search(text):
+        return False
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+    return True
+
+
+def check_record(raw: Any, max_chars: int | None = None, *, text: str | None = None) -> tuple[str, str] | None:
     """``(code, message)`` for a record no text field can hold: text that is not valid Unicode
     (lone surrogates: a ``"\\ud800"`` escape, or bytes that were not UTF-8) or a NaN/Infinity
     (not JSON: the row column would stop being standard JSON), or, with ``max_chars``, a record
     longer than that as compact JSON (``row_too_large``: one measure for convert and prepare,
     whatever the source's own spacing). Every key and value is looked at: first in one C-speed
-    pass (strict JSON, then UTF-8), then, only when that fails, by a walk that names the place."""
+    pass (strict JSON, then UTF-8), then, only when that fails, by a walk that names the place.
+
+    ``text``: the JSON text ``raw`` was decoded from by ``jsontext.loads``; when ``text_passes``
+    tells from it that nothing can be found, the record is not serialized again (prepare decodes
+    every record from text: that serialization was a tenth of its encode workers' time)."""
+    if text is not None and text_passes(text, max_chars):
+        return None
     try:
         text = json.dumps(raw, ensure_ascii=False, allow_nan=False)
         text.encode("utf-8")
@@ -160,12 +200,18 @@ def convert_row(
     row: int | None = None,
     default_format: str = "openai",
     fill: Fill | None = None,
+    text: str | None = None,
+    late_check: bool = True,
 ) -> BeamRow | Rejection:
     """Convert, ``fill``, apply the missing-reasoning policy, validate; attach ``meta`` or the rejection context.
 
     ``format="auto"`` reads the row by the format its shape shows, ``default_format`` when it shows
     none. A kept row's ``meta`` is ``{"source", "row"}``, plus ``notes`` when it carries some, plus
     ``reasoning`` (per-turn provenance) when a ``fill`` ran.
+
+    ``text``: the JSON text ``raw`` was decoded from by ``jsontext.loads`` (``check_record``'s).
+    ``late_check=False``: the caller serializes every kept row itself and checks it there
+    (``late_rejection``), rather than have each kept row serialized twice.
     """
     if format == "auto":
         format = resolve_format(raw, options, default_format)
@@ -174,7 +220,7 @@ def convert_row(
     if isinstance(raw, BadRecord):
         code = "unreadable_rest" if raw.rest else raw.code
         return Rejection(code, raw.describe()).at(source=source, row=row, raw=_escaped(raw.text))
-    problem = check_record(raw, options.max_row_chars)
+    problem = check_record(raw, options.max_row_chars, text=text)
     if problem is None:
         problem = conflicting_carriers(raw, options)
     if problem is not None:
@@ -193,12 +239,8 @@ def convert_row(
             result = validate(result, options=options) or result
             if isinstance(result, Rejection) and result.code == "no_trained_turn":
                 result = _explain_no_trained_turn(result, converted, options)
-            if not isinstance(result, Rejection):
-                # The one number rule on what is kept, however a value arrived (a JSON string decoded
-                # later, a Harmony argument cast to its schema type, a Python literal): never Infinity.
-                late = check_record(result)
-                if late is not None:
-                    result = Rejection(*late)
+            if late_check and not isinstance(result, Rejection):
+                result = late_rejection(result) or result
             if isinstance(result, Rejection) and result.code in _POLICY_CODES:
                 result = _fill_cause(result, converted)
     except Rejection as exc:
@@ -220,6 +262,14 @@ def convert_row(
     if provenance is not None:  # turns a truncate policy cut are gone from the row, and from here
         meta["reasoning"] = [p for p in provenance if p.get("turn", 0) < len(result["messages"])]
     return {**result, "meta": meta}
+
+
+def late_rejection(row: BeamRow) -> Rejection | None:
+    """The one number rule on what is kept, however a value arrived (a JSON string decoded later, a
+    Harmony argument cast to its schema type, a Python literal): never Infinity, never a lone
+    surrogate. Of the row as converted: a ``meta`` beside it (``convert_row`` adds its own) is not looked at."""
+    late = check_record({k: v for k, v in row.items() if k != "meta"} if "meta" in row else row)
+    return None if late is None else Rejection(*late)
 
 
 def _carried_provenance(raw: Any, row: BeamRow) -> list[dict] | None:

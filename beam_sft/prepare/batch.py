@@ -89,6 +89,7 @@ class Pending:
     copies: int
     chars: int = 0  # length of the record as read (JSON text)
     format: str = ""  # the format that read it
+    text: str | None = None  # the row column: ``row`` as JSON (``row_column``), made once
 
 
 @dataclass(frozen=True)
@@ -154,15 +155,38 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
             from beam_sft.prepare.teacher import cache_reader
 
             fill = cache_reader(job.key, source_id, source)
-        result = conversion.convert_row(raw, format=fmt, options=source.options, source=file or source.label,
-                                        row=row_index if file_row is None else file_row, fill=fill)
+        label, row = file or source.label, row_index if file_row is None else file_row
+        # (the kept row's number check is made where it is serialized for the row column: ``row_column``)
+        result = conversion.convert_row(raw, format=fmt, options=source.options, source=label, row=row, fill=fill,
+                                        text=None if isinstance(raw, BadRecord) else text, late_check=False)
+        row_text = None
+        if not isinstance(result, Rejection):
+            row_text = row_column(result)
+            if isinstance(row_text, Rejection):
+                result = row_text.at(source=label, row=row, raw=raw)
         if isinstance(result, Rejection):
             out.append(Done(source.label, row_index, result.code, reject_json(result.to_json()), fmt))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
-        out.append(Pending(result, source.label, row_index, n, len(text), fmt) if n
+        out.append(Pending(result, source.label, row_index, n, len(text), fmt, row_text) if n
                    else Done(source.label, row_index, MIXED_OUT, format=fmt))
     return out
+
+
+def row_column(row: dict) -> str | Rejection:
+    """The row column's text for a converted row (``json.dumps(row, ensure_ascii=False)``), or the
+    rejection ``convert_row``'s own number check (``late_rejection``) gives it: one serialization
+    does both, strict (no NaN or Infinity) and encoded once to UTF-8 (no lone surrogate), and only a
+    row that fails it is looked at again, by the check itself, which names the place."""
+    try:
+        text = json.dumps(row, ensure_ascii=False, allow_nan=False)
+        if not text.isascii():
+            text.encode("utf-8")
+        return text
+    except (ValueError, UnicodeEncodeError, TypeError, RecursionError):
+        late = conversion.late_rejection(row)
+        # (what the check does not refuse, e.g. a surrogate in meta, is serialized as it always was)
+        return late if late is not None else json.dumps(row, ensure_ascii=False)
 
 
 def _apply_length_policy(job: EncodeJob, encoder, row: dict, encoded):
@@ -197,7 +221,8 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
         except Rejection as exc:
             out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
             continue
-        out.kept(encoded, json.dumps(row, ensure_ascii=False), item, trained, dropped, fallback,
+        row_text = item.text if row is item.row and item.text is not None else json.dumps(row, ensure_ascii=False)
+        out.kept(encoded, row_text, item, trained, dropped, fallback,
                  _reasoning_status(row), native=bool(getattr(encoded, "native", False)))
     return out.table()
 

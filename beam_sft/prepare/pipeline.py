@@ -48,6 +48,7 @@ from beam_sft.prepare import cache, records
 from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
+from beam_sft.prepare.head_start import head_start
 from beam_sft.prepare.progress import Counter, bar, heartbeat
 from beam_sft.prepare.resolved import ResolvedPrepare, resolve
 from beam_sft.timing import PhaseClock, timed
@@ -214,10 +215,13 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0, bars: bool
                      "tokenizer": config.tokenizer},
                     {"output": config.output})
         output.check_output_target(Path(config.output))
-    loaded = load_run_tokenizer(config.tokenizer)
-    tokenizer = loaded.tokenizer
-    clock.phase("load_tokenizer")
-    plan = resolve(config, tokenizer)  # the config interpreted once: every step below reads the plan
+    # the fingerprint's code and data digests worked out on the other core while the tokenizer loads
+    with head_start(config.sources) as head:
+        loaded = load_run_tokenizer(config.tokenizer)
+        tokenizer = loaded.tokenizer
+        clock.phase("load_tokenizer")
+        # the config interpreted once: every step below reads the plan
+        plan = resolve(config, tokenizer, head.result() if head is not None else None)
     del config  # past here nothing reads the config (a read would be a NameError): the plan holds the values
     fingerprint, base_fingerprint, parts = cache.fingerprints(plan, tokenizer)
     clock.phase("fingerprint")

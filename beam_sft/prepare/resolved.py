@@ -31,6 +31,7 @@ from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
 from beam_sft.data.hub import dataset_source, source_digest
 from beam_sft.prepare.config import EncoderChoice, LengthPolicy, PrepareConfig, SourceSpec
+from beam_sft.prepare.head_start import Head
 from beam_sft.reason.config import TeacherConfig
 from beam_sft.redact import redact_strings
 
@@ -101,13 +102,18 @@ def source_location(spec: SourceSpec):
     return BatchPair(spec.batch_input, spec.path) if spec.batch_input is not None else dataset_source(spec)
 
 
-def resolve(config: PrepareConfig, tokenizer=None) -> ResolvedPrepare:
+def resolve(config: PrepareConfig, tokenizer=None, head: Head | None = None) -> ResolvedPrepare:
     """Interpret ``config`` once. ``tokenizer``: text holding any of its added or special tokens is
-    rejected in every source (None: no such rule, for callers that only read records)."""
+    rejected in every source (None: no such rule, for callers that only read records). ``head``: the
+    digests ``head_start`` worked out while the tokenizer loaded (by the same functions); what it
+    lacks is computed here."""
+    head = head or Head()
     forbidden = tuple(sorted(forbidden_tokens(tokenizer))) if tokenizer is not None else ()
-    sources = tuple(ResolvedSource(i, spec, convert_options(spec, config, i, forbidden), data_digest(spec))
+    sources = tuple(ResolvedSource(i, spec, convert_options(spec, config, i, forbidden),
+                                   head.data.get(i) or data_digest(spec))
                     for i, spec in enumerate(config.sources))
-    code = fp.digest_json({"beam_sft": fp.results_code_digest(), "libraries": compat.library_code_digest()})
+    code = fp.digest_json({"beam_sft": head.code or fp.results_code_digest(),
+                           "libraries": compat.library_code_digest()})
     return ResolvedPrepare(
         sources, forbidden, code, max_length=config.max_length, length_policy=config.length_policy,
         missing_reasoning=config.missing_reasoning, seed=config.seed, encoder=config.encoder,

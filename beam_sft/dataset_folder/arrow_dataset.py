@@ -25,6 +25,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from beam_sft.arrow_arrays import integers
 from beam_sft.dataset_folder.layout import COLUMNS, STATE_FILE, arrow_schema, features_dict
 from beam_sft.dataset_folder.layout import DATASET_INFO_FILE as INFO_FILE
 
@@ -215,7 +216,7 @@ def small_columns(directory: str | Path, columns: list[str] | tuple[str, ...]) -
         with pa.memory_map(str(path)) as source:
             for batch in pa.ipc.open_stream(source):
                 small = batch.select(list(columns))
-                yield pa.Table.from_batches([small]).take(pa.array(np.arange(small.num_rows)))  # a copy
+                yield pa.Table.from_batches([small]).take(integers(np.arange(small.num_rows)))  # a copy
 
 
 class RowReader:
@@ -290,13 +291,13 @@ class RowReader:
         parts = []
         for k in np.unique(owner).tolist():
             picked = np.flatnonzero(owner == k)
-            batch = self._batch(k).take(pa.array(positions[picked] - self._starts[k]))
+            batch = self._batch(k).take(integers(positions[picked] - self._starts[k]))
             parts.append((picked, batch))
         if not parts:
             return pa.Table.from_batches([], schema=self.schema)
         table = pa.Table.from_batches([b for _, b in parts], schema=self.schema)
         order = np.argsort(np.concatenate([p for p, _ in parts]), kind="stable")
-        return table.take(pa.array(order))
+        return table.take(integers(order.astype(np.int64)))
 
     def close(self) -> None:
         for handle in self._handles.values():

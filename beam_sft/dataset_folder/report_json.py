@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from beam_sft.arrow_arrays import numbers
 from beam_sft.dataset_folder.layout import REPORT_FILE
 from beam_sft.errors import PreparedError
 
@@ -371,9 +372,10 @@ class TokenStats:
     def add_batch(self, batch) -> None:
         """The rows of an Arrow record batch or table with the ``source``, ``num_tokens`` and
         ``num_trained`` columns."""
-        self.add(np.asarray(batch.column("source").to_numpy(zero_copy_only=False)),
-                 batch.column("num_tokens").to_numpy().astype(np.int64),
-                 batch.column("num_trained").to_numpy().astype(np.int64))
+        # (arrow_arrays.numbers: to_numpy imports pandas to look at the type first)
+        self.add(np.array(batch.column("source").to_pylist(), dtype=object),
+                 numbers(batch.column("num_tokens")).astype(np.int64),
+                 numbers(batch.column("num_trained")).astype(np.int64))
 
     def percentile(self, q: float) -> int:
         """Nearest-rank percentile of the row lengths.

@@ -14,12 +14,14 @@ before it forks the workers, so the workers inherit it instead of loading the to
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from beam_sft import arrow_arrays as arrays
 from beam_sft.convert import pipeline as conversion
 from beam_sft.data import jsontext
 from beam_sft.data.mix import copies
@@ -308,26 +310,27 @@ class _Columns:
     def table(self):
         import pyarrow as pa
 
+        # (arrow_arrays: pyarrow.array's arrays without the pandas import pyarrow.array makes)
         lengths = np.fromiter((len(a) for a in self.ids), dtype=np.int64, count=len(self.ids))
-        offsets = pa.array(np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32))
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
         flat_ids = np.concatenate(self.ids) if self.ids else np.zeros(0, np.int32)
         flat_masks = np.concatenate(self.masks) if self.masks else np.zeros(0, np.int8)
         return pa.table({
-            "input_ids": pa.ListArray.from_arrays(offsets, pa.array(flat_ids.astype(np.int32, copy=False))),
-            "assistant_masks": pa.ListArray.from_arrays(offsets, pa.array(flat_masks.astype(np.int8, copy=False))),
-            "row": pa.array(self.rows, pa.string()),
-            "source": pa.array(self.sources, pa.string()),
-            "row_index": pa.array(self.indices, pa.int64()),
-            "num_tokens": pa.array(lengths.astype(np.int32)),
-            "num_trained": pa.array(self.trained, pa.int32()),
-            "status": pa.array(self.status, pa.string()),
-            "copy": pa.array(self.copy, pa.int32()),
-            "trimmed_messages": pa.array(self.trimmed, pa.int32()),
-            "fallback": pa.array(self.fallback, pa.int8()),
-            "native": pa.array(self.native, pa.int8()),
-            "reject": pa.array(self.reject, pa.large_string()),
-            "format": pa.array(self.format, pa.string()),
-            "reasoning": pa.array(self.reasoning, pa.string()),
+            "input_ids": arrays.int_lists(offsets, flat_ids.astype(np.int32, copy=False), pa.list_(pa.int32())),
+            "assistant_masks": arrays.int_lists(offsets, flat_masks.astype(np.int8, copy=False), pa.list_(pa.int8())),
+            "row": arrays.strings(self.rows),
+            "source": arrays.strings(self.sources),
+            "row_index": arrays.integers(self.indices, pa.int64()),
+            "num_tokens": arrays.integers(lengths.astype(np.int32), pa.int32()),
+            "num_trained": arrays.integers(self.trained, pa.int32()),
+            "status": arrays.strings(self.status),
+            "copy": arrays.integers(self.copy, pa.int32()),
+            "trimmed_messages": arrays.integers(self.trimmed, pa.int32()),
+            "fallback": arrays.integers(self.fallback, pa.int8()),
+            "native": arrays.integers(self.native, pa.int8()),
+            "reject": arrays.strings(self.reject, pa.large_string()),
+            "format": arrays.strings(self.format),
+            "reasoning": arrays.strings(self.reasoning),
         })
 
 
@@ -343,6 +346,13 @@ def output_schema():
     return arrow_schema(OUTPUT_COLUMNS)
 
 
+@functools.cache
+def _kept_scalar():
+    """``KEPT`` as an Arrow scalar (a Python str there is converted through ``pyarrow.array``, which
+    imports pandas: ``arrow_arrays``)."""
+    return arrays.strings([KEPT])[0]
+
+
 def count_table(table, counts, tokens) -> None:
     """Add an output table's rows to ``counts`` (``beam_sft.dataset_folder.report_json.Counts``) and the kept
     rows' lengths to ``tokens`` (``TokenStats``): one table of the encode pass at a time."""
@@ -352,9 +362,10 @@ def count_table(table, counts, tokens) -> None:
     native = table.column("native").to_pylist()
     table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "format", "num_tokens",
                           "num_trained"])
-    kept = table.filter(pc.equal(table.column(1), KEPT))
-    tokens.add(np.asarray(kept.column(0).to_numpy()), kept.column(6).to_numpy().astype(np.int64),
-               kept.column(7).to_numpy().astype(np.int64))
+    kept = table.filter(pc.equal(table.column(1), _kept_scalar()))
+    # (to_numpy imports pandas to look at the type first: arrow_arrays)
+    tokens.add(np.array(kept.column(0).to_pylist(), dtype=object), arrays.numbers(kept.column(6)).astype(np.int64),
+               arrays.numbers(kept.column(7)).astype(np.int64))
     sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in table.columns[:6])
     for source, state, n, cut, fell, fmt, why, nat in zip(sources, status, copy, trimmed, fallback, formats,
                                                          reasoning, native, strict=True):
@@ -396,6 +407,6 @@ def kept_rows(table):
     """The table's ``kept`` rows, without ``STATUS_COLUMNS``: what the prepared dataset holds."""
     import pyarrow.compute as pc
 
-    keep = pc.equal(table.column("status"), KEPT)
+    keep = pc.equal(table.column("status"), _kept_scalar())
     kept = table if pc.all(keep, skip_nulls=False).as_py() else table.filter(keep)  # (all kept: no copy)
     return kept.drop_columns(list(STATUS_COLUMNS))

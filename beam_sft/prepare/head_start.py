@@ -23,27 +23,16 @@ import pickle
 import signal
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
+from beam_sft.data import fingerprint as fp
+from beam_sft.data.hub import DatasetRef, dataset_source
 from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import SourceSpec
-
-
-@dataclass(frozen=True)
-class Head:
-    """What the child worked out: the code digest, and each source's data digest by its index
-    (absent: the parent computes it)."""
-
-    code: str | None = None
-    data: dict[int, str] = field(default_factory=dict)
+from beam_sft.prepare.resolved import Head, data_digest
 
 
 def work_out(sources: Sequence[SourceSpec]) -> Head:
     """The child's work, for the run's sources (the same functions a run without a child computes with)."""
-    from beam_sft.data import fingerprint as fp
-    from beam_sft.data.hub import DatasetRef, dataset_source
-    from beam_sft.prepare.resolved import data_digest
-
     data: dict[int, str] = {}
     for index, spec in enumerate(sources):
         try:

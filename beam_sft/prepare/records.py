@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from beam_sft import arrow_arrays
 from beam_sft.dataset_folder.report_json import SourceInfo
 from beam_sft.prepare import shard_plan
 from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
@@ -69,7 +70,7 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
             def flush(batch=batch, source_id=source_id) -> None:
                 if batch["raw"]:
                     batch["source_id"] = [source_id] * len(batch["raw"])
-                    writer.write_batch(pa.record_batch([pa.array(batch[n], schema.field(n).type)
+                    writer.write_batch(pa.record_batch([_array(batch[n], schema.field(n).type)
                                                         for n in RECORD_COLUMNS], schema=schema))
                     for column in batch.values():
                         column.clear()
@@ -97,6 +98,14 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
                                     skipped=tuple({"path": str(f.path), "reason": f.reason} for f in detected.skipped),
                                     unreadable=tuple(unreadable)))
     return jobs, infos, total
+
+
+def _array(values: list, type):
+    """A records column (``arrow_arrays``: without the pandas import ``pyarrow.array`` makes)."""
+    import pyarrow as pa
+
+    return arrow_arrays.strings(values, type) if pa.types.is_string(type) or pa.types.is_large_string(type) \
+        else arrow_arrays.integers(values, type)
 
 
 def shard_rows(plan: ResolvedPrepare) -> list[tuple[int, int]] | None:

@@ -17,7 +17,7 @@ Not the training plan (``beam_sft.train.plan``): this one is about a prepare run
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from beam_sft import compat
@@ -31,9 +31,17 @@ from beam_sft.convert.validate import forbidden_tokens
 from beam_sft.data import fingerprint as fp
 from beam_sft.data.hub import dataset_source, source_digest
 from beam_sft.prepare.config import EncoderChoice, LengthPolicy, PrepareConfig, SourceSpec
-from beam_sft.prepare.head_start import Head
 from beam_sft.reason.config import TeacherConfig
 from beam_sft.redact import redact_strings
+
+
+@dataclass(frozen=True)
+class Head:
+    """What ``head_start``'s child worked out while the tokenizer loaded: the code digest, and each
+    source's data digest by its index (absent: ``resolve`` computes it)."""
+
+    code: str | None = None
+    data: dict[int, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from beam_sft.arrow_arrays import numbers
+
 # Columns the checks read (``row`` is required by the contract; the rest are used when present).
 COLUMNS = ("input_ids", "assistant_masks", "row", "source", "row_index", "num_tokens", "num_trained")
 BAD_MASK = 2  # what a null mask value reads as: neither 0 nor 1
@@ -26,11 +28,11 @@ def _flat(column, fill: int) -> tuple[np.ndarray, np.ndarray]:
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
         raise TypeError(f"expected a list column, got {array.type}")
-    offsets = array.offsets.to_numpy().astype(np.int64)
+    offsets = numbers(array.offsets).astype(np.int64)
     values = array.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
     if values.null_count:
         values = pc.fill_null(values, fill)
-    return values.to_numpy(zero_copy_only=False).astype(np.int64), offsets - offsets[0]
+    return numbers(values).astype(np.int64), offsets - offsets[0]
 
 
 @dataclass

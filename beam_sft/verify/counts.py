@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from beam_sft.arrow_arrays import numbers
 from beam_sft.verify.context import Violation
 
 MAX_KEY_VIOLATIONS = 1000  # per rule; the count of all of them is in the message of the last one
@@ -57,14 +58,14 @@ class FolderCounts:
         self.rows += n
         sources = table.column("source").to_pylist() if "source" in table.column_names else [""] * n
         if "row_index" in table.column_names:
-            index = table.column("row_index").to_numpy(zero_copy_only=False)
+            index = numbers(table.column("row_index"))
             index = np.where(np.isnan(index), -1, index).astype(np.int64) if index.dtype.kind == "f" else \
                 index.astype(np.int64)
         else:
             index = np.full(n, -1, dtype=np.int64)
         names = np.array([s if s is not None else "" for s in sources], dtype=object)
         if self.tokens is not None and {"num_tokens", "num_trained"} <= set(table.column_names):
-            self.tokens.add(names.astype(str), *(np.nan_to_num(table.column(c).to_numpy(zero_copy_only=False))
+            self.tokens.add(names.astype(str), *(np.nan_to_num(numbers(table.column(c)))
                                                  .astype(np.int64) for c in ("num_tokens", "num_trained")))
         else:
             self.tokens = None

@@ -166,9 +166,9 @@ def test_the_schema_and_features_built_without_datasets_are_datasets_own():
     assert theirs["reject"].dtype == "large_string" and output_schema().field("reject").type == pa.large_string()
 
 
-def test_prepare_and_verify_do_not_import_datasets(tmp_path, tokenizer_dir):
+def test_prepare_and_verify_do_not_import_datasets_or_pandas(tmp_path, tokenizer_dir):
     # half a second of every CLI start; the folder must still load with datasets (the tests above).
-    # (pandas is not asserted: pyarrow imports it on its first pa.array of a list, for a type check)
+    # pandas: 0.23 s that pyarrow.array's first call spends importing it (beam_sft.arrow_arrays builds without it)
     import subprocess
     import sys
 
@@ -179,7 +179,7 @@ def test_prepare_and_verify_do_not_import_datasets(tmp_path, tokenizer_dir):
     code = ("import sys, runpy; sys.argv = ['beam-sft', 'prepare', '--data', sys.argv[1], '--format', 'openai', "
             "'--tokenizer', sys.argv[2], '--output', sys.argv[3], '--no-cache', '--quiet']\n"
             "from beam_sft.cli import main\nrc = main()\n"
-            "print('IMPORTED', sorted(m for m in ('datasets',) if m in sys.modules))\nraise SystemExit(rc)")
+            "print('IMPORTED', sorted(m for m in ('datasets', 'pandas') if m in sys.modules))\nraise SystemExit(rc)")
     done = subprocess.run([sys.executable, "-c", code, str(data), str(tokenizer_dir), str(tmp_path / "out")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -14,8 +14,8 @@ import pytest
 
 from beam_sft.data import fingerprint as fp
 from beam_sft.prepare import PrepareConfig, SourceSpec, head_start, prepare
-from beam_sft.prepare.head_start import Head, HeadStart, work_out
-from beam_sft.prepare.resolved import data_digest, resolve
+from beam_sft.prepare.head_start import HeadStart, work_out
+from beam_sft.prepare.resolved import Head, data_digest, resolve
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: prepare forks no child")
 

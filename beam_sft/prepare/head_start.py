@@ -22,6 +22,7 @@ import os
 import pickle
 import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 
 from beam_sft.data import fingerprint as fp
@@ -59,9 +60,11 @@ class HeadStart:
 
     @classmethod
     def fork(cls, sources: Sequence[SourceSpec]) -> HeadStart | None:
-        """Fork the child, or None where that cannot be done safely (no ``fork``: a spawned process
-        would import everything again; not Linux: forking a process that may hold system frameworks)."""
-        if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        """Fork the child, or None where that cannot be done safely: no ``fork`` (a spawned process
+        would import everything again), not Linux (forking a process that may hold system frameworks),
+        or another Python thread running (a caller's: it may hold the import lock or a logging lock,
+        which the child, importing modules, would then wait on for ever)."""
+        if not sys.platform.startswith("linux") or not hasattr(os, "fork") or threading.active_count() > 1:
             return None
         read_end, write_end = os.pipe()
         try:

@@ -19,6 +19,22 @@ from beam_sft.prepare.resolved import Head, data_digest, resolve
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform: prepare forks no child")
 
+@pytest.fixture(autouse=True)
+def _single_threaded(fixture_dir):
+    """A child is forked only while no other thread runs (``HeadStart.fork``): stop tqdm's monitor thread,
+    which a progress bar of an earlier test (the fixture's build) leaves behind."""
+    import threading
+
+    from tqdm._monitor import TMonitor
+
+    for thread in threading.enumerate():
+        if isinstance(thread, TMonitor):  # (tqdm starts a new one with its next bar)
+            thread.exit()
+    others = [t.name for t in threading.enumerate() if t is not threading.main_thread()]
+    if others:
+        pytest.skip(f"other threads run in this test process ({others}): prepare would fork no child")
+
+
 ROW = {"messages": [{"role": "user", "content": "Hi?"},
                     {"role": "assistant", "reasoning_content": "Greet.", "content": "Hello."}]}
 
@@ -139,3 +155,21 @@ def test_the_child_writes_nothing_to_the_terminal(tmp_path, capfd):
     child.result()
     out, err = capfd.readouterr()
     assert out == "" and err == ""
+
+
+def test_no_child_while_another_thread_runs(tmp_path):
+    """A caller's thread may hold the import lock when the fork happens; the child would wait on it
+    for ever. With another thread running the parent does the work itself."""
+    import threading
+
+    sources = _sources(tmp_path)
+    release = threading.Event()
+    thread = threading.Thread(target=release.wait)
+    thread.start()
+    try:
+        assert HeadStart.fork(sources) is None
+    finally:
+        release.set()
+        thread.join()
+    child = HeadStart.fork(sources)
+    assert child is not None and child.result().code == fp.results_code_digest()

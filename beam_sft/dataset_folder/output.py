@@ -238,12 +238,18 @@ def clean_stale(final: Path) -> list[Path]:
 
 
 def _drop_partial_marker(folder: Path) -> None:
-    """Remove ``folder``'s marker when it is the folder's only entry and unreadable (a write cut off
-    by a kill -9); anything else is left for ``rmdir`` to refuse."""
+    """Remove ``folder``'s marker when it is the folder's only entry and what a write of ours cut off by
+    a kill -9 leaves (``owner.cut_marker``); anything else (a user's file of that name, ``{}`` say) is
+    left, and ``rmdir`` then refuses the folder."""
     entries = list(folder.iterdir())
     marker = folder / owner.MARKER
     if entries == [marker] and marker.is_file() and not marker.is_symlink() and marker.stat().st_size < 4096:
-        marker.unlink()
+        try:
+            text = marker.read_text(encoding="utf-8")
+        except (OSError, ValueError):
+            return
+        if owner.cut_marker(text):
+            marker.unlink()
 
 
 def publish(staging: Path, final: Path) -> Path:

@@ -51,6 +51,18 @@ def this_run() -> dict:
             "boot": _boot_id()}
 
 
+def cut_marker(text: str) -> bool:
+    """Whether ``text`` is what a kill -9 can leave of ``write_marker``'s write: nothing, or the start of
+    our marker's line without its end (its keys come first, in this order). Anything else in a file of
+    that name (``{}``, a user's notes) is not ours, cut or not.
+
+    >>> cut_marker(""), cut_marker('{"tool": "beam-sft", "pi'), cut_marker('{"to'), cut_marker("{}")
+    (True, True, True, False)
+    """
+    head = json.dumps({"tool": TOOL, "pid": 0})[:-2]  # '{"tool": "beam-sft", "pid": '
+    return text == "" or ((text.startswith(head) or head.startswith(text)) and not text.endswith("\n"))
+
+
 def write_marker(folder: Path) -> None:
     """Mark ``folder`` (just made by this run) as ours."""
     path = Path(folder) / MARKER

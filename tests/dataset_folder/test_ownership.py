@@ -216,18 +216,29 @@ def test_an_empty_staging_folder_of_a_dead_pid_goes_a_full_one_stays(tmp_path, t
 
 def test_a_marker_cut_off_mid_write_goes_a_users_marker_file_with_more_stays(tmp_path, tokenizer_dir):
     """A kill -9 inside the marker's write leaves a folder holding only a partial marker (the fault
-    tier's kill9-reading-the-records left one): that goes too; a folder with anything else stays."""
+    tier's kill9-reading-the-records left one): that goes too; a folder with anything else stays, and
+    so does one whose only file has the marker's name but not what our write leaves (a user's ``{}``:
+    the fuzz tier found it removed)."""
     from beam_sft.dataset_folder.owner import MARKER
     from tests.prepare.test_faults import _dead_pid
 
     _data(tmp_path)
-    cut, kept = tmp_path / f".out.staging-{_dead_pid()}", tmp_path / f".out.old-{_dead_pid()}"
-    for folder in (cut, kept):
+    pids = iter([_dead_pid() for _ in range(7)])
+    cut, empty, kept = (tmp_path / f".out.staging-{next(pids)}" for _ in range(3))
+    users = {text: tmp_path / f".out.old-{next(pids)}" for text in ("{}", '{"pid": 1', "notes", '{"tool": "x"')}
+    for folder in (cut, empty, kept, *users.values()):
         folder.mkdir()
-        (folder / MARKER).write_text('{"pid": 1')  # cut off: not a marker anyone can read
+    (cut / MARKER).write_text('{"tool": "beam-sft", "pid": 1')  # our write, cut off: no one can read it
+    (empty / MARKER).write_text("")
+    (kept / MARKER).write_text('{"tool": "beam-sft", "pid": 1')
     (kept / "x").write_text("mine")
+    for text, folder in users.items():
+        (folder / MARKER).write_text(text)
     assert _prepare(tmp_path, tokenizer_dir) == 0
-    assert not cut.exists() and (kept / "x").read_text() == "mine" and (kept / MARKER).exists()
+    assert not cut.exists() and not empty.exists()
+    assert (kept / "x").read_text() == "mine" and (kept / MARKER).exists()
+    for text, folder in users.items():
+        assert (folder / MARKER).read_text() == text
 
 
 # ------------------------------------------------------------------ the content check on every removal

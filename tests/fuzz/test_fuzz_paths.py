@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
 from tests.tree import assert_one_line_error, chdir, run_cli, tree_digest
@@ -191,6 +191,7 @@ user_content = st.lists(st.tuples(st.sampled_from(["notes.txt", "report.json", "
                           max_size=3),
        out_content=st.one_of(st.none(), user_content), lock=st.one_of(st.none(), st.sampled_from(
            ["", "12345\n", "shopping list", "{\"pid\": 1}"])))
+@example(leftovers=[(".out.staging-{n}", 425, [(".beam-sft-owner", "{}")])], out_content=None, lock=None)  # was removed
 def test_prepare_never_removes_or_replaces_what_is_not_its_own(fixture_dir, leftovers, out_content, lock):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

@@ -91,7 +91,7 @@ class Pending:
     copies: int
     chars: int = 0  # length of the record as read (JSON text)
     format: str = ""  # the format that read it
-    text: str | None = None  # the row column: ``row`` as JSON (``row_column``), made once
+    row_json: str | None = None  # the row column: ``row`` as JSON (``row_column``), made once
 
 
 @dataclass(frozen=True)
@@ -223,7 +223,7 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
         except Rejection as exc:
             out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
             continue
-        row_text = item.text if row is item.row and item.text is not None else json.dumps(row, ensure_ascii=False)
+        row_text = item.row_json if row is item.row and item.row_json is not None else json.dumps(row, ensure_ascii=False)
         out.kept(encoded, row_text, item, trained, dropped, fallback,
                  _reasoning_status(row), native=bool(getattr(encoded, "native", False)))
     return out.table()

@@ -97,7 +97,7 @@ class HeadStart:
         except OSError:
             chunks = []
         self._close_fd()
-        self._reap(block=True)
+        self._reap()
         try:
             found = pickle.loads(b"".join(chunks)) if chunks else Head()
         except Exception:  # noqa: BLE001 (cut off: the child was killed while writing)
@@ -111,7 +111,7 @@ class HeadStart:
         if self._result is None and self.pid:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, signal.SIGKILL)
-        self._reap(block=True)
+        self._reap()
 
     def _close_fd(self) -> None:
         if self.fd >= 0:
@@ -119,10 +119,10 @@ class HeadStart:
                 os.close(self.fd)
             self.fd = -1
 
-    def _reap(self, *, block: bool) -> None:
+    def _reap(self) -> None:
         if self.pid:
             with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0 if block else os.WNOHANG)
+                os.waitpid(self.pid, 0)
             self.pid = 0
 
 

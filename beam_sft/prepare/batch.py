@@ -362,10 +362,7 @@ def count_table(table, counts, tokens) -> None:
     native = table.column("native").to_pylist()
     table = table.select(["source", "status", "copy", "trimmed_messages", "fallback", "format", "num_tokens",
                           "num_trained"])
-    kept = table.filter(pc.equal(table.column(1), _kept_scalar()))
-    # (to_numpy imports pandas to look at the type first: arrow_arrays)
-    tokens.add(np.array(kept.column(0).to_pylist(), dtype=object), arrays.numbers(kept.column(6)).astype(np.int64),
-               arrays.numbers(kept.column(7)).astype(np.int64))
+    tokens.add_batch(table.filter(pc.equal(table.column(1), _kept_scalar())))
     sources, status, copy, trimmed, fallback, formats = (c.to_pylist() for c in table.columns[:6])
     for source, state, n, cut, fell, fmt, why, nat in zip(sources, status, copy, trimmed, fallback, formats,
                                                          reasoning, native, strict=True):

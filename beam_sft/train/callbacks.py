@@ -20,7 +20,7 @@ class PackingIsolationCallback(TrainerCallback):
 
     Runs in ``on_train_begin``: by then the model is wrapped for DDP/ZeRO/FSDP (a forward under
     ZeRO-3 or FSDP gathers its shards) and no optimizer step has run. Every process runs the same
-    two forwards, then the verdicts are gathered so that all processes stop together.
+    three forwards, then the verdicts are gathered so that all processes stop together.
     """
 
     def __init__(self, batch: dict, *, pad_token_id: int, attn_implementation: str,
@@ -45,6 +45,8 @@ class PackingIsolationCallback(TrainerCallback):
                                      attn_implementation=self.attn_implementation, tolerance=self.tolerance)
             self.report.packing_max_logit_diff = result.max_abs_diff
             self.report.packing_compared_sequences = result.compared_sequences
+            self.report.packing_leak_diff = result.leak_diff
+            self.report.packing_compute_dtype = result.compute_dtype
         except PreflightError as exc:
             problems.append(str(exc))
         self.batch = None

@@ -46,6 +46,9 @@ class PreflightReport:
     packed: bool = False
     packing_max_logit_diff: float | None = None
     packing_compared_sequences: int | None = None  # sequences packed after another that were compared
+    # the counterfactual: how far a sequence's logits moved when the one before it changed (packing.py)
+    packing_leak_diff: float | None = None
+    packing_compute_dtype: str | None = None
     problems: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:

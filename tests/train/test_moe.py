@@ -224,6 +224,7 @@ def test_packed_beam_batch_is_isolated(attn, beam_packed):  # flex compiles for 
     assert len(spans) >= 2 and min(spans) > model.config.sliding_window  # the windows slide
     result = check_isolation(model, batch, pad_token_id=pad, attn_implementation=attn)
     assert result.compared_sequences >= 1 and result.max_abs_diff < 1e-5
+    assert result.leak_diff == 0.0  # same shapes: bit for bit
 
 
 def _leaky_on(layers: str):
@@ -259,9 +260,65 @@ def test_a_leak_in_beams_full_or_sliding_layers_alone_is_refused(layers, moe_dir
     leaky = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation=_leaky_on(layers))
     disable_cache(leaky)
     keep_packed_sequences_apart(leaky)
-    assert isolation_diff(leaky, batch, pad_token_id=pad).max_abs_diff > 1e-3
+    result = isolation_diff(leaky, batch, pad_token_id=pad)
+    assert result.max_abs_diff > 1e-3 and result.leak_diff > 1e-3  # both proofs see it
     with pytest.raises(PreflightError, match="packing leaks attention"):
         check_isolation(leaky, batch, pad_token_id=pad, attn_implementation="sdpa")
+
+
+@pytest.mark.parametrize("layers", ["full", "sliding"])
+def test_a_leak_in_bf16_beam_is_refused_by_the_counterfactual(layers, moe_dirs, beam_packed):
+    """In half precision an MoE model's packed-against-alone difference does not decide (routing
+    flips on rounding), so the counterfactual must: a leak in bf16 Beam is still refused, and says
+    which proof saw it."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.packing import keep_packed_sequences_apart
+
+    _, batch, pad = beam_packed
+    leaky = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation=_leaky_on(layers),
+                                                 dtype=torch.bfloat16)
+    disable_cache(leaky)
+    keep_packed_sequences_apart(leaky)
+    result = isolation_diff(leaky, batch, pad_token_id=pad)
+    assert result.compute_dtype == "bfloat16" and not result.alone_decides  # Beam's logits are fp32
+    assert result.leak_diff > result.leak_tolerance and not result.ok
+    with pytest.raises(PreflightError, match="changing the tokens of one packed sequence moves"):
+        check_isolation(leaky, batch, pad_token_id=pad, attn_implementation="sdpa")
+
+
+class _ShapeNoise(torch.nn.Module):
+    """A model whose unpacked forward (the one with an attention mask) rounds differently, by a
+    whole unit, as a bf16 MoE forward of another shape does on a GPU; its packed forwards agree."""
+
+    def __init__(self, inner, offset: float):
+        super().__init__()
+        self.inner, self.offset = inner, offset
+
+    def forward(self, **kwargs):
+        out = self.inner(**kwargs)
+        if kwargs.get("attention_mask") is not None:
+            out.logits = out.logits + self.offset
+        return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_shape_rounding_decides_only_where_it_can_mean_a_leak(dtype, moe_dirs, beam_packed):
+    """Packed against alone off by 0.9 with no leak (the counterfactual exact): float32 Beam is
+    refused (noise that large cannot be rounding there); bf16 Beam passes, as measured on an H100
+    where 1.2 to 1.5 came from rounding on the first sequence, which has nothing to leak from."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.packing import keep_packed_sequences_apart
+
+    _, batch, pad = beam_packed
+    model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation="sdpa", dtype=dtype)
+    disable_cache(model)
+    keep_packed_sequences_apart(model)
+    result = isolation_diff(_ShapeNoise(model, 0.9), batch, pad_token_id=pad)
+    assert result.leak_diff == 0.0 and result.max_abs_diff >= 0.9 - 1e-3
+    assert result.tolerance < 0.9  # on its own, packed against alone fails in both precisions
+    assert result.ok is (dtype == torch.bfloat16)
 
 
 def test_beam_packing_leaks_with_the_cache_or_a_withheld_boundary_and_is_refused(moe_dirs, beam_packed):

@@ -63,7 +63,7 @@ def test_trainer_first_packed_batch_is_isolated(fixture_dir, prepared_dir, tmp_p
     result = check_isolation(run.trainer.model, batch, pad_token_id=run.tokenizer.pad_token_id,
                              attn_implementation=attn)
     assert result.compared_sequences >= 1
-    assert result.max_abs_diff < 1e-4
+    assert result.max_abs_diff < 1e-4 and result.leak_diff == 0.0
 
 
 @pytest.fixture
@@ -88,7 +88,8 @@ def test_isolation_check_refuses_a_leaking_set_up(fixture_dir, prepared_dir, tmp
     batch = first_batches(run.trainer, 1)[0]
     leaky = AutoModelForCausalLM.from_pretrained(fixture_dir, attn_implementation=leaky_attention)
     disable_cache(leaky)
-    assert isolation_diff(leaky, batch, pad_token_id=run.tokenizer.pad_token_id).max_abs_diff > 0.05
+    result = isolation_diff(leaky, batch, pad_token_id=run.tokenizer.pad_token_id)
+    assert result.max_abs_diff > 0.05 and result.leak_diff > 0.05  # both proofs see it
     with pytest.raises(PreflightError, match="packing leaks attention"):
         check_isolation(leaky, batch, pad_token_id=run.tokenizer.pad_token_id, attn_implementation=leaky_attention)
 

@@ -8,9 +8,13 @@ What it does, on the same prepared rows (multi-turn conversations with reasoning
 lengths log-uniform from a few hundred to 16k tokens, prepared by `beam-sft prepare` with the
 offline fixture tokenizer):
 
-1. Picks the largest Llama-shaped config (``--arch gpt_oss``: gpt_oss-shaped, MoE with sinks and
-   sliding windows) whose full bf16 fine-tune with AdamW fits this GPU by `beam-sft plan`
-   (capped by ``--max-params``, so the whole check stays under 8 minutes), builds it from the config
+1. Picks the largest Beam config of a ladder (``--arch beam``, the default: ``BeamForCausalLM`` from
+   transformers' own ``BeamConfig``, with Beam's 256 experts, top-8 grouped sigmoid routing
+   (8 groups, 4 chosen), head_dim 128, 151,936-entry vocabulary, sliding-window and full NoPE
+   layers, the output gate and soft-capped logits; only the width and the depth are scaled down;
+   ``--arch llama`` or ``gpt_oss`` for the look-alikes) whose full bf16 fine-tune with AdamW fits
+   this GPU by `beam-sft plan` (capped by ``--max-params``, so the whole check stays under 8
+   minutes), builds it from the config
    with random weights (no download) and trains it ``--steps`` steps through `beam-sft train`'s own
    trainer twice: (a) TRL's default, padded batches without packing, pre-flight off; (b) the
    project's recipe, packing (bfd, padding-free) with the pre-flight and the isolation check on.
@@ -111,6 +115,8 @@ def model_config(arch: str, *, hidden: int, layers: int, vocab: int, experts: in
     """A config built directly from transformers (not through the fixture), random init, no download."""
     import transformers
 
+    if arch == "beam":
+        return beam_config(hidden=hidden, layers=layers, vocab=vocab, experts=experts, top_k=top_k, heads=heads)
     heads = heads or max(4, hidden // 64)
     kv = max(1, heads // 8) if heads >= 8 else 2
     if arch == "gpt_oss":
@@ -126,7 +132,30 @@ def model_config(arch: str, *, hidden: int, layers: int, vocab: int, experts: in
         tie_word_embeddings=False, max_position_embeddings=32768)
 
 
+def beam_config(*, hidden: int, layers: int, vocab: int, experts: int, top_k: int, heads: int | None = None):
+    """Beam's own config with its released proportions, narrower and shallower: BeamConfig() is
+    hidden 5120, 48 heads of 128 over 8 KV heads, dense MLP 4x hidden, experts hidden/2, 3 dense
+    layers of 52, 256 experts in 8 groups (4 chosen), top-8. Layer types, RoPE per layer type and the
+    soft cap are BeamConfig's own defaults, so every sixth layer and the last are full NoPE layers."""
+    import transformers
+
+    heads = heads or max(4, hidden // 128)
+    groups = 8 if experts % 8 == 0 and experts >= 64 else 2
+    dense = max(1, round(layers * 3 / 52))
+    return transformers.BeamConfig(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=4 * hidden, moe_intermediate_size=hidden // 2,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=max(1, heads // 6),
+        head_dim=128 if hidden >= 512 else hidden // heads, num_experts=experts, num_experts_per_tok=top_k,
+        n_group=groups, topk_group=groups // 2, mlp_layer_types=["dense"] * dense + ["sparse"] * (layers - dense),
+        tie_word_embeddings=False, max_position_embeddings=32768)
+
+
 LADDER = [(512, 8), (768, 12), (1024, 16), (1536, 16), (2048, 20), (2560, 24), (3072, 24), (4096, 28)]
+# Beam's ladder keeps its 256 experts: a sparse layer is 384 x hidden^2 parameters (0.4B at 1024).
+# Six layers hold five sliding-window layers and one full one, as BeamConfig lays them out.
+BEAM_LADDER = [(512, 6), (768, 6), (1024, 6), (768, 12), (1024, 8), (1280, 8), (1536, 6)]
+VOCAB = {"beam": 151936, "gpt_oss": 201088, "llama": 128256}
+EXPERTS = {"beam": (256, 8), "gpt_oss": (8, 2), "llama": (8, 2)}
 
 
 def pick_config(arch: str, *, gpu_gib: float, micro_batch: int, max_length: int, max_params: float):
@@ -134,12 +163,14 @@ def pick_config(arch: str, *, gpu_gib: float, micro_batch: int, max_length: int,
     from beam_sft.train.plan import PlanSetup, plan
 
     best = None
-    for hidden, layers in LADDER:
-        config = model_config(arch, hidden=hidden, layers=layers, vocab=201088 if arch == "gpt_oss" else 128256)
+    experts, top_k = EXPERTS[arch]
+    for hidden, layers in BEAM_LADDER if arch == "beam" else LADDER:
+        config = model_config(arch, hidden=hidden, layers=layers, vocab=VOCAB[arch], experts=experts, top_k=top_k)
         result = plan(config, PlanSetup(gpus=1, gpus_per_node=1, gpu_memory_gib=gpu_gib, strategy="ddp",
                                         dtype="bfloat16", max_length=max_length, micro_batch=micro_batch,
                                         activation_checkpointing=True))
-        if result.fits and result.parameters["total"] <= max_params:
+        fits = result.fits and result.parameters["total"] <= max_params
+        if fits and (best is None or result.parameters["total"] > best[1].parameters["total"]):
             best = (config, result)
     if best is None:
         raise SystemExit(f"gpu_check: no {arch} config of the ladder fits {gpu_gib:.1f} GiB")
@@ -160,7 +191,7 @@ def training_attention(arch: str, device: str, requested: str | None) -> str:
         return requested
     if arch == "gpt_oss":
         return "flex_attention" if device == "cuda" else "eager"
-    return "sdpa"
+    return "sdpa"  # Beam's recipes train under sdpa (sliding windows and NoPE full layers run there)
 
 
 # ---------------------------------------------------------------- the two training runs
@@ -273,16 +304,19 @@ def isolation(model_dir: Path, prepared: Path, device: str, pad_token_id: int) -
     import torch
     from transformers import AutoModelForCausalLM
 
-    from beam_sft.train.packing import disable_cache, isolation_diff
+    from beam_sft.train.packing import disable_cache, isolation_diff, keep_packed_sequences_apart
 
     batch = packed_batch(prepared, device)
     out = {}
     for impl in attention_implementations(device):
         try:
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation=impl)
-            disable_cache(model)
+            disable_cache(model)  # the trainer's two packing changes (trainer.MODEL_CHANGES)
+            keep_packed_sequences_apart(model)
             result = isolation_diff(model.to(device), batch, pad_token_id=pad_token_id)
             out[impl] = {"max_abs_diff": result.max_abs_diff, "tolerance": result.tolerance, "ok": result.ok,
+                         "leak_diff": result.leak_diff, "leak_tolerance": result.leak_tolerance,
+                         "alone_decides": result.alone_decides, "compute_dtype": result.compute_dtype,
                          "compared_sequences": result.compared_sequences, "dtype": "bfloat16"}
             del model
         except Exception as exc:  # an implementation that cannot run here is reported, not fatal
@@ -328,11 +362,13 @@ def run(args) -> dict:
     if args.dry_run:
         rows = synth_rows(args.rows or 24, min_tokens=60, max_tokens=400)
         max_length, micro_batch = 512, 2
-        config = model_config(arch, hidden=64, layers=4, vocab=len(tokenizer), experts=4, heads=4)
+        # Beam at 6 layers keeps its sliding/full pattern; 8 experts in 2 groups, top-2, on the CPU.
+        config = model_config(arch, hidden=64, layers=6 if arch == "beam" else 4, vocab=len(tokenizer),
+                              experts=8 if arch == "beam" else 4, heads=4)
         gpu_gib = None
     else:
-        rows = synth_rows(args.rows or 256, min_tokens=300, max_tokens=16384)
-        max_length, micro_batch = args.max_length, 2
+        max_length, micro_batch = args.max_length or (8192 if arch == "beam" else 16384), 2
+        rows = synth_rows(args.rows or 256, min_tokens=300, max_tokens=max_length)
         gpu_gib = torch.cuda.get_device_properties(0).total_memory / GIB
         config, _ = pick_config(arch, gpu_gib=gpu_gib - 3, micro_batch=micro_batch, max_length=max_length,
                                 max_params=args.max_params)
@@ -341,6 +377,7 @@ def run(args) -> dict:
     torch.manual_seed(0)
     with torch.device(device):
         model = AutoModelForCausalLM.from_config(config, dtype=getattr(torch, dtype))
+    experts_implementation = getattr(model.config, "_experts_implementation", None)
     model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids("<|return|>")
     model_dir = work / "model"
     model.save_pretrained(model_dir)
@@ -378,8 +415,11 @@ def run(args) -> dict:
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "trl": trl.__version__,
                      "cuda": torch.version.cuda},
         "arch": arch, "config": {k: v for k, v in config.to_dict().items()
-                                 if k in ("hidden_size", "num_hidden_layers", "num_local_experts",
-                                          "num_experts_per_tok", "intermediate_size", "vocab_size")},
+                                 if k in ("hidden_size", "num_hidden_layers", "num_local_experts", "num_experts",
+                                          "num_experts_per_tok", "n_group", "topk_group", "intermediate_size",
+                                          "moe_intermediate_size", "vocab_size", "layer_types", "mlp_layer_types",
+                                          "final_logit_softcapping", "sliding_window")},
+        "experts_implementation": experts_implementation,
         "parameters": {"total": counts["total"], "active": counts["active"]},
         "rows": len(rows), "max_length": max_length,
         "runs": runs, "ratio_packed_over_padded": round(ratio, 3) if ratio else None,
@@ -402,23 +442,28 @@ def table(results: dict) -> str:
         mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "-"
         lines.append(f"{name:<20}{r['tokens_per_s'] or 0:>12.0f}{mfu:>8}{r['step_time_s']:>9.3f}{peak:>10}{planned:>10}")
     lines.append(f"packed / padded throughput: {results['ratio_packed_over_padded']}")
-    lines.append("isolation in bf16 (packed vs alone, max |logit diff| / tolerance):")
+    lines.append("isolation in bf16, max |logit diff| / tolerance: one sequence changed (decides) | packed vs alone")
     for impl, r in results["isolation"].items():
-        lines.append(f"  {impl:<20}" + (f"{r['max_abs_diff']:.4g} / {r['tolerance']:.4g}  {'ok' if r['ok'] else 'LEAKS'}"
-                                       if "error" not in r else f"not run: {r['error']}"))
+        if "error" in r:
+            lines.append(f"  {impl:<20}not run: {r['error']}")
+            continue
+        alone = f"{r['max_abs_diff']:.4g} / {r['tolerance']:.4g}" + ("" if r["alone_decides"] else " (reported)")
+        lines.append(f"  {impl:<20}{r['leak_diff']:.4g} / {r['leak_tolerance']:.4g} | {alone}  "
+                     f"{'ok' if r['ok'] else 'LEAKS'}")
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny config, two steps (no CUDA needed)")
-    parser.add_argument("--arch", default="llama", choices=["llama", "gpt_oss"],
-                        help="model shape (default llama; gpt_oss needs transformers' GptOssConfig)")
+    parser.add_argument("--arch", default="beam", choices=["beam", "llama", "gpt_oss"],
+                        help="model shape (default beam: transformers' BeamForCausalLM, scaled to one GPU; "
+                             "llama and gpt_oss are look-alikes for comparison)")
     parser.add_argument("--attn", help="attention implementation for training (default: sdpa; gpt_oss: "
                                        "flex_attention on CUDA, eager on the CPU, since it refuses sdpa)")
     parser.add_argument("--steps", type=int, help="training steps per run (default 8; 2 with --dry-run)")
     parser.add_argument("--rows", type=int)
-    parser.add_argument("--max-length", type=int, default=16384)
+    parser.add_argument("--max-length", type=int, help="default 8192 for beam (its recipes), else 16384")
     parser.add_argument("--max-params", type=float, default=4e9, help="cap on the model size (time budget)")
     parser.add_argument("--peak-tflops", type=float, help="the GPU's dense bf16 peak, if not in the table")
     parser.add_argument("--work", default="out/gpu-check")

@@ -16,7 +16,8 @@ LOSS_LOG = "losses.jsonl"
 
 
 class PackingIsolationCallback(TrainerCallback):
-    """Before step 1, compare packed and unpacked logits on the trainer's first packed batch.
+    """Before step 1, prove on the trainer's first packed batch that packed sequences do not see each
+    other (``packing.isolation_diff``: the counterfactual, and packed against alone).
 
     Runs in ``on_train_begin``: by then the model is wrapped for DDP/ZeRO/FSDP (a forward under
     ZeRO-3 or FSDP gathers its shards) and no optimizer step has run. Every process runs the same

@@ -132,7 +132,9 @@ class LoraSection:
 
 
 # A leak moves a tiny model's logits by 0.1-1 (measured); float noise is 1e-7 in fp32, ~0.1 in bf16 on
-# large logits. A tolerance outside this range either reports noise as a leak or hides a leak.
+# large logits. A tolerance outside this range either reports noise as a leak or hides a leak. It
+# bounds both proofs (packing.isolation_diff); the counterfactual's differences are exactly 0 without
+# a leak, even for a bf16 MoE on a GPU, where packed against alone reaches 2 and does not decide.
 PACKING_TOLERANCE_RANGE = (1e-6, 1.0)
 
 

@@ -289,11 +289,26 @@ def _layer_bytes_per_token(shape: Shape, w: int, sparse: bool) -> int:
     return attention + w * 2 * h + 4 * h + 12 * shape.num_experts + routed + mlp(shape.shared_width)
 
 
-def logits_bytes_per_token(shape: Shape, w: int) -> int:
-    """The logits of one token: the head's output (w bytes a vocabulary entry), then fp32 for the loss:
-    its log-probabilities and their gradient (8); a soft cap (Beam's tanh at 30, in fp32) keeps its
-    tanh output and the capped logits too (8 more). TRL's token accuracy and entropy are transient."""
-    return shape.vocab * (w + (16 if shape.softcap else 8))
+# TRL's fused LM head (``trl.trainer.utils.add_fused_lm_head``, which ``SFTTrainer`` >= 1.16 adds for
+# every loss `beam-sft train` uses) projects tiles of this many tokens x vocabulary entries and never
+# holds the whole logits. trl's own constants; tests/train/test_plan.py holds these equal to them.
+HEAD_TOKEN_TILE = 4096  # trl.kernels.chunked_logprob.TOKEN_CHUNK_SIZE
+HEAD_VOCAB_TILE = 32768  # trl.trainer.utils._CHUNKED_LOGPROB_CHUNK_SIZE
+
+
+def head_bytes(shape: Shape, w: int, tokens: int, *, head_trains: bool) -> int:
+    """The LM head's memory for ``tokens`` tokens under TRL's fused head (Beam's soft cap included:
+    the kernel applies it per tile). One projection tile ``min(tokens, 4096) x min(vocab, 32768)`` in
+    the compute dtype; the final hidden states it keeps (``w``) and their fp32 gradient; when the
+    head trains (not under LoRA), its weight's gradient in fp32 and the copy in the weight's dtype
+    it returns (``vocab x hidden x (4 + w)``); a few fp32 numbers a token (log-sum-exp, the target's
+    logit, entropy, top-1). Measured on an H100 (README, "Measured on a GPU"): a 2.76B Beam training
+    on 8,192 packed tokens peaked at 21.6 GiB, about its weights, gradients and AdamW state (20.5)
+    and this; the whole logits, as this plan counted them before, would have been 20.9 GiB more."""
+    tile = min(tokens, HEAD_TOKEN_TILE) * min(shape.vocab, HEAD_VOCAB_TILE) * w
+    hidden = tokens * shape.hidden * (w + 4)
+    weight_grad = shape.vocab * shape.hidden * (4 + w) if head_trains else 0
+    return tile + hidden + weight_grad + tokens * 32
 
 
 def activation_bytes(config, setup: PlanSetup) -> int:
@@ -301,11 +316,11 @@ def activation_bytes(config, setup: PlanSetup) -> int:
 
     Per token and decoder layer, :func:`_layer_bytes_per_token` (dense and sparse layers each by
     their own widths); with activation checkpointing each layer keeps only its input (``h`` values)
-    and one layer, the largest, is recomputed at a time. The logits add
-    :func:`logits_bytes_per_token` a token: at Beam's 151,936-token vocabulary and 8,192 tokens that
-    is 20.9 GiB in fp32 with the soft cap, more than all checkpointed layer inputs (4.1 GiB). One
-    boolean mask per attention kind (sliding, full) of ``length^2`` bytes per sequence. An
-    estimate: it sets the margin, the weights and optimizer terms are exact.
+    and one layer, the largest, is recomputed at a time. The LM head adds :func:`head_bytes`: at
+    Beam's 151,936-token vocabulary, hidden 5120 and 8,192 tokens, 4.8 GiB for a full fine-tune
+    (most of it the head's fp32 weight gradient), where the whole logits with the soft cap in fp32
+    would be 20.9 GiB. One boolean mask per attention kind (sliding, full) of ``length^2`` bytes
+    per sequence. An estimate: it sets the margin, the weights and optimizer terms are exact.
     """
     shape = shape_of(config)
     w = DTYPE_BYTES[setup.dtype]
@@ -319,7 +334,7 @@ def activation_bytes(config, setup: PlanSetup) -> int:
     else:
         layers = tokens * (shape.dense_layers * dense + moe_layers * sparse)
     masks = len(set(shape.layer_kinds)) * setup.micro_batch * setup.max_length ** 2
-    return layers + tokens * logits_bytes_per_token(shape, w) + masks
+    return layers + head_bytes(shape, w, tokens, head_trains=setup.lora_r is None) + masks
 
 
 def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params: int | None = None) -> dict[str, int]:
@@ -340,7 +355,8 @@ def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params
         lora = math.ceil(lora_params * 16 / shards)
         trainable = lora_params
     if setup.strategy in ("ddp", "zero2"):
-        working = trainable * (4 if setup.lora_r is not None else w)  # gradient buckets
+        # gradient buckets; one process is not wrapped in DDP and has none
+        working = 0 if setup.gpus == 1 else trainable * (4 if setup.lora_r is not None else w)
     else:
         # The running layer and the prefetched one, unsharded; under expert parallelism a rank
         # gathers only its num_experts / ep_size experts of each, and holds the all-to-all buffers
@@ -398,9 +414,11 @@ def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust
                         f"{counts.num_experts // setup.ep_size} of its {counts.num_experts} experts"
                         if setup.ep_size > 1 else ""))
     shape = shape_of(config)
-    notes.append(f"logits: {shape.vocab:,} entries x {setup.micro_batch * setup.max_length:,} tokens, "
-                 f"{logits_bytes_per_token(shape, DTYPE_BYTES[setup.dtype]) * setup.micro_batch * setup.max_length / GIB:.2f} GiB"
-                 + (" (soft cap in fp32)" if shape.softcap else "") + ", in the activations")
+    tokens = setup.micro_batch * setup.max_length
+    head = head_bytes(shape, DTYPE_BYTES[setup.dtype], tokens, head_trains=setup.lora_r is None)
+    notes.append(f"LM head: TRL's fused head, {shape.vocab:,} entries x {tokens:,} tokens in tiles of "
+                 f"{HEAD_TOKEN_TILE} x {HEAD_VOCAB_TILE}" + (", soft cap per tile" if shape.softcap else "")
+                 + f": {head / GIB:.2f} GiB, in the activations")
     notes.append("activations are an estimate (see beam_sft/train/plan.py); weights, gradients and "
                  "optimizer state are exact for the strategy")
     if source is None:

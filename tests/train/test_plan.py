@@ -284,13 +284,14 @@ def test_plan_without_a_model_is_beam_itself(capsys, monkeypatch):
     assert data["parameters"]["expert"] == sparse_layers * c.num_experts * expert
 
 
-def test_beam_layer_floor_and_logits_are_counted():
+def test_beam_layer_floor_and_lm_head_are_counted():
     """A sparse layer is 256 x 3 x 5120 x 2560 = 10.07B expert parameters (20 GB in bf16): ZeRO-3's
-    two gathered layers; the fp32 soft-capped logits of 151,936 entries x 8192 tokens are in the
-    activations; expert parallelism divides the gathered experts."""
+    two gathered layers; the LM head as TRL's fused head holds it (a tile, the hidden states and
+    their fp32 gradient, the head's fp32 weight gradient and its bf16 copy), not the whole logits;
+    expert parallelism divides the gathered experts."""
     from transformers import BeamConfig
 
-    from beam_sft.train.plan import activation_bytes
+    from beam_sft.train.plan import activation_bytes, head_bytes, shape_of
 
     config = BeamConfig()
     counts = count_parameters(config)
@@ -298,10 +299,14 @@ def test_beam_layer_floor_and_logits_are_counted():
     setup = PlanSetup(gpus=96, strategy="zero3", max_length=8192, activation_checkpointing=True)
     mem = memory_per_gpu(counts, config, setup)
     assert mem["buffers"] == counts.buffers_bytes + 2 * 2 * counts.largest_layer
-    logits = 8192 * 151_936 * (2 + 16)  # bf16 head output; fp32 tanh, capped logits, log-probs, gradient
-    assert activation_bytes(config, setup) > logits
-    uncapped = BeamConfig(final_logit_softcapping=None)
-    assert activation_bytes(config, setup) - activation_bytes(uncapped, setup) == 8192 * 151_936 * 8
+    head = 4096 * 32768 * 2 + 8192 * 5120 * (2 + 4) + 151_936 * 5120 * (4 + 2) + 8192 * 32
+    assert head_bytes(shape_of(config), 2, 8192, head_trains=True) == head
+    whole_logits = 8192 * 151_936 * (2 + 16)  # what the plan counted before TRL's fused head
+    assert head < activation_bytes(config, setup) < whole_logits
+    # The kernel applies the soft cap per tile: no memory of its own. A frozen head (LoRA) has no gradient.
+    assert activation_bytes(BeamConfig(final_logit_softcapping=None), setup) == activation_bytes(config, setup)
+    lora = dataclasses.replace(setup, lora_r=64)
+    assert activation_bytes(config, setup) - activation_bytes(config, lora) == 151_936 * 5120 * (4 + 2)
     # Longer sequences cost more; checkpointing keeps far less.
     assert activation_bytes(config, dataclasses.replace(setup, activation_checkpointing=False)) > 10 * mem["activations"]
     ep = dataclasses.replace(setup, strategy="fsdp2", ep_size=8)
@@ -310,6 +315,36 @@ def test_beam_layer_floor_and_logits_are_counted():
     dispatch = 2 * 8192 * 8 * 5120 * 2
     assert ep_buffers == counts.buffers_bytes + 2 * 2 * (non_expert + counts.largest_layer_expert // 8) + dispatch
     assert ep_buffers < mem["buffers"] / 5
+
+
+def test_the_head_tiles_are_trls_own():
+    """The plan's tile sizes are trl's private constants, read here (the one place that touches them)
+    so a trl release that changes them fails this test instead of the plan going quietly wrong."""
+    import inspect
+
+    from trl.kernels import chunked_logprob
+    from trl.trainer import sft_trainer, utils
+
+    from beam_sft.train.plan import HEAD_TOKEN_TILE, HEAD_VOCAB_TILE
+
+    assert HEAD_TOKEN_TILE == chunked_logprob.TOKEN_CHUNK_SIZE
+    assert HEAD_VOCAB_TILE == utils._CHUNKED_LOGPROB_CHUNK_SIZE
+    # SFTTrainer adds the fused head, and the loss beam-sft train uses (no compute_loss_func, no
+    # label smoothing) goes through it.
+    source = inspect.getsource(sft_trainer.SFTTrainer)
+    assert "add_fused_lm_head(" in source and "model(**inputs, fused_lm_head=True)" in source
+
+
+def test_one_process_has_no_ddp_buckets():
+    from transformers import BeamConfig
+
+    config = BeamConfig(num_hidden_layers=4, hidden_size=256, intermediate_size=512, moe_intermediate_size=64,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=64)
+    counts = count_parameters(config)
+    one = memory_per_gpu(counts, config, PlanSetup(gpus=1, gpus_per_node=1, strategy="ddp", max_length=512))
+    two = memory_per_gpu(counts, config, PlanSetup(gpus=2, gpus_per_node=2, strategy="ddp", max_length=512))
+    assert one["buffers"] == counts.buffers_bytes
+    assert two["buffers"] == counts.buffers_bytes + counts.total * 2  # DDP's gradient buckets, bf16
 
 
 def test_expert_parallelism_lowers_the_node_count_and_is_checked():

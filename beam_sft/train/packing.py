@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 from beam_sft.compat import model_config
 from beam_sft.errors import ConfigError, PreflightError
+from beam_sft.train.moe import moe_layout
 
 # Attention implementations under which packing is allowed. All keep packed sequences apart given
 # position_ids and no cache; check_isolation proves it for the model at hand before step 1.
@@ -238,8 +239,6 @@ def isolation_diff(model, batch: dict, *, pad_token_id: int, max_sequences: int 
     comparison is exactly 0 on every sequence's first 64 positions (README, "Measured on a GPU").
     """
     import torch
-
-    from beam_sft.train.moe import moe_layout
 
     device = batch["input_ids"].device
     input_ids = batch["input_ids"][0]

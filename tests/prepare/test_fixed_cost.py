@@ -57,6 +57,30 @@ def test_a_verified_prepare_loads_the_tokenizer_once(small_source, fixture_dir, 
     assert "Rows and their masks" in page
 
 
+def test_beam_sft_verify_loads_the_tokenizer_once_and_redraws_the_page(small_source, fixture_dir, tmp_path,
+                                                                        monkeypatch):
+    """`beam-sft verify DIR` redraws DIR/report.html with verify's own environment: the folder's
+    tokenizer loads once (the page's own load was 1.8 of a 10,000-row verify's 18 s with gpt-oss's)."""
+    from transformers import PreTrainedTokenizerFast
+
+    from beam_sft.cli import main
+
+    out = _prepare(small_source, fixture_dir, tmp_path / "out")
+    page = out / "report.html"
+    page.write_text("stale", encoding="utf-8")
+    loads: list[str] = []
+    original = PreTrainedTokenizerFast.from_pretrained.__func__
+
+    def counting(cls, name, *args, **kwargs):
+        loads.append(str(name))
+        return original(cls, name, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedTokenizerFast, "from_pretrained", classmethod(counting))
+    assert main(["verify", str(out), "--num-proc", "1", "--no-histogram"]) == 0
+    assert loads == [str(out / "tokenizer")]
+    assert "Rows and their masks" in page.read_text(encoding="utf-8")  # redrawn, rows included
+
+
 def test_the_page_drawn_with_verifys_env_is_the_page_drawn_from_the_folder(small_source, fixture_dir, tmp_path):
     from beam_sft.verify import verify_prepared
     from beam_sft.verify.report_html import render_report_page

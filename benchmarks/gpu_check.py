@@ -196,6 +196,47 @@ def training_attention(arch: str, device: str, requested: str | None) -> str:
 
 # ---------------------------------------------------------------- the two training runs
 
+class StepProfile:
+    """torch.profiler over two whole training steps (the third and fourth: past warm-up), through
+    the trainer's own loop; the operators that took the most device time (CPU time on the CPU)."""
+
+    def __init__(self, device, first: int = 2, steps: int = 2, top: int = 25):
+        self.device, self.first, self.last, self.top = device, first, first + steps, top
+        self.profiler, self.table = None, None
+
+    def callback(self):
+        from transformers import TrainerCallback
+
+        outer = self
+
+        class _Profile(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kwargs):
+                if state.global_step == outer.first and outer.profiler is None:
+                    from torch.profiler import ProfilerActivity, profile
+
+                    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if outer.device == "cuda" else [])
+                    outer.profiler = profile(activities=activities)
+                    outer.profiler.__enter__()
+
+            def on_step_end(self, args, state, control, **kwargs):
+                if outer.profiler is not None and outer.table is None and state.global_step >= outer.last:
+                    outer.profiler.__exit__(None, None, None)
+                    outer.table = outer.summary()
+
+        return _Profile()
+
+    def summary(self) -> dict:
+        events = self.profiler.key_averages()
+        key = "self_device_time_total" if self.device == "cuda" else "self_cpu_time_total"
+        if events and not hasattr(events[0], key):  # torch before 2.4 named the device time after CUDA
+            key = "self_cuda_time_total"
+        total = sum(getattr(e, key, 0) for e in events) or 1
+        rows = sorted(events, key=lambda e: getattr(e, key, 0), reverse=True)[: self.top]
+        return {"steps": self.last - self.first, "measured": key, "total_ms": round(total / 1000, 3),
+                "top": [{"name": e.key, "ms": round(getattr(e, key, 0) / 1000, 3),
+                         "share": round(getattr(e, key, 0) / total, 4), "calls": e.count} for e in rows]}
+
+
 class StepTimer:
     def __init__(self, device):
         self.device, self.times, self._start = device, [], None
@@ -224,7 +265,8 @@ class StepTimer:
 
 
 def train_run(name: str, *, model_dir: Path, prepared: Path, work: Path, packed: bool, steps: int,
-              micro_batch: int, max_length: int, device: str, dtype: str, attn: str) -> dict:
+              micro_batch: int, max_length: int, device: str, dtype: str, attn: str,
+              profile: bool = False) -> dict:
     import torch
 
     from beam_sft.train.recipe import recipe_from_dict
@@ -244,7 +286,9 @@ def train_run(name: str, *, model_dir: Path, prepared: Path, work: Path, packed:
     if device == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
-    run = build(recipe, callbacks=[timer.callback()])
+    first = min(2, max(0, steps - 2))  # past warm-up where the run is long enough (the dry run is not)
+    profiler = StepProfile(device, first=first, steps=min(2, steps - first)) if profile else None
+    run = build(recipe, callbacks=[timer.callback()] + ([profiler.callback()] if profiler else []))
     report = preflight(run) if packed else None
     run.trainer.train()
     logs = [e for e in run.trainer.state.log_history if "num_tokens" in e]
@@ -263,6 +307,8 @@ def train_run(name: str, *, model_dir: Path, prepared: Path, work: Path, packed:
     }
     if report is not None:
         result["preflight_report"] = report.to_dict()
+    if profiler is not None and profiler.table is not None:
+        result["profile"] = profiler.table
     del run
     if device == "cuda":
         torch.cuda.empty_cache()
@@ -391,7 +437,7 @@ def run(args) -> dict:
             runs[name] = train_run(name, model_dir=model_dir, prepared=prepared, work=work, packed=packed,
                                    steps=args.steps, micro_batch=1 if packed else micro_batch,
                                    max_length=max_length, device=device, dtype=dtype,
-                                   attn=training_attention(arch, device, args.attn))
+                                   attn=training_attention(arch, device, args.attn), profile=packed)
         except Exception as exc:
             runs[name] = {"error": f"{type(exc).__name__}: {str(exc)[:500]}"}
     name = gpu_name(device)
@@ -442,6 +488,12 @@ def table(results: dict) -> str:
         mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "-"
         lines.append(f"{name:<20}{r['tokens_per_s'] or 0:>12.0f}{mfu:>8}{r['step_time_s']:>9.3f}{peak:>10}{planned:>10}")
     lines.append(f"packed / padded throughput: {results['ratio_packed_over_padded']}")
+    profile = results["runs"].get("packed_recipe", {}).get("profile")
+    if profile:
+        lines.append(f"packed recipe, {profile['steps']} steps profiled ({profile['measured']}, "
+                     f"{profile['total_ms']:.1f} ms), top operators:")
+        lines.extend(f"  {r['share']:>6.1%} {r['ms']:>10.1f} ms {r['calls']:>6}x  {r['name'][:70]}"
+                     for r in profile["top"][:12])
     lines.append("isolation in bf16, max |logit diff| / tolerance: one sequence changed (decides) | packed vs alone")
     for impl, r in results["isolation"].items():
         if "error" in r:

@@ -46,6 +46,10 @@ def test_dry_run_writes_every_section(tmp_path):
         assert len(run["losses"]) == 2
         assert data["memory_vs_plan"][name]["plan_bytes"] > 0
     assert runs["packed_recipe"]["preflight_report"]["packed"] is True
+    profile = runs["packed_recipe"]["profile"]  # the step profile, through the trainer's own loop
+    assert profile["steps"] == 2 and profile["measured"] == "self_cpu_time_total" and profile["total_ms"] > 0
+    assert len(profile["top"]) > 5 and all(r["ms"] >= 0 and r["calls"] >= 1 for r in profile["top"])
+    assert "profile" not in runs["padded_trl_default"]
     assert data["ratio_packed_over_padded"] > 0
     assert data["parameters"]["total"] > data["parameters"]["active"] > 0  # an MoE: top-2 of 8 experts
     for impl in ("sdpa", "eager"):

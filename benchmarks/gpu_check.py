@@ -38,6 +38,13 @@ Bringing it to an offline GPU machine (nothing but the CUDA build of torch needs
     pip install --no-index --find-links wheels/ beam-sft[deepspeed]
     python benchmarks/gpu_check.py             # or: make gpu-check
     # optional, to include it in the isolation check: a flash-attn wheel built for that torch/CUDA.
+
+Where the GPU machine's image already has torch, numpy, pandas, pyarrow >= 24, tokenizers 0.23,
+huggingface_hub >= 1.31, safetensors, jinja2, pyyaml, regex and tqdm (the 2026-12-05 H100 run: torch
+2.11.0+cu130, Python 3.12), eight pure-Python wheels at the pinned versions are enough, about 17 MB:
+transformers, trl, peft, accelerate, datasets, dill, multiprocess, fsspec
+(``pip download --no-deps --only-binary=:all: --python-version 3.12 ...``), installed with
+``pip install --no-index --no-deps --target /tmp/site`` and ``PYTHONPATH=/tmp/site:$PWD``.
 """
 
 from __future__ import annotations

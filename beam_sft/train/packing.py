@@ -171,8 +171,13 @@ class IsolationResult:
     alone_decides: bool = True
 
     @property
+    def leaks(self) -> bool:
+        """The counterfactual moved a sequence (or came out NaN: nothing is proven then)."""
+        return not self.leak_diff <= self.leak_tolerance
+
+    @property
     def ok(self) -> bool:
-        if self.leak_diff > self.leak_tolerance:
+        if self.leaks or self.max_abs_diff != self.max_abs_diff:  # NaN logits prove nothing either way
             return False
         return self.max_abs_diff <= self.tolerance or not self.alone_decides
 
@@ -299,7 +304,7 @@ def check_isolation(model, batch: dict, *, pad_token_id: int, attn_implementatio
             f"packing cannot be proven isolated with attn_implementation={attn_implementation!r}: the packed "
             f"forward failed ({type(exc).__name__}: {exc}). Choose another model.attn_implementation."
         ) from exc
-    if result.leak_diff > result.leak_tolerance:
+    if result.leaks:
         raise PreflightError(
             f"packing leaks attention across sequences with attn_implementation={attn_implementation!r}: "
             f"changing the tokens of one packed sequence moves the logits of the next by "

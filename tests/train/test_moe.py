@@ -363,3 +363,16 @@ def test_the_training_loss_is_beams_own_soft_capped_loss(moe_dirs, prepared_dir,
         model.config.final_logit_softcapping = cap
     assert float(trl_loss) == pytest.approx(float(own), rel=1e-5)
     assert abs(float(own) - float(uncapped)) > 0.1
+
+
+def test_nan_logits_prove_nothing():
+    """A forward whose logits are NaN (a broken bf16 run) fails the check in every precision: NaN is
+    neither inside nor outside a tolerance, so it can never read as a pass."""
+    from beam_sft.train.packing import IsolationResult
+
+    nan = float("nan")
+    for alone_decides in (True, False):
+        assert not IsolationResult(0.0, 1, 0.6, leak_diff=nan, alone_decides=alone_decides).ok
+        assert not IsolationResult(nan, 1, 0.6, leak_diff=0.0, alone_decides=alone_decides).ok
+    assert IsolationResult(nan, 1, 0.6, leak_diff=nan).leaks
+    assert IsolationResult(2.0, 1, 0.6, leak_diff=0.0, alone_decides=False).ok

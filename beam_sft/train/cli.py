@@ -132,6 +132,9 @@ def _add_plan(subparsers) -> None:
     plan.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
     plan.add_argument("--lora", type=count(1), metavar="R", help="LoRA rank (default: full fine-tune)")
     plan.add_argument("--lora-experts", action="store_true", help="LoRA on the expert tensors too")
+    plan.add_argument("--lora-save", nargs="+", default=(), metavar="MODULE",
+                      help="with --lora: modules trained whole beside the adapters (PEFT's modules_to_save, "
+                           "e.g. lm_head embed_tokens)")
     plan.add_argument("--max-length", type=count(1), default=4096)
     plan.add_argument("--micro-batch", type=count(1), default=1)
     plan.add_argument("--activation-checkpointing", action="store_true")
@@ -148,6 +151,7 @@ def _add_plan(subparsers) -> None:
 def _plan(args) -> int:
     setup = PlanSetup(gpus=args.gpus, gpu_memory_gib=args.gpu_memory, gpus_per_node=args.gpus_per_node,
                       strategy=args.strategy, dtype=args.dtype, lora_r=args.lora, lora_experts=args.lora_experts,
+                      lora_saved=tuple(args.lora_save),
                       max_length=args.max_length, micro_batch=args.micro_batch,
                       activation_checkpointing=args.activation_checkpointing, reserve_gib=args.reserve,
                       ep_size=args.ep_size)

@@ -55,6 +55,7 @@ from beam_sft.train.model_shape import (  # the model's config: loaded, checked,
     meta_model,
     text_config,
 )
+from beam_sft.train.moe import ROUTER_NAMES
 
 GIB = 1024**3
 DEFAULT_MODEL = "BeamConfig(), transformers' defaults for reflection/Beam-1.0-501B-A23B"
@@ -91,6 +92,7 @@ class ParamCounts:
     buffers_bytes: int
     largest_layer_expert: int = 0  # routed expert parameters of that layer (what EP shards)
     lora: int = 0  # adapter parameters, when counted with a LoRA rank
+    lora_saved: int = 0  # parameters of PEFT's modules_to_save: trained whole, as copies, beside the adapters
 
     @property
     def non_expert(self) -> int:
@@ -106,6 +108,9 @@ class PlanSetup:
     dtype: str = "bfloat16"
     lora_r: int | None = None
     lora_experts: bool = False
+    # PEFT's modules_to_save under LoRA (leaf names such as lm_head, embed_tokens, gate): each gets a
+    # trainable copy, trained whole with AdamW
+    lora_saved: tuple[str, ...] = ()
     max_length: int = 4096
     micro_batch: int = 1
     activation_checkpointing: bool = False
@@ -131,6 +136,10 @@ class PlanSetup:
         if self.lora_r is not None and (isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int)
                                         or not 1 <= self.lora_r <= MAX_COUNT):
             raise ConfigError("--lora", f"rank must be an integer from 1 to {MAX_COUNT:,}, got {self.lora_r!r}")
+        if not isinstance(self.lora_saved, tuple) or not all(isinstance(n, str) and n for n in self.lora_saved):
+            raise ConfigError("--lora-save", f"module names (non-empty strings), got {self.lora_saved!r}")
+        if self.lora_saved and self.lora_r is None:
+            raise ConfigError("--lora-save", "needs --lora: modules_to_save are trained beside LoRA adapters")
         if self.ep_size > 1:
             if self.strategy != "fsdp2":
                 raise ConfigError("--ep-size", f"expert parallelism is transformers' DistributedConfig(ep_size, "
@@ -162,9 +171,11 @@ class Plan:
 
 # ---------------------------------------------------------------- the model, from its config only
 
-def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = False) -> ParamCounts:
+def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = False,
+                     lora_saved: tuple[str, ...] = ()) -> ParamCounts:
     """Exact total and active-per-token parameter counts of the model ``config`` describes (and its
-    LoRA adapter parameters for rank ``lora_r``), from one build on the meta device."""
+    LoRA adapter parameters for rank ``lora_r``, and the parameters of the modules PEFT trains whole
+    beside them, ``lora_saved``), from one build on the meta device."""
     model = meta_model(config)
     num_experts = config_int(config, NUM_EXPERTS_KEYS)
     top_k = config_int(config, TOP_K_KEYS)
@@ -192,7 +203,23 @@ def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = 
     return ParamCounts(total=total, active=active, expert=expert, num_experts=num_experts if expert else None,
                        top_k=top_k if expert else None, largest_layer=largest, buffers_bytes=buffers,
                        largest_layer_expert=largest_expert,
-                       lora=_lora_parameters(model, lora_r, lora_experts) if lora_r else 0)
+                       lora=_lora_parameters(model, lora_r, lora_experts) if lora_r else 0,
+                       lora_saved=_saved_parameters(model, lora_saved) if lora_r else 0)
+
+
+def _saved_parameters(model, names: tuple[str, ...]) -> int:
+    """Parameters of the modules PEFT's ``modules_to_save`` matches: a module whose name is one of
+    ``names`` or ends with ``.name`` (PEFT's own matching); each is copied and trained whole."""
+    wanted = set(names)
+    seen: set[int] = set()
+    count = 0
+    for name, module in model.named_modules():
+        if name in wanted or name.rpartition(".")[2] in wanted:
+            for param in module.parameters():
+                if id(param) not in seen:  # a tied weight, or a module inside another, counts once
+                    seen.add(id(param))
+                    count += param.numel()
+    return count
 
 
 def _lora_parameters(model, r: int, experts: bool) -> int:
@@ -334,13 +361,18 @@ def activation_bytes(config, setup: PlanSetup) -> int:
     else:
         layers = tokens * (shape.dense_layers * dense + moe_layers * sparse)
     masks = len(set(shape.layer_kinds)) * setup.micro_batch * setup.max_length ** 2
-    return layers + head_bytes(shape, w, tokens, head_trains=setup.lora_r is None) + masks
+    return layers + head_bytes(shape, w, tokens, head_trains=head_trains(setup)) + masks
+
+
+def head_trains(setup: PlanSetup) -> bool:
+    """Whether the LM head gets a gradient: a full fine-tune, or LoRA with the head in modules_to_save."""
+    return setup.lora_r is None or "lm_head" in setup.lora_saved
 
 
 def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params: int | None = None) -> dict[str, int]:
     """Bytes each GPU holds, by component, for ``setup`` over ``setup.gpus`` GPUs."""
     w = DTYPE_BYTES[setup.dtype]
-    lora_params = counts.lora if lora_params is None else lora_params
+    lora_params = (counts.lora + counts.lora_saved) if lora_params is None else lora_params
     shards = 1 if setup.strategy == "ddp" else setup.gpus
     weight_shards = 1 if setup.strategy in ("ddp", "zero2") else setup.gpus
     total = counts.total
@@ -382,7 +414,8 @@ def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust
     import dataclasses
 
     config = load_model_config(source, trust_remote_code=trust_remote_code)
-    counts = count_parameters(config, lora_r=setup.lora_r, lora_experts=setup.lora_experts)
+    counts = count_parameters(config, lora_r=setup.lora_r, lora_experts=setup.lora_experts,
+                              lora_saved=setup.lora_saved)
     if setup.ep_size > 1 and (not counts.num_experts or counts.num_experts % setup.ep_size):
         raise ConfigError("--ep-size", f"{setup.ep_size} must divide the model's routed experts "
                                        f"({counts.num_experts or 'none: not a mixture of experts'})")
@@ -415,7 +448,7 @@ def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust
                         if setup.ep_size > 1 else ""))
     shape = shape_of(config)
     tokens = setup.micro_batch * setup.max_length
-    head = head_bytes(shape, DTYPE_BYTES[setup.dtype], tokens, head_trains=setup.lora_r is None)
+    head = head_bytes(shape, DTYPE_BYTES[setup.dtype], tokens, head_trains=head_trains(setup))
     notes.append(f"LM head: TRL's fused head, {shape.vocab:,} entries x {tokens:,} tokens in tiles of "
                  f"{HEAD_TOKEN_TILE} x {HEAD_VOCAB_TILE}" + (", soft cap per tile" if shape.softcap else "")
                  + f": {head / GIB:.2f} GiB, in the activations")
@@ -432,7 +465,7 @@ def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust
         model_type=str(getattr(config, "model_type", "")),
         parameters={"total": counts.total, "active": counts.active, "expert": counts.expert,
                     "non_expert": counts.non_expert, "num_experts": counts.num_experts, "top_k": counts.top_k,
-                    "lora": counts.lora},
+                    "lora": counts.lora, "lora_saved": counts.lora_saved},
         setup=asdict(setup),
         per_gpu_bytes=per_gpu,
         total_bytes=total,
@@ -452,7 +485,9 @@ def format_plan(p: Plan) -> str:
                 if params["expert"] else "")]
     if params["lora"]:
         lora_label = f"lora r={p.setup['lora_r']}" + (" (+experts)" if p.setup["lora_experts"] else "")
-        lines.append(f"{lora_label}: {params['lora']:,} adapter parameters")
+        lines.append(f"{lora_label}: {params['lora']:,} adapter parameters"
+                     + (f", {params['lora_saved']:,} in modules_to_save ({', '.join(p.setup['lora_saved'])}) "
+                        "trained whole" if params.get("lora_saved") else ""))
     s = p.setup
     lines.append(f"setup: {s['strategy']}, {s['gpus']} GPUs of {s['gpu_memory_gib']:g} GiB "
                  f"({s['gpus_per_node']} a node), {s['dtype']}, micro-batch {s['micro_batch']} x "
@@ -486,10 +521,23 @@ def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: st
         gpus=world_size, gpu_memory_gib=gpu_memory_gib, gpus_per_node=max(1, min(world_size, 8)),
         strategy=strategy or strategy_from_environment(), dtype=dtype, ep_size=ep_size,
         lora_r=lora.r if lora is not None else None,
+        lora_experts=lora.on_experts if lora is not None else False,
+        lora_saved=lora_saved_names(lora),
         max_length=int(sft.get("max_length") or 1024), micro_batch=int(sft.get("per_device_train_batch_size") or 8),
         activation_checkpointing=bool(sft.get("activation_checkpointing") or sft.get("gradient_checkpointing")),
         reserve_gib=0.0,  # the free memory measured already excludes the CUDA context
     )
+
+
+def lora_saved_names(lora) -> tuple[str, ...]:
+    """The modules a recipe's LoRA trains whole: its ``modules_to_save``, and the routers when
+    ``lora.train_routers`` (the trainer adds them there, by these leaf names)."""
+    if lora is None:
+        return ()
+    names = list(lora.modules_to_save or [])
+    if lora.train_routers:
+        names += [r for r in ROUTER_NAMES if r not in names]
+    return tuple(names)
 
 
 def _any_process(flag: bool) -> bool:

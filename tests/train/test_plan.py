@@ -187,6 +187,41 @@ def test_check_plan_fits_refuses_before_loading(fixture_dir):
         assert check_plan_fits(recipe, world_size=2) is None
 
 
+def test_a_lora_recipe_is_planned_as_it_trains(fixture_dir):
+    """The pre-flight's plan of a LoRA recipe counts what the trainer trains: adapters on the experts
+    when ``lora.experts``, and every module PEFT trains whole beside them (``modules_to_save``, the
+    routers under ``lora.train_routers``), each at 16 bytes a parameter; a head in modules_to_save
+    gets its weight gradient in the activations."""
+    from transformers import BeamConfig
+
+    from beam_sft.train.plan import activation_bytes, recipe_setup
+    from beam_sft.train.recipe import recipe_from_dict
+
+    def setup(lora: dict) -> PlanSetup:
+        recipe = recipe_from_dict({"model": {"path": str(fixture_dir), "dtype": "bfloat16"},
+                                   "data": {"prepared": "unused"}, "sft": {"max_length": 256},
+                                   "lora": {"r": 8, "dropout": 0.0, **lora}})
+        return recipe_setup(recipe, world_size=2, gpu_memory_gib=80.0, strategy="zero3")
+
+    plain, experts = setup({}), setup({"experts": True})
+    assert (plain.lora_experts, experts.lora_experts) == (False, True) and plain.lora_saved == ()
+    saved = setup({"modules_to_save": ["lm_head"], "train_routers": True})
+    assert saved.lora_saved == ("lm_head", "router", "gate")
+
+    config = BeamConfig()
+    head = 151_936 * 5120
+    with_head = dataclasses.replace(plain, lora_saved=("lm_head",))
+    assert count_parameters(config, lora_r=8, lora_saved=("lm_head",)).lora_saved == head
+    assert count_parameters(config, lora_r=8, lora_saved=("lm_head", "embed_tokens")).lora_saved == 2 * head
+    base = count_parameters(config, lora_r=8)
+    counted = count_parameters(config, lora_r=8, lora_saved=("lm_head",))
+    lora_bytes = memory_per_gpu(counted, config, with_head)["lora"] - memory_per_gpu(base, config, plain)["lora"]
+    assert abs(lora_bytes - head * 16 / 2) <= 1  # 16 bytes a parameter, over the 2 GPUs
+    assert activation_bytes(config, with_head) - activation_bytes(config, plain) == head * (4 + 2)
+    with pytest.raises(ConfigError, match="--lora-save.*needs --lora"):
+        PlanSetup(lora_saved=("lm_head",))
+
+
 # ---------------------------------------------------------------- the Beam recipes' headers
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[2]

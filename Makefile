@@ -75,8 +75,11 @@ clean:
 
 .PHONY: gpu-check gpu-check-dry
 GPU_CHECK_ARGS ?=
-gpu-check: bytecode  ## on one CUDA GPU: throughput padded vs packed, MFU, memory vs plan, bf16 isolation (< 8 min)
-	$(PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
+# A GPU machine often has its own CUDA torch and no registry: where there is no .venv, gpu-check runs
+# the machine's python3 as it is (installing nothing), with beam-sft from this checkout.
+GPU_PY ?= $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+gpu-check:  ## on one CUDA GPU: Beam padded vs packed, MFU, step profile, memory vs plan, bf16 packing proofs (< 8 min)
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(GPU_PY) benchmarks/gpu_check.py $(GPU_CHECK_ARGS)
 
 gpu-check-dry: bytecode  ## the same check on the CPU, tiny config, two steps (the default tests run it)
 	$(PY) benchmarks/gpu_check.py --dry-run --out out/gpu-check-dry.json $(GPU_CHECK_ARGS)

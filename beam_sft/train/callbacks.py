@@ -15,6 +15,18 @@ from beam_sft.train.preflight import agree, raise_if
 LOSS_LOG = "losses.jsonl"
 
 
+def training_precision(args):
+    """The half precision training computes in (``bf16``/``fp16`` in the trainer's arguments), or None
+    (then the weights' dtype says it)."""
+    import torch
+
+    if getattr(args, "bf16", False):
+        return torch.bfloat16
+    if getattr(args, "fp16", False):
+        return torch.float16
+    return None
+
+
 class PackingIsolationCallback(TrainerCallback):
     """Before step 1, prove on the trainer's first packed batch that packed sequences do not see each
     other (``packing.isolation_diff``: the counterfactual, and packed against alone).
@@ -43,7 +55,8 @@ class PackingIsolationCallback(TrainerCallback):
         problems = []
         try:
             result = check_isolation(model, batch, pad_token_id=self.pad_token_id,
-                                     attn_implementation=self.attn_implementation, tolerance=self.tolerance)
+                                     attn_implementation=self.attn_implementation, tolerance=self.tolerance,
+                                     precision=training_precision(args))
             self.report.packing_max_logit_diff = result.max_abs_diff
             self.report.packing_compared_sequences = result.compared_sequences
             self.report.packing_leak_diff = result.leak_diff

@@ -220,7 +220,7 @@ def compute_dtype(model, logits_dtype):
 
 
 def isolation_diff(model, batch: dict, *, pad_token_id: int, max_sequences: int = 4,
-                   tolerance: float | None = None) -> IsolationResult:
+                   tolerance: float | None = None, precision=None) -> IsolationResult:
     """Prove that the packed sequences in ``batch`` do not see each other, two ways.
 
     ``batch`` is a packed (padding-free) batch as the trainer's dataloader yields it. Every process
@@ -242,6 +242,10 @@ def isolation_diff(model, batch: dict, *, pad_token_id: int, max_sequences: int 
     random Beam (768 wide, 12 layers, 256 experts, top-8) in bf16: packed against alone differs by
     up to 1.2 to 1.5 on the *first* sequence, which cannot leak, while in float32 the same
     comparison is exactly 0 on every sequence's first 64 positions (README, "Measured on a GPU").
+
+    ``precision``: the dtype training computes in, when the caller knows it (the trainer's
+    ``bf16``/``fp16``): accelerate enters autocast inside the wrapped forward, and FSDP2 keeps fp32
+    master weights, so neither the weights nor the autocast state seen from here would say bf16.
     """
     import torch
 
@@ -283,7 +287,7 @@ def isolation_diff(model, batch: dict, *, pad_token_id: int, max_sequences: int 
     leak = max((float((chunks[row] - changed_chunks[row]).abs().max()) for row in range(1, len(spans), 2)),
                default=0.0)
     scale = float(alone.float().abs().max())
-    dtype = compute_dtype(model, alone.dtype)
+    dtype = precision if precision is not None else compute_dtype(model, alone.dtype)
     half = dtype not in (torch.float32, torch.float64)
     tol = default_tolerance(dtype, scale) if tolerance is None else tolerance
     leak_tol = default_tolerance(torch.float32, scale) if tolerance is None else tolerance
@@ -293,12 +297,12 @@ def isolation_diff(model, batch: dict, *, pad_token_id: int, max_sequences: int 
 
 
 def check_isolation(model, batch: dict, *, pad_token_id: int, attn_implementation: str,
-                    tolerance: float | None = None) -> IsolationResult:
+                    tolerance: float | None = None, precision=None) -> IsolationResult:
     """Raise PreflightError when a packed sequence's logits differ from the same sequence alone, or
     when the model cannot run ``attn_implementation`` here at all (gpt-oss's sinks under
     flex_attention on the CPU)."""
     try:
-        result = isolation_diff(model, batch, pad_token_id=pad_token_id, tolerance=tolerance)
+        result = isolation_diff(model, batch, pad_token_id=pad_token_id, tolerance=tolerance, precision=precision)
     except (ValueError, RuntimeError, NotImplementedError) as exc:
         raise PreflightError(
             f"packing cannot be proven isolated with attn_implementation={attn_implementation!r}: the packed "

@@ -376,3 +376,39 @@ def test_nan_logits_prove_nothing():
         assert not IsolationResult(nan, 1, 0.6, leak_diff=0.0, alone_decides=alone_decides).ok
     assert IsolationResult(nan, 1, 0.6, leak_diff=nan).leaks
     assert IsolationResult(2.0, 1, 0.6, leak_diff=0.0, alone_decides=False).ok
+
+
+def test_mixed_precision_is_judged_as_the_trainer_computes(moe_dirs, beam_packed):
+    """fp32 weights trained under bf16 autocast (accelerate's mixed precision; FSDP2's fp32 masters):
+    nothing seen from outside the forward says bf16, so the callback passes the trainer's own
+    precision. A shape rounding that float32 would refuse is then reported, not decisive, as for
+    bf16 weights; a leak is still refused."""
+    import types
+
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.callbacks import PackingIsolationCallback, training_precision
+    from beam_sft.train.packing import keep_packed_sequences_apart
+    from beam_sft.train.preflight import PreflightReport
+
+    assert training_precision(types.SimpleNamespace(bf16=True, fp16=False)) is torch.bfloat16
+    assert training_precision(types.SimpleNamespace(bf16=False, fp16=True)) is torch.float16
+    assert training_precision(types.SimpleNamespace(bf16=False, fp16=False)) is None
+    _, batch, pad = beam_packed
+    model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"], attn_implementation="sdpa")  # fp32 weights
+    disable_cache(model)
+    keep_packed_sequences_apart(model)
+    noisy = _ShapeNoise(model, 0.9)
+    assert not isolation_diff(noisy, batch, pad_token_id=pad).ok  # seen as float32: refused
+    for bf16, passes in ((True, True), (False, False)):
+        report = PreflightReport()
+        callback = PackingIsolationCallback(batch, pad_token_id=pad, attn_implementation="sdpa", tolerance=None,
+                                            accelerator=types.SimpleNamespace(device=torch.device("cpu"),
+                                                                              num_processes=1), report=report)
+        args = types.SimpleNamespace(bf16=bf16, fp16=False)
+        if passes:
+            callback.on_train_begin(args, None, None, model=noisy)
+            assert report.packing_compute_dtype == "bfloat16" and report.packing_leak_diff == 0.0
+        else:
+            with pytest.raises(PreflightError, match="differ from the same sequence alone"):
+                callback.on_train_begin(args, None, None, model=noisy)

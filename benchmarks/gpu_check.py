@@ -357,15 +357,17 @@ def isolation(model_dir: Path, prepared: Path, device: str, pad_token_id: int) -
     import torch
     from transformers import AutoModelForCausalLM
 
-    from beam_sft.train.packing import disable_cache, isolation_diff, keep_packed_sequences_apart
+    from beam_sft.train.packing import isolation_diff
+    from beam_sft.train.trainer import MODEL_CHANGES, apply_model_changes
 
+    # the model as training changes it (cache off, masks per layer type, fp32 routing), adapters aside
+    changes = tuple(c for c in MODEL_CHANGES if c.name != "lora_adapters")
     batch = packed_batch(prepared, device)
     out = {}
     for impl in attention_implementations(device):
         try:
             model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16, attn_implementation=impl)
-            disable_cache(model)  # the trainer's two packing changes (trainer.MODEL_CHANGES)
-            keep_packed_sequences_apart(model)
+            apply_model_changes(model, None, changes)
             result = isolation_diff(model.to(device), batch, pad_token_id=pad_token_id)
             out[impl] = {"max_abs_diff": result.max_abs_diff, "tolerance": result.tolerance, "ok": result.ok,
                          "leak_diff": result.leak_diff, "leak_tolerance": result.leak_tolerance,

@@ -36,9 +36,8 @@ def _prepare(source: Path, tokenizer_dir: Path, out: Path, **options) -> Path:
     return Path(prepare(config))
 
 
-def test_a_verified_prepare_loads_the_tokenizer_once(small_source, fixture_dir, tmp_path, monkeypatch):
-    """Verify proves the run's tokenizer is the saved one and the report page reuses verify's
-    environment: nothing loads DIR/tokenizer again (it was the second load of every run)."""
+def _count_tokenizer_loads(monkeypatch) -> list[str]:
+    """The paths ``PreTrainedTokenizerFast.from_pretrained`` is called with from now on, in order."""
     from transformers import PreTrainedTokenizerFast
 
     loads: list[str] = []
@@ -49,6 +48,13 @@ def test_a_verified_prepare_loads_the_tokenizer_once(small_source, fixture_dir, 
         return original(cls, name, *args, **kwargs)
 
     monkeypatch.setattr(PreTrainedTokenizerFast, "from_pretrained", classmethod(counting))
+    return loads
+
+
+def test_a_verified_prepare_loads_the_tokenizer_once(small_source, fixture_dir, tmp_path, monkeypatch):
+    """Verify proves the run's tokenizer is the saved one and the report page reuses verify's
+    environment: nothing loads DIR/tokenizer again (it was the second load of every run)."""
+    loads = _count_tokenizer_loads(monkeypatch)
     out = _prepare(small_source, fixture_dir, tmp_path / "out")
     assert loads == [str(fixture_dir)]
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
@@ -61,21 +67,12 @@ def test_beam_sft_verify_loads_the_tokenizer_once_and_redraws_the_page(small_sou
                                                                         monkeypatch):
     """`beam-sft verify DIR` redraws DIR/report.html with verify's own environment: the folder's
     tokenizer loads once (the page's own load was 1.8 of a 10,000-row verify's 18 s with gpt-oss's)."""
-    from transformers import PreTrainedTokenizerFast
-
     from beam_sft.cli import main
 
     out = _prepare(small_source, fixture_dir, tmp_path / "out")
     page = out / "report.html"
     page.write_text("stale", encoding="utf-8")
-    loads: list[str] = []
-    original = PreTrainedTokenizerFast.from_pretrained.__func__
-
-    def counting(cls, name, *args, **kwargs):
-        loads.append(str(name))
-        return original(cls, name, *args, **kwargs)
-
-    monkeypatch.setattr(PreTrainedTokenizerFast, "from_pretrained", classmethod(counting))
+    loads = _count_tokenizer_loads(monkeypatch)
     assert main(["verify", str(out), "--num-proc", "1", "--no-histogram"]) == 0
     assert loads == [str(out / "tokenizer")]
     assert "Rows and their masks" in page.read_text(encoding="utf-8")  # redrawn, rows included

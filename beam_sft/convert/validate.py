@@ -80,6 +80,11 @@ def forbidden_tokens(tokenizer: Any) -> frozenset[str]:
     if callable(added):
         tokens.update(added())
     tokens.update(getattr(tokenizer, "all_special_tokens", None) or ())
+    return forbidden_among(tokens)
+
+
+def forbidden_among(tokens: Iterable) -> frozenset[str]:
+    """Which of a tokenizer's added and special tokens ``forbidden_tokens`` forbids (the one rule)."""
     return frozenset(t for t in tokens if isinstance(t, str) and t.strip() and t not in ALL_MARKERS)
 
 

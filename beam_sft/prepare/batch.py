@@ -79,6 +79,7 @@ class WorkerState:
     tokenizer: Any
     encoder: Any
     counter: Any = None  # beam_sft.prepare.progress.Counter, inherited by forked workers
+    ahead: Any = None  # beam_sft.prepare.convert_ahead.Ahead: batches converted while the tokenizer loaded
 
 
 @dataclass(frozen=True)
@@ -105,9 +106,10 @@ class Done:
     format: str = ""
 
 
-def install_state(job: EncodeJob, tokenizer, encoder, counter=None) -> WorkerState:
-    """Put the tokenizer, a warmed encoder (and a progress counter) where forked workers find them."""
-    state = WorkerState(tokenizer, encoder, counter)
+def install_state(job: EncodeJob, tokenizer, encoder, counter=None, ahead=None) -> WorkerState:
+    """Put the tokenizer, a warmed encoder (a progress counter, the batches converted ahead) where
+    forked workers find them."""
+    state = WorkerState(tokenizer, encoder, counter, ahead)
     _STATE[job.key] = state
     return state
 
@@ -246,15 +248,21 @@ def _reject(item: Pending, exc: Rejection) -> str:
                        item.row)
 
 
-def process_batch(batch, *, job: EncodeJob):
-    """Convert, mix, encode and length-check one batch of raw records (one ``encode_pool`` task).
+def process_batch(batch, *, job: EncodeJob, index: int | None = None, skip: int = 0):
+    """Convert, mix, encode and length-check one batch of raw records (one ``encode_pool`` task):
+    record batch ``index`` of the records file, less its first ``skip`` records.
 
     Takes an Arrow record batch or table and returns an Arrow table: the token columns are built
-    as one flat array each, with no Python object per token.
+    as one flat array each, with no Python object per token. Where the batch was converted ahead
+    (``convert_ahead``: the same columns, the same job) its items are read back instead.
     """
     state = _state(job)
     columns = tuple(batch.column(name).to_pylist() for name in RECORD_COLUMNS)
-    table = encode_items(convert_records(columns, job), job, state.encoder)
+    items = state.ahead.take(index, columns) if state.ahead is not None else None
+    if skip:
+        columns = tuple(column[skip:] for column in columns)
+        items = items[skip:] if items is not None else None
+    table = encode_items(items if items is not None else convert_records(columns, job), job, state.encoder)
     if state.counter is not None:
         state.counter.add(len(columns[0]))
     return table

@@ -53,9 +53,7 @@ def tasks_after(index: int, skip: int, num_batches: int) -> list[Task]:
 def encode_task(task: Task, job: batch_mod.EncodeJob, records: RecordsFile):
     """``(output table, records encoded)`` of one task (``batch.process_batch`` on its records)."""
     batch = records.batch(task.batch)
-    if task.skip:
-        batch = batch.slice(task.skip)
-    return batch_mod.process_batch(batch, job=job), batch.num_rows
+    return batch_mod.process_batch(batch, job=job, index=task.batch, skip=task.skip), batch.num_rows - task.skip
 
 
 # Per worker process: the job, the records file (opened in the worker) and the work folder.

@@ -28,6 +28,7 @@ import math
 import os
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from beam_sft.data import fingerprint as fp
@@ -48,13 +49,14 @@ from beam_sft.prepare import cache, records
 from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import PrepareConfig
 from beam_sft.prepare.encode_pool import encoded_tables, tasks_after
-from beam_sft.prepare.head_start import head_start
+from beam_sft.prepare.head_start import HeadStart, head_start
 from beam_sft.prepare.progress import Counter, bar, heartbeat
-from beam_sft.prepare.resolved import ResolvedPrepare, resolve
+from beam_sft.prepare.resolved import ResolvedPrepare, ahead_plan, resolve
 from beam_sft.timing import PhaseClock, timed
 from beam_sft.verify import verify_prepared
 from beam_sft.verify.api import MIN_POOL_ROWS
 from beam_sft.verify.caller_tokenizer import tokenizer_files
+from beam_sft.verify.context import CheckEnv
 
 logger = logging.getLogger("beam_sft.prepare")
 
@@ -115,15 +117,16 @@ def _tokenizer_kwargs(loaded: LoadedTokenizer | None) -> dict:
 
 
 def verify_then_publish(staging: Path, final: Path, num_proc: int, *, verify: bool, clock: Clock | None = None,
-                        loaded: LoadedTokenizer | None = None) -> Path:
+                        loaded: LoadedTokenizer | None = None, env=None) -> Path:
     """Verify ``staging`` (when asked) and publish it as ``final`` only if every row passes.
 
     On a violation the staging folder is moved to ``failed_dir(final)`` (replacing an earlier failed
-    one of ours) and VerificationError names it; ``final`` is left as it was.
+    one of ours) and VerificationError names it; ``final`` is left as it was. ``env``: verify's
+    environment, made from ``loaded``'s tokenizer while the encode workers ran (``verify_prepared``).
     """
     if verify:
         with timed() as took, children_die_with_me():  # verify's worker processes too
-            result = verify_prepared(staging, num_proc=num_proc, pool_min_rows=MIN_POOL_ROWS,
+            result = verify_prepared(staging, num_proc=num_proc, pool_min_rows=MIN_POOL_ROWS, env=env,
                                      **_tokenizer_kwargs(loaded))
         seconds = took.phases["total"]
         if clock is not None:
@@ -215,37 +218,56 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0, bars: bool
                      "tokenizer": config.tokenizer},
                     {"output": config.output})
         output.check_output_target(Path(config.output))
-    # the fingerprint's code and data digests worked out on the other core while the tokenizer loads
-    with head_start(config.sources) as head:
+    # the fingerprint's code and data digests worked out on the other core while the tokenizer loads,
+    # then records converted there until the encode workers start (``convert_ahead``)
+    with head_start(config.sources, ahead_plan(config, HEAD_RECORDS)) as head:
         loaded = load_run_tokenizer(config.tokenizer)
         tokenizer = loaded.tokenizer
         clock.phase("load_tokenizer")
         # the config interpreted once: every step below reads the plan
         plan = resolve(config, tokenizer, head.result() if head is not None else None)
-    del config  # past here nothing reads the config (a read would be a NameError): the plan holds the values
-    fingerprint, base_fingerprint, parts = cache.fingerprints(plan, tokenizer)
-    clock.phase("fingerprint")
-    final = Path(plan.output) if plan.output else cache.default_output(fingerprint)
-    # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
-    # other processes of a training run all read it at once, after the first one prepared it).
-    # A hit that still needs verifying writes verify's outputs into the folder: that one takes the lock.
-    if plan.cache and cache.is_cached(final, fingerprint) and not _needs_verify(final, plan):
-        clear_stale_lock(final)  # a killed run's lock is never left behind by the runs that only read
-        return _cache_hit(final, plan, loaded)
-    with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
-        if plan.cache and cache.is_cached(final, fingerprint):  # finished while we looked
+        del config  # past here nothing reads the config (a read would be a NameError): the plan holds the values
+        fingerprint, base_fingerprint, parts = cache.fingerprints(plan, tokenizer)
+        clock.phase("fingerprint")
+        final = Path(plan.output) if plan.output else cache.default_output(fingerprint)
+        # A complete folder is published by one atomic rename, so reading a cache hit needs no lock (the
+        # other processes of a training run all read it at once, after the first one prepared it).
+        # A hit that still needs verifying writes verify's outputs into the folder: that one takes the lock.
+        if plan.cache and cache.is_cached(final, fingerprint) and not _needs_verify(final, plan):
+            clear_stale_lock(final)  # a killed run's lock is never left behind by the runs that only read
             return _cache_hit(final, plan, loaded)
-        output.check_output_target(final)
-        with output.staged(final) as staging:
-            report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts)
-            verify_then_publish(staging, final, plan.num_proc, verify=_verifies(plan, report), clock=clock,
-                                loaded=loaded)
+        with output_lock(final):  # one writer per folder; a second run is refused with the holder's pid
+            if plan.cache and cache.is_cached(final, fingerprint):  # finished while we looked
+                return _cache_hit(final, plan, loaded)
+            output.check_output_target(final)
+            with output.staged(final) as staging:
+                # verify's environment, made while the encode workers run (not after them, on one core)
+                check_env: list = []
+                during = functools.partial(_make_check_env, check_env, tokenizer, plan.max_length) \
+                    if _verifies(plan, None) else None
+                report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts,
+                                       head, during)
+                verify_then_publish(staging, final, plan.num_proc, verify=_verifies(plan, report), clock=clock,
+                                    loaded=loaded, env=check_env[0] if check_env else None)
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, clock.elapsed())
     return final
 
 
+def _make_check_env(out: list, tokenizer, max_length: int | None) -> None:
+    """Verify's ``CheckEnv`` (its byte table, its compile of the template) into ``out``; an error is
+    left for verify, which makes it again and raises where it always did."""
+    try:
+        out.append(CheckEnv.create(tokenizer, max_length=max_length))
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, clock: Clock, fingerprint: str,
-                  base_fingerprint: str, parts: dict) -> dict:
+                  base_fingerprint: str, parts: dict, early: HeadStart | None = None,
+                  during_encode: Callable[[], None] | None = None) -> dict:
+    """The run's dataset in ``staging``: records read, converted, encoded, counted, and the report.
+    ``early``: head_start's child (its converted batches); ``during_encode``: called once while the
+    encode workers run (the first table back), where this process would otherwise wait."""
     work = staging / output.WORK_DIR
     save_tokenizer(tokenizer, plan.tokenizer, staging / TOKENIZER_DIR)
     jobs, infos, n_records = records.write_records(plan, work / "records.arrow")
@@ -277,13 +299,20 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     kind, encoder, encoder_section = select.choose_encoder(plan.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
+    if early is not None:  # it finishes its batch while this process encodes the head
+        early.stop_ahead()
 
     counter = Counter() if clock.progress_interval > 0 else None
-    batch_mod.install_state(job, tokenizer, encoder, counter)
     collected = _Collector(staging, fingerprint=_dataset_fingerprint(job))
+    ahead = None
     try:
         collected.add(batch_mod.encode_items(head_items, job, encoder))
         del head_items, sample
+        ahead = early.take_ahead() if early is not None else None
+        if ahead is not None and not ahead.usable(job.sources, job.seed):
+            ahead.close()
+            ahead = None
+        batch_mod.install_state(job, tokenizer, encoder, counter, ahead)
         rest = n_records - head_count
         procs = _effective_procs(plan, rest)
         if rest:
@@ -298,6 +327,9 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
                 for table, done in tables:
                     collected.add(table)
                     progress.update(done)
+                    if during_encode is not None:
+                        during_encode()
+                        during_encode = None
         clock.phase("encode")
         collected.close()
     except BaseException:
@@ -305,6 +337,8 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
         raise
     finally:
         source_records.close()
+        if ahead is not None:
+            ahead.close()
     counts, tokens = collected.counts, collected.tokens
     for info in infos:
         # (a shard's range may hold no record of a source: the merge says when the source is empty)

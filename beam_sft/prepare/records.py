@@ -45,59 +45,74 @@ def write_records(plan: ResolvedPrepare, out_file: Path) -> tuple[list[SourceJob
     """
     import pyarrow as pa
 
+    jobs, infos = [], []
+    total = 0
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_file(sink, _schema()) as writer:
+        for kind, value in record_batches(plan.sources, plan.batch_size, shard_rows(plan)):
+            if kind == "job":
+                jobs.append(value)
+            elif kind == "info":
+                infos.append(value)
+            else:
+                writer.write_batch(value)
+                total += value.num_rows
+    return jobs, infos, total
+
+
+def record_batches(sources, batch_size: int, ranges: list[tuple[int, int]] | None):
+    """The records file's content, in order: for each source ``("job", SourceJob)``, then its record
+    batches ``("batch", pyarrow.RecordBatch)``, then ``("info", SourceInfo)``. ``sources``: the
+    plan's ``ResolvedSource``s (each with ``spec`` and ``options``); ``ranges``: ``shard_rows``.
+    ``write_records`` writes it; ``convert_ahead`` converts the same batches before the tokenizer
+    has loaded (one reader, so the two cannot disagree on what a batch holds)."""
+    import pyarrow as pa
+
     from beam_sft.convert.pipeline import SourceConversion
 
     schema = _schema()
-    jobs, infos = [], []
-    total = 0
-    ranges = shard_rows(plan)
-    out_file.parent.mkdir(parents=True, exist_ok=True)
-    with pa.OSFile(str(out_file), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-        for source_id, resolved in enumerate(plan.sources):
-            spec, options = resolved.spec, resolved.options
-            location = source_location(spec)  # a local path, a datasets dataset, or a Batch API pair
-            detected = SourceConversion(location, format=spec.format, options=options, source=spec.label)
-            # detected.options: with infer_tools, the declarations its first pass made from the source
-            jobs.append(SourceJob(spec.label, spec.format, spec.weight, detected.options, detected.format))
-            # A file read on its own is named by the source's label; a directory's rows name their file.
-            folder = str(Path(location)) if isinstance(location, (str, Path)) and Path(location).is_dir() else None
-            unreadable: list[dict] = []
-            batch: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
+    for source_id, resolved in enumerate(sources):
+        spec, options = resolved.spec, resolved.options
+        location = source_location(spec)  # a local path, a datasets dataset, or a Batch API pair
+        detected = SourceConversion(location, format=spec.format, options=options, source=spec.label)
+        # detected.options: with infer_tools, the declarations its first pass made from the source
+        yield "job", SourceJob(spec.label, spec.format, spec.weight, detected.options, detected.format)
+        # A file read on its own is named by the source's label; a directory's rows name their file.
+        folder = str(Path(location)) if isinstance(location, (str, Path)) and Path(location).is_dir() else None
+        unreadable: list[dict] = []
+        batch: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
+        raws, errors, offsets, indices, files, rows = (batch[n] for n in (
+            "raw", "error", "byte", "row_index", "file", "file_row"))
 
-            raws, errors, offsets, indices, files, rows = (batch[n] for n in (
-                "raw", "error", "byte", "row_index", "file", "file_row"))
+        def flush(batch=batch, source_id=source_id):
+            batch["source_id"] = [source_id] * len(batch["raw"])
+            out = pa.record_batch([_array(batch[n], schema.field(n).type) for n in RECORD_COLUMNS], schema=schema)
+            for column in batch.values():
+                column.clear()
+            return out
 
-            def flush(batch=batch, source_id=source_id) -> None:
-                if batch["raw"]:
-                    batch["source_id"] = [source_id] * len(batch["raw"])
-                    writer.write_batch(pa.record_batch([_array(batch[n], schema.field(n).type)
-                                                        for n in RECORD_COLUMNS], schema=schema))
-                    for column in batch.values():
-                        column.clear()
-
-            first, end = ranges[source_id] if ranges is not None else (0, None)
-            for index, record in enumerate(shard_plan.iter_source(location)):
-                if end is not None and index >= end:
-                    break  # past this shard's range: the rest of the source is another shard's
-                if index < first:
-                    continue
-                if record.bad is not None and record.bad.rest:
-                    unreadable.append({"file": record.file, "byte": record.bad.byte,
-                                       "about_more_records": record.bad.more})
-                raws.append(record.text)
-                errors.append(bad_json(record.bad) if record.bad else "")
-                offsets.append(record.byte)
-                indices.append(index)
-                files.append(record.file if folder not in (None, record.file) else None)
-                rows.append(record.row)
-                total += 1
-                if len(batch["raw"]) >= plan.batch_size:
-                    flush()
-            flush()
-            infos.append(SourceInfo(spec.label, spec.path, detected.format, detected.detection, spec.weight,
-                                    skipped=tuple({"path": str(f.path), "reason": f.reason} for f in detected.skipped),
-                                    unreadable=tuple(unreadable)))
-    return jobs, infos, total
+        first, end = ranges[source_id] if ranges is not None else (0, None)
+        for index, record in enumerate(shard_plan.iter_source(location)):
+            if end is not None and index >= end:
+                break  # past this shard's range: the rest of the source is another shard's
+            if index < first:
+                continue
+            if record.bad is not None and record.bad.rest:
+                unreadable.append({"file": record.file, "byte": record.bad.byte,
+                                   "about_more_records": record.bad.more})
+            raws.append(record.text)
+            errors.append(bad_json(record.bad) if record.bad else "")
+            offsets.append(record.byte)
+            indices.append(index)
+            files.append(record.file if folder not in (None, record.file) else None)
+            rows.append(record.row)
+            if len(raws) >= batch_size:
+                yield "batch", flush()
+        if raws:
+            yield "batch", flush()
+        yield "info", SourceInfo(spec.label, spec.path, detected.format, detected.detection, spec.weight,
+                                 skipped=tuple({"path": str(f.path), "reason": f.reason} for f in detected.skipped),
+                                 unreadable=tuple(unreadable))
 
 
 def _array(values: list, type):

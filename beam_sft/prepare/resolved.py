@@ -17,7 +17,9 @@ Not the training plan (``beam_sft.train.plan``): this one is about a prepare run
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from beam_sft import compat
@@ -86,7 +88,13 @@ def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidd
     column mapping is ``columns``; the source's deprecated ``column_map`` is read with a message),
     the run's ``missing_reasoning`` unless the source sets its own, and ``forbidden`` (the
     tokenizer's added and special tokens, ``convert.validate.forbidden_tokens``)."""
-    raw = {"missing_reasoning": config.missing_reasoning, **spec.convert}
+    return source_options(spec, config.missing_reasoning, index, forbidden)
+
+
+def source_options(spec: SourceSpec, missing_reasoning: MissingReasoning, index: int,
+                   forbidden: tuple[str, ...] = ()):
+    """``convert_options`` from the one value of the config it reads (``AheadPlan`` holds it)."""
+    raw = {"missing_reasoning": missing_reasoning, **spec.convert}
     if spec.columns:
         raw["columns"] = {**(raw.get("columns") or {}), **spec.columns}
     if spec.column_map:
@@ -94,6 +102,48 @@ def convert_options(spec: SourceSpec, config: PrepareConfig, index: int, forbidd
     if forbidden:
         raw["forbidden_tokens"] = tuple(forbidden)
     return options_from_dict(raw, f"sources[{index}].convert")
+
+
+@dataclass(frozen=True)
+class AheadPlan:
+    """What converting records ahead of the tokenizer needs from the config (``prepare/convert_ahead.py``,
+    in ``head_start``'s child): the sources, the run's ``missing_reasoning``, seed and batch size, the
+    tokenizer folder the forbidden tokens are predicted from, and how many records the parent converts
+    itself (the probe's head). Its values, not the config: ``resolve``'s module reads the config."""
+
+    sources: tuple[SourceSpec, ...]
+    missing_reasoning: MissingReasoning
+    seed: int
+    batch_size: int
+    tokenizer_dir: str
+    head_records: int
+
+    def resolved_sources(self, forbidden: tuple[str, ...]) -> tuple[ResolvedSource, ...]:
+        """The sources as ``resolve`` gives them for a tokenizer with these forbidden tokens (no data
+        digest: the records reader does not read it)."""
+        return tuple(ResolvedSource(i, spec, source_options(spec, self.missing_reasoning, i, forbidden), "")
+                     for i, spec in enumerate(self.sources))
+
+
+def ahead_plan(config: PrepareConfig, head_records: int) -> AheadPlan | None:
+    """The ``AheadPlan`` of a run whose records can be converted before its tokenizer loads, else None:
+    a tokenizer folder on disk (its files give the forbidden tokens), local files and folders only
+    (a hub or ``datasets`` source would import ``datasets`` in the child, and a hub id is looked up
+    online), one shard (a shard's range counts every source first), no teacher (its fills are read
+    from the teacher pass's cache, written after the tokenizer loads), and a second core to do it on."""
+    if config.reasoning is not None or config.num_shards != 1 or not config.tokenizer:
+        return None
+    if not Path(config.tokenizer).is_dir() or len(os.sched_getaffinity(0)) < 2:
+        return None
+    for spec in config.sources:
+        try:  # (a source the run will refuse is refused by the run, where it always was)
+            location = None if spec.batch_input is not None else dataset_source(spec)
+        except Exception:  # noqa: BLE001
+            return None
+        if not isinstance(location, str) or not os.path.exists(location):
+            return None
+    return AheadPlan(tuple(config.sources), config.missing_reasoning, config.seed, config.batch_size,
+                     str(config.tokenizer), head_records)
 
 
 def data_digest(spec: SourceSpec) -> str:

@@ -306,7 +306,8 @@ def _tokenizer_for(folder: PreparedFolder, tokenizer, files: Mapping[str, str] |
 def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | None = None, seed: int = 0,
                     max_length: int | None = None, write: bool = True, histogram: bool = True,
                     parity_sample: int = PARITY_SAMPLE, tokenizer=None,
-                    tokenizer_files: Mapping[str, str] | None = None, pool_min_rows: int = 0) -> VerifyResult:
+                    tokenizer_files: Mapping[str, str] | None = None, pool_min_rows: int = 0,
+                    env: CheckEnv | None = None) -> VerifyResult:
     """Check every row of a prepared dataset (or ``sample`` rows) against every rule, the folder's
     files against the digests report.json records and its seal (``provenance``), and every count of
     the report against the rows and rejects (``counts``).
@@ -332,13 +333,18 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
 
     ``pool_min_rows``: with fewer rows to check than this, one process checks them, whatever
     ``num_proc`` asks (prepare passes ``MIN_POOL_ROWS``); 0, the default, honours ``num_proc``.
+
+    ``env``: a ``CheckEnv`` the caller made from ``tokenizer`` (prepare makes it while its encode
+    workers run), used only when that tokenizer is the one the rows are checked with (proven as
+    above) and for the same ``max_length``; otherwise one is made here.
     """
     directory = Path(directory)
     provenance, writable = check_provenance(directory)  # before anything reads the files it names
     try:
         return _verify_folder(directory, provenance, writable, num_proc=num_proc, sample=sample, seed=seed,
                               max_length=max_length, write=write, histogram=histogram, parity_sample=parity_sample,
-                              tokenizer=tokenizer, tokenizer_files=tokenizer_files, pool_min_rows=pool_min_rows)
+                              tokenizer=tokenizer, tokenizer_files=tokenizer_files, pool_min_rows=pool_min_rows,
+                              env=env)
     except Exception as exc:
         if not provenance:
             raise
@@ -351,7 +357,7 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
 def _verify_folder(directory: Path, provenance: list[Violation], writable: bool, *, num_proc: int,
                    sample: int | None, seed: int, max_length: int | None, write: bool, histogram: bool,
                    parity_sample: int, tokenizer, tokenizer_files: Mapping[str, str] | None,
-                   pool_min_rows: int = 0) -> VerifyResult:
+                   pool_min_rows: int = 0, env: CheckEnv | None = None) -> VerifyResult:
     clock = PhaseClock()  # beam_sft/timing.py
     phases = clock.phases
     phase = clock.phase
@@ -362,7 +368,8 @@ def _verify_folder(directory: Path, provenance: list[Violation], writable: bool,
     max_length = max_length if max_length is not None else recorded_max_length
     tokenizer, tokenizer_source = _tokenizer_for(folder, tokenizer, tokenizer_files)
     phase("load")
-    env = CheckEnv.create(tokenizer, max_length=max_length)
+    if env is None or env.tokenizer is not tokenizer or env.max_length != max_length:
+        env = CheckEnv.create(tokenizer, max_length=max_length)
     phase("start")
     num_rows = len(folder.dataset)
     positions: Sequence[int] = range(num_rows) if sample is None or sample >= num_rows else \

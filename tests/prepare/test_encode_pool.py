@@ -81,10 +81,10 @@ def test_a_worker_error_reaches_the_caller_and_leaves_nothing(tmp_path, tokenize
 
     real = batch.process_batch
 
-    def broken(records, *, job):
+    def broken(records, *, job, **where):
         if records.num_rows and records.column("row_index")[0].as_py() >= 200:
             raise RuntimeError("encoder bug")
-        return real(records, job=job)
+        return real(records, job=job, **where)
 
     monkeypatch.setattr(batch, "process_batch", broken)  # inherited by the forked workers
     with pytest.raises(RuntimeError, match="encoder bug"):

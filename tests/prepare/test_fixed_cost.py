@@ -129,3 +129,32 @@ def test_verify_starts_a_pool_only_for_rows_worth_it(tmp_path, fixture_dir, rows
     report = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert report["verify"]["ok"] and report["tokens"]["rows"] == rows
     assert asked == [procs] and report["verify"]["timing"]["num_proc"] == procs
+
+
+def test_verify_checks_with_the_environment_made_while_encoding(tmp_path, fixture_dir, monkeypatch):
+    """Verify's environment (its byte table, its compile of the template) is made once, by the
+    parent while its encode workers run, and verify takes it only for its own tokenizer and
+    max_length (another max_length: it makes its own)."""
+    from beam_sft.dataset_folder.tokenizer import load_tokenizer
+    from beam_sft.verify import verify_prepared
+    from beam_sft.verify.context import CheckEnv
+
+    made: list = []
+    original = CheckEnv.create.__func__
+
+    def counting(cls, tokenizer, **kwargs):
+        made.append(kwargs.get("max_length"))
+        return original(cls, tokenizer, **kwargs)
+
+    monkeypatch.setattr(CheckEnv, "create", classmethod(counting))
+    source = tmp_path / "rows.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in _rows(300)), encoding="utf-8")
+    out = _prepare(source, fixture_dir, tmp_path / "out", num_proc=2, max_length=4096)
+    assert made == [4096]
+    assert json.loads((out / "report.json").read_text(encoding="utf-8"))["verify"]["ok"]
+    tokenizer = load_tokenizer(out / "tokenizer")
+    other = original(CheckEnv, tokenizer, max_length=64)
+    result = verify_prepared(out, tokenizer=tokenizer, env=other, write=False)
+    assert made[1:] == [4096] and result.env is not other
+    same = original(CheckEnv, tokenizer, max_length=4096)
+    assert verify_prepared(out, tokenizer=tokenizer, env=same, write=False).env is same

@@ -86,15 +86,15 @@ def test_a_run_with_the_child_has_the_fingerprint_of_one_without(tmp_path, fixtu
     forked = []
     real_fork = HeadStart.fork.__func__
 
-    def counting(cls, sources):
-        child = real_fork(cls, sources)
+    def counting(cls, sources, ahead=None):
+        child = real_fork(cls, sources, ahead)
         forked.append(child)
         return child
 
     monkeypatch.setattr(HeadStart, "fork", classmethod(counting))
     with_child = _fingerprint(_prepare(tmp_path, fixture_dir, "with"))
     assert forked and forked[0] is not None and forked[0].pid == 0
-    monkeypatch.setattr(HeadStart, "fork", classmethod(lambda cls, sources: None))
+    monkeypatch.setattr(HeadStart, "fork", classmethod(lambda cls, sources, ahead=None: None))
     assert _fingerprint(_prepare(tmp_path, fixture_dir, "without")) == with_child
 
 
@@ -105,7 +105,7 @@ def test_a_child_that_fails_leaves_the_work_to_the_parent(tmp_path, fixture_dir,
     monkeypatch.setattr(head_start, "work_out", broken)
     child = HeadStart.fork(_sources(tmp_path))
     assert child.result() == Head()
-    monkeypatch.setattr(HeadStart, "fork", classmethod(lambda cls, sources: None))
+    monkeypatch.setattr(HeadStart, "fork", classmethod(lambda cls, sources, ahead=None: None))
     without = _fingerprint(_prepare(tmp_path, fixture_dir, "without"))
     monkeypatch.undo()
     monkeypatch.setattr(head_start, "work_out", broken)
@@ -117,7 +117,7 @@ def test_a_missing_source_is_the_parents_error_as_before(tmp_path, fixture_dir, 
                            output=str(tmp_path / "out"), num_proc=1)
     with pytest.raises(Exception) as with_child:
         prepare(config)
-    monkeypatch.setattr(HeadStart, "fork", classmethod(lambda cls, sources: None))
+    monkeypatch.setattr(HeadStart, "fork", classmethod(lambda cls, sources, ahead=None: None))
     with pytest.raises(Exception) as without:
         prepare(config)
     assert type(with_child.value) is type(without.value) and str(with_child.value) == str(without.value)

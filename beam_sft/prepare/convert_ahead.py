@@ -142,7 +142,10 @@ def convert_ahead(plan, fd: int, stop_fd: int) -> Ahead:
                         max_length=None, length_policy="")
         digest = batch_digest(columns)
         blob = pickle.dumps((digest, convert_records(columns, job)), protocol=pickle.HIGHEST_PROTOCOL)
-        _pwrite_all(fd, blob, offset)
+        try:
+            _pwrite_all(fd, blob, offset)
+        except OSError:  # the temporary folder is full: what is written stands
+            break
         ahead.entries[index - 1] = Entry(offset, len(blob), digest)
         ahead.jobs = tuple(jobs)
         offset += len(blob)

@@ -214,3 +214,19 @@ def test_usable_only_for_the_same_jobs_and_seed():
     assert not ahead.usable(("a", "x", "c"), 7)
     assert not ahead.usable(("a", "b"), 8)
     assert not Ahead(("a",), 7).usable(("a",), 7)  # nothing converted
+
+
+def test_a_full_temporary_folder_keeps_what_was_written(tmp_path, fixture_dir, monkeypatch, takes):
+    real = ahead_mod._pwrite_all
+    written: list[int] = []
+
+    def filling(fd, data, offset):
+        if written:
+            raise OSError(28, "No space left on device")
+        written.append(offset)
+        real(fd, data, offset)
+
+    monkeypatch.setattr(ahead_mod, "_pwrite_all", filling)  # (inherited by the forked child)
+    folder = _run(tmp_path, fixture_dir, "full")
+    assert takes == [2]  # the one batch written; the workers converted the rest
+    _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)

@@ -19,6 +19,7 @@ same function gives in the parent (``tests/prepare/test_head_start.py``).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import pickle
 import select
@@ -90,6 +91,7 @@ class HeadStart:
             code = 0
             try:
                 _close(read_end, stop_write)
+                _quiet()
                 _send(write_end, work_out(sources))
                 if ahead is not None:
                     try:
@@ -169,6 +171,18 @@ def head_start(sources: Sequence[SourceSpec], ahead: AheadPlan | None = None) ->
     finally:
         if head is not None:
             head.close()
+
+
+def _quiet() -> None:
+    """The child's output goes nowhere: a warning or a log line its conversion makes is the parent's to
+    give (the workers convert the same rows), not a second copy on the user's terminal."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+    # and what writes to the stream objects themselves, or to a handler holding the old ones
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 (the child's, to its os._exit)
+    logging.disable(logging.CRITICAL)
 
 
 def _close(*fds: int) -> None:

@@ -140,7 +140,8 @@ def ahead_plan(config: PrepareConfig, head_records: int) -> AheadPlan | None:
             location = None if spec.batch_input is not None else dataset_source(spec)
         except Exception:  # noqa: BLE001
             return None
-        if not isinstance(location, str) or not os.path.exists(location):
+        # a regular file or a folder: a pipe or a device would give the child records the run never sees
+        if not isinstance(location, str) or not (os.path.isfile(location) or os.path.isdir(location)):
             return None
     return AheadPlan(tuple(config.sources), config.missing_reasoning, config.seed, config.batch_size,
                      str(config.tokenizer), head_records)

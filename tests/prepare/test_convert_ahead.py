@@ -230,3 +230,22 @@ def test_a_full_temporary_folder_keeps_what_was_written(tmp_path, fixture_dir, m
     folder = _run(tmp_path, fixture_dir, "full")
     assert takes == [2]  # the one batch written; the workers converted the rest
     _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)
+
+
+def test_what_the_childs_conversion_says_stays_off_the_terminal(tmp_path, fixture_dir, monkeypatch, takes, capfd):
+    import logging
+    import sys
+
+    real = ahead_mod.convert_records
+
+    def talking(columns, job):
+        print("CHILD-OUT", flush=True)
+        print("CHILD-ERR", file=sys.stderr, flush=True)
+        logging.getLogger("beam_sft.convert").warning("CHILD-LOG")
+        return real(columns, job)
+
+    monkeypatch.setattr(ahead_mod, "convert_records", talking)  # the child's reference only
+    _run(tmp_path, fixture_dir, "quiet")
+    assert takes  # the child did convert
+    out, err = capfd.readouterr()
+    assert "CHILD-" not in out + err

@@ -135,13 +135,16 @@ def convert_ahead(plan, fd: int, stop_fd: int) -> Ahead:
         index, seen = index + 1, seen + value.num_rows
         if seen <= plan.head_records:  # the parent converts its head itself (the probe's rows)
             continue
-        if offset >= MAX_AHEAD_BYTES or select.select([stop_fd], [], [], 0)[0]:
+        if offset >= MAX_AHEAD_BYTES or _stopped(stop_fd):
             break
         columns = tuple(value.column(name).to_pylist() for name in RECORD_COLUMNS)
         job = EncodeJob(key="", tokenizer_dir="", encoder="", sources=tuple(jobs), seed=plan.seed,
                         max_length=None, length_policy="")
+        items = _convert_until_stopped(columns, job, stop_fd)
+        if items is None:  # stopped inside the batch: the parent is waiting, the workers convert it
+            break
         digest = batch_digest(columns)
-        blob = pickle.dumps((digest, convert_records(columns, job)), protocol=pickle.HIGHEST_PROTOCOL)
+        blob = pickle.dumps((digest, items), protocol=pickle.HIGHEST_PROTOCOL)
         try:
             _pwrite_all(fd, blob, offset)
         except OSError:  # the temporary folder is full: what is written stands
@@ -150,6 +153,26 @@ def convert_ahead(plan, fd: int, stop_fd: int) -> Ahead:
         ahead.jobs = tuple(jobs)
         offset += len(blob)
     return ahead
+
+
+# Records converted between two looks at the stop pipe: the parent waits at most this many rows'
+# conversion for the child's answer, not a whole batch's (a batch of long rows takes seconds).
+STOP_EVERY = 16
+
+
+def _stopped(stop_fd: int) -> bool:
+    return bool(select.select([stop_fd], [], [], 0)[0])
+
+
+def _convert_until_stopped(columns: tuple[list, ...], job, stop_fd: int) -> list | None:
+    """``convert_records(columns, job)``, STOP_EVERY records at a time (each record is converted on
+    its own, so the items are the same); None when the parent says stop before the end."""
+    items: list = []
+    for start in range(0, len(columns[0]), STOP_EVERY):
+        if start and _stopped(stop_fd):
+            return None
+        items += convert_records(tuple(column[start:start + STOP_EVERY] for column in columns), job)
+    return items
 
 
 def _pwrite_all(fd: int, data: bytes, offset: int) -> None:

@@ -123,7 +123,7 @@ class HeadStart:
             _close(self.stop_fd)  # the end of the pipe: readable for the child's select
             self.stop_fd = -1
 
-    def take_ahead(self, timeout: float = 5.0) -> Ahead | None:
+    def take_ahead(self, timeout: float = 1.0) -> Ahead | None:
         """The batches the child converted (it is stopped first), owning their file from now on; None
         when there are none, or the child does not answer within ``timeout`` seconds (it is killed)."""
         if self.ahead_fd < 0:

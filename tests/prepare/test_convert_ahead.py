@@ -249,3 +249,16 @@ def test_what_the_childs_conversion_says_stays_off_the_terminal(tmp_path, fixtur
     assert takes  # the child did convert
     out, err = capfd.readouterr()
     assert "CHILD-" not in out + err
+
+
+def test_a_stop_inside_a_batch_drops_that_batch(tmp_path, fixture_dir, monkeypatch, takes):
+    """The child looks at the stop pipe every STOP_EVERY records: stopped inside a batch it drops
+    that batch (the parent does not wait for the rest of it) and keeps the ones before."""
+    looks = iter(range(1000))
+    # batch 2: the look before it and 4 inside (at records 10, 20, 30, 40); batch 3: the look
+    # before it, then stop at its first look inside
+    monkeypatch.setattr(ahead_mod, "STOP_EVERY", 10)
+    monkeypatch.setattr(ahead_mod, "_stopped", lambda stop_fd: next(looks) >= 6)
+    folder = _run(tmp_path, fixture_dir, "stopped")
+    assert takes == [2]
+    _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)

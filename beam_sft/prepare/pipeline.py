@@ -6,7 +6,9 @@
 3. Convert the first records in this process; their rows feed the encoder choice (the start-up
    probe, ``beam_sft.encode.select``), and are then encoded here, so no row is converted twice.
 4. One pass over the rest with ``num_proc`` forked workers (``encode_pool.py``, ``batch.py``):
-   convert, mix, encode, length policy; every record comes back as a row with a status.
+   convert, mix, encode, length policy; every record comes back as a row with a status. A batch
+   ``head_start``'s child converted while the tokenizer loaded is read back instead of converted,
+   where it is proven the same (``convert_ahead.py``).
 5. As the output tables come back, in record order: count the statuses, write rejects.jsonl, and
    write the ``kept`` rows to the dataset in batches (``dataset_folder.arrow_dataset``); then the report
    (with the files' digests) into the staging folder. Memory does not depend on rows: no file is

@@ -7,7 +7,8 @@ records, one encode task each (``encode_pool``); workers read their batch with p
 Records are read by convert's reader (``beam_sft.data.sources.iter_raw_located``: the same files of a
 directory, the same skips, BOM, bad-byte and unreadable-rest rules as ``beam-sft convert``), stored
 as JSON text, undecoded where the source is JSON Lines (reading lines is all the main process does;
-decoding, converting and encoding happen in the encode workers). Each record keeps its
+decoding, converting and encoding happen in the encode workers; ``convert_ahead`` reads the same
+batches through ``record_batches`` in ``head_start``'s child). Each record keeps its
 own file and its row in that file (a directory source names them in ``meta`` and rejects.jsonl).
 Memory stays flat: records go to disk a batch at a time.
 """

@@ -27,7 +27,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator, Sequence
 
 from beam_sft.data import fingerprint as fp
@@ -199,21 +198,21 @@ def _send(fd: int, value) -> None:
 
 
 def _receive(fd: int, timeout: float | None = None):
-    """The next message on the pipe, or None (the pipe ended or was cut short, or ``timeout`` passed)."""
+    """The next message on the pipe, or None (the pipe ended or was cut short, or nothing came within
+    ``timeout`` seconds: the child writes each message whole, so only its start is waited for)."""
     try:
-        size = _read_exactly(fd, 8, timeout)
-        data = _read_exactly(fd, int.from_bytes(size, "little"), timeout) if size is not None else None
+        if timeout is not None and not select.select([fd], [], [], timeout)[0]:
+            return None
+        size = _read_exactly(fd, 8)
+        data = _read_exactly(fd, int.from_bytes(size, "little")) if size is not None else None
         return pickle.loads(data) if data is not None else None
     except Exception:  # noqa: BLE001 (cut off: the child was killed while writing)
         return None
 
 
-def _read_exactly(fd: int, n: int, timeout: float | None) -> bytes | None:
-    deadline = None if timeout is None else time.monotonic() + timeout
+def _read_exactly(fd: int, n: int) -> bytes | None:
     chunks, left = [], n
     while left:
-        if deadline is not None and not select.select([fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            return None
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
             return None

@@ -262,3 +262,19 @@ def test_a_stop_inside_a_batch_drops_that_batch(tmp_path, fixture_dir, monkeypat
     folder = _run(tmp_path, fixture_dir, "stopped")
     assert takes == [2]
     _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)
+
+
+def test_a_child_that_does_not_answer_is_not_waited_for(tmp_path, fixture_dir, monkeypatch):
+    import time
+
+    def deaf(plan, fd, stop_fd):
+        time.sleep(60)
+
+    monkeypatch.setattr(head_start, "convert_ahead", deaf)
+    config = PrepareConfig(sources=_sources(tmp_path, fixture_dir), tokenizer=str(fixture_dir))
+    child = HeadStart.fork(config.sources, ahead_plan(config, 128))
+    assert child.result().code  # the digests came first
+    started = time.monotonic()
+    assert child.take_ahead(timeout=0.5) is None and time.monotonic() - started < 5
+    with pytest.raises(ChildProcessError):
+        os.waitpid(-1, os.WNOHANG)  # killed and reaped

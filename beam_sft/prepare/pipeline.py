@@ -301,8 +301,6 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     kind, encoder, encoder_section = select.choose_encoder(plan.encoder, tokenizer, sample)
     job = dataclasses.replace(job, encoder=kind)
     clock.phase("probe")
-    if early is not None:  # it finishes its batch while this process encodes the head
-        early.stop_ahead()
 
     counter = Counter() if clock.progress_interval > 0 else None
     collected = _Collector(staging, fingerprint=_dataset_fingerprint(job))
@@ -310,6 +308,7 @@ def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, 
     try:
         collected.add(batch_mod.encode_items(head_items, job, encoder))
         del head_items, sample
+        # stopped only now: it converts while this process encodes the head, and answers within 16 records
         ahead = early.take_ahead() if early is not None else None
         if ahead is not None and not ahead.usable(job.sources, job.seed):
             ahead.close()

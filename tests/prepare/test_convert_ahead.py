@@ -43,25 +43,39 @@ def _single_threaded():
         pytest.skip("one core: prepare converts nothing ahead")
 
 
-def _sources(tmp_path: Path, fixture_dir: Path) -> list[SourceSpec]:
+@pytest.fixture(scope="module")
+def rows_file(tmp_path_factory, fixture_dir) -> Path:
     """Synthetic rows with a few broken ones (bad JSON, a special token in the text, a row with
-    no assistant turn), weighted so that the mix copies rows; and a ShareGPT sample read as auto."""
+    no assistant turn); ``_sources`` weights them so that the mix copies rows."""
     rows = [json.dumps(r, ensure_ascii=False) for r in synthetic_rows(300, seed=3, scale=0.3)]
     special = sorted(forbidden_tokens(load_tokenizer(fixture_dir)))[0]
     rows[140] = "{not json"
     rows[141] = json.dumps({"messages": [{"role": "user", "content": f"say {special}"},
                                          {"role": "assistant", "reasoning_content": "ok", "content": "no"}]})
     rows[250] = json.dumps({"messages": [{"role": "user", "content": "only a question"}]})
-    data = tmp_path / "rows.jsonl"
+    data = tmp_path_factory.mktemp("ahead") / "rows.jsonl"
     data.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    return data
+
+
+def _sources(data: Path) -> list[SourceSpec]:
+    """The rows, weighted, and a ShareGPT sample read as ``--format auto``."""
     return [SourceSpec(path=str(data), format="openai", weight=1.5),
             SourceSpec(path=str(SAMPLES / "chat_sharegpt.json"), format="auto")]
 
 
-def _run(tmp_path: Path, fixture_dir: Path, name: str, **extra) -> Path:
-    config = PrepareConfig(sources=_sources(tmp_path, fixture_dir), tokenizer=str(fixture_dir),
-                           output=str(tmp_path / name), num_proc=1, cache=False, batch_size=50, seed=7, **extra)
+def _run(data: Path, fixture_dir: Path, out: Path, **extra) -> Path:
+    config = PrepareConfig(sources=_sources(data), tokenizer=str(fixture_dir), output=str(out), num_proc=1,
+                           cache=False, batch_size=50, seed=7, **extra)
     return Path(prepare(config))
+
+
+@pytest.fixture(scope="module")
+def plain(rows_file, fixture_dir, tmp_path_factory) -> Path:
+    """The same run with no child converting ahead: what every run here must equal."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr("beam_sft.prepare.pipeline.ahead_plan", lambda config, head: None)
+        return _run(rows_file, fixture_dir, tmp_path_factory.mktemp("plain") / "out")
 
 
 def _dataset(folder: Path):
@@ -94,52 +108,49 @@ def takes(monkeypatch):
     return taken
 
 
-def _same_as_without(tmp_path, fixture_dir, monkeypatch, folder: Path) -> None:
-    with monkeypatch.context() as m:
-        m.setattr("beam_sft.prepare.pipeline.ahead_plan", lambda config, head: None)
-        plain = _run(tmp_path, fixture_dir, "plain")
+def _same_as(folder: Path, plain: Path) -> None:
     assert _dataset(folder).equals(_dataset(plain))
     assert (folder / "rejects.jsonl").read_bytes() == (plain / "rejects.jsonl").read_bytes()
     assert _counts(folder) == _counts(plain)
 
 
-def test_the_batches_converted_ahead_give_the_same_dataset(tmp_path, fixture_dir, monkeypatch, takes):
-    folder = _run(tmp_path, fixture_dir, "ahead")
+def test_the_batches_converted_ahead_give_the_same_dataset(tmp_path, rows_file, plain, fixture_dir, monkeypatch, takes):
+    folder = _run(rows_file, fixture_dir, tmp_path / "ahead")
     # 300 + the sample's records in batches of 50: every batch past the probe's 128 records was taken,
     # the one that straddles it (records 100..149) from its 29th record on
     assert takes and takes[0] == 2 and takes == list(range(2, 2 + len(takes)))
     rejected = [json.loads(line) for line in (folder / "rejects.jsonl").read_text().splitlines()]
     assert len(rejected) >= 3  # the broken rows are in the batches the child converted
-    _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)
+    _same_as(folder, plain)
 
 
-def test_a_wrong_prediction_is_not_used(tmp_path, fixture_dir, monkeypatch, takes):
+def test_a_wrong_prediction_is_not_used(tmp_path, rows_file, plain, fixture_dir, monkeypatch, takes):
     monkeypatch.setattr(ahead_mod, "predicted_forbidden", lambda directory: ("<|not-a-token|>",))
-    folder = _run(tmp_path, fixture_dir, "mispredicted")
+    folder = _run(rows_file, fixture_dir, tmp_path / "mispredicted")
     assert takes == []
-    _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)
+    _same_as(folder, plain)
 
 
-def test_a_child_that_fails_to_convert_leaves_it_to_the_workers(tmp_path, fixture_dir, monkeypatch, takes):
+def test_a_child_that_fails_to_convert_leaves_it_to_the_workers(tmp_path, rows_file, plain, fixture_dir, monkeypatch, takes):
     def broken(plan, fd, stop_fd):
         raise RuntimeError("the child failed")
 
     monkeypatch.setattr(head_start, "convert_ahead", broken)
-    folder = _run(tmp_path, fixture_dir, "failed")
+    folder = _run(rows_file, fixture_dir, tmp_path / "failed")
     assert takes == []
-    _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)
+    _same_as(folder, plain)
 
 
-def test_the_child_and_its_file_do_not_outlive_the_run(tmp_path, fixture_dir):
+def test_the_child_and_its_file_do_not_outlive_the_run(tmp_path, rows_file, fixture_dir):
     before = set(os.listdir("/proc/self/fd"))
-    _run(tmp_path, fixture_dir, "out")
+    _run(rows_file, fixture_dir, tmp_path / "out")
     assert set(os.listdir("/proc/self/fd")) <= before  # the converted batches' file is closed (and unlinked)
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # no child of ours left, running or unreaped
 
 
-def test_no_ahead_where_the_child_cannot_know_the_options(tmp_path, fixture_dir):
-    sources = _sources(tmp_path, fixture_dir)
+def test_no_ahead_where_the_child_cannot_know_the_options(tmp_path, rows_file, fixture_dir):
+    sources = _sources(rows_file)
     base = PrepareConfig(sources=sources, tokenizer=str(fixture_dir))
     assert ahead_plan(base, 128) is not None
     from beam_sft.reason.config import TeacherConfig
@@ -216,7 +227,7 @@ def test_usable_only_for_the_same_jobs_and_seed():
     assert not Ahead(("a",), 7).usable(("a",), 7)  # nothing converted
 
 
-def test_a_full_temporary_folder_keeps_what_was_written(tmp_path, fixture_dir, monkeypatch, takes):
+def test_a_full_temporary_folder_keeps_what_was_written(tmp_path, rows_file, plain, fixture_dir, monkeypatch, takes):
     real = ahead_mod._pwrite_all
     written: list[int] = []
 
@@ -227,12 +238,12 @@ def test_a_full_temporary_folder_keeps_what_was_written(tmp_path, fixture_dir, m
         real(fd, data, offset)
 
     monkeypatch.setattr(ahead_mod, "_pwrite_all", filling)  # (inherited by the forked child)
-    folder = _run(tmp_path, fixture_dir, "full")
+    folder = _run(rows_file, fixture_dir, tmp_path / "full")
     assert takes == [2]  # the one batch written; the workers converted the rest
-    _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)
+    _same_as(folder, plain)
 
 
-def test_what_the_childs_conversion_says_stays_off_the_terminal(tmp_path, fixture_dir, monkeypatch, takes, capfd):
+def test_what_the_childs_conversion_says_stays_off_the_terminal(tmp_path, rows_file, fixture_dir, monkeypatch, takes, capfd):
     import logging
     import sys
 
@@ -245,13 +256,13 @@ def test_what_the_childs_conversion_says_stays_off_the_terminal(tmp_path, fixtur
         return real(columns, job)
 
     monkeypatch.setattr(ahead_mod, "convert_records", talking)  # the child's reference only
-    _run(tmp_path, fixture_dir, "quiet")
+    _run(rows_file, fixture_dir, tmp_path / "quiet")
     assert takes  # the child did convert
     out, err = capfd.readouterr()
     assert "CHILD-" not in out + err
 
 
-def test_a_stop_inside_a_batch_drops_that_batch(tmp_path, fixture_dir, monkeypatch, takes):
+def test_a_stop_inside_a_batch_drops_that_batch(tmp_path, rows_file, plain, fixture_dir, monkeypatch, takes):
     """The child looks at the stop pipe every STOP_EVERY records: stopped inside a batch it drops
     that batch (the parent does not wait for the rest of it) and keeps the ones before."""
     looks = iter(range(1000))
@@ -259,19 +270,19 @@ def test_a_stop_inside_a_batch_drops_that_batch(tmp_path, fixture_dir, monkeypat
     # before it, then stop at its first look inside
     monkeypatch.setattr(ahead_mod, "STOP_EVERY", 10)
     monkeypatch.setattr(ahead_mod, "_stopped", lambda stop_fd: next(looks) >= 6)
-    folder = _run(tmp_path, fixture_dir, "stopped")
+    folder = _run(rows_file, fixture_dir, tmp_path / "stopped")
     assert takes == [2]
-    _same_as_without(tmp_path, fixture_dir, monkeypatch, folder)
+    _same_as(folder, plain)
 
 
-def test_a_child_that_does_not_answer_is_not_waited_for(tmp_path, fixture_dir, monkeypatch):
+def test_a_child_that_does_not_answer_is_not_waited_for(rows_file, fixture_dir, monkeypatch):
     import time
 
     def deaf(plan, fd, stop_fd):
         time.sleep(60)
 
     monkeypatch.setattr(head_start, "convert_ahead", deaf)
-    config = PrepareConfig(sources=_sources(tmp_path, fixture_dir), tokenizer=str(fixture_dir))
+    config = PrepareConfig(sources=_sources(rows_file), tokenizer=str(fixture_dir))
     child = HeadStart.fork(config.sources, ahead_plan(config, 128))
     assert child.result().code  # the digests came first
     started = time.monotonic()

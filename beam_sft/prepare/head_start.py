@@ -77,9 +77,14 @@ class HeadStart:
         read_end, write_end = os.pipe()
         stop_read = stop_write = ahead_fd = -1
         if ahead is not None:
-            stop_read, stop_write = os.pipe()
-            with tempfile.TemporaryFile() as scratch:  # unlinked: gone with the last descriptor, even on a kill
-                ahead_fd = os.dup(scratch.fileno())
+            try:
+                stop_read, stop_write = os.pipe()
+                with tempfile.TemporaryFile() as scratch:  # unlinked: gone with the last descriptor, even on a kill
+                    ahead_fd = os.dup(scratch.fileno())
+            except OSError:  # no temporary folder to write in: the digests only, the workers convert
+                _close(stop_read, stop_write)
+                stop_read = stop_write = ahead_fd = -1
+                ahead = None
         try:
             with children_die_with_me():  # killed with the parent, Ctrl-C left to the parent
                 pid = os.fork()
@@ -117,7 +122,7 @@ class HeadStart:
         return self._result
 
     def stop_ahead(self) -> None:
-        """Tell the child to stop converting after the batch it is on (``take_ahead`` then takes them)."""
+        """Tell the child to stop converting (it answers within 16 records; ``take_ahead`` takes its batches)."""
         if self.stop_fd >= 0:
             _close(self.stop_fd)  # the end of the pipe: readable for the child's select
             self.stop_fd = -1

@@ -289,3 +289,13 @@ def test_a_child_that_does_not_answer_is_not_waited_for(rows_file, fixture_dir, 
     assert child.take_ahead(timeout=0.5) is None and time.monotonic() - started < 5
     with pytest.raises(ChildProcessError):
         os.waitpid(-1, os.WNOHANG)  # killed and reaped
+
+
+def test_no_temporary_folder_is_no_reason_to_fail(tmp_path, rows_file, plain, fixture_dir, monkeypatch, takes):
+    def unwritable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "tmp"))
+
+    monkeypatch.setattr(tempfile, "TemporaryFile", unwritable)  # (head_start's tempfile: the same module)
+    folder = _run(rows_file, fixture_dir, tmp_path / "no-tmp")
+    assert takes == []
+    _same_as(folder, plain)

@@ -244,24 +244,29 @@ def prepare(config: PrepareConfig, *, progress_interval: float = 0.0, bars: bool
             output.check_output_target(final)
             with output.staged(final) as staging:
                 # verify's environment, made while the encode workers run (not after them, on one core)
-                check_env: list = []
-                during = functools.partial(_make_check_env, check_env, tokenizer, plan.max_length) \
-                    if _verifies(plan, None) else None
+                check_env = _EarlyCheckEnv(tokenizer, plan.max_length) if _verifies(plan, None) else None
                 report = _prepare_into(staging, final, plan, tokenizer, clock, fingerprint, base_fingerprint, parts,
-                                       head, during)
+                                       head, check_env)
                 verify_then_publish(staging, final, plan.num_proc, verify=_verifies(plan, report), clock=clock,
-                                    loaded=loaded, env=check_env[0] if check_env else None)
+                                    loaded=loaded, env=check_env.env if check_env is not None else None)
     logger.info("prepared %s rows into %s (%.1fs)", report["tokens"]["rows"], final, clock.elapsed())
     return final
 
 
-def _make_check_env(out: list, tokenizer, max_length: int | None) -> None:
-    """Verify's ``CheckEnv`` (its byte table, its compile of the template) into ``out``; an error is
-    left for verify, which makes it again and raises where it always did."""
-    try:
-        out.append(CheckEnv.create(tokenizer, max_length=max_length))
-    except Exception:  # noqa: BLE001
-        pass
+class _EarlyCheckEnv:
+    """Verify's ``CheckEnv`` (its byte table, its compile of the template), made when called; ``env``
+    stays None until then, and after an error, which is left for verify: it makes one itself and
+    raises where it always did."""
+
+    def __init__(self, tokenizer, max_length: int | None):
+        self.tokenizer, self.max_length = tokenizer, max_length
+        self.env: CheckEnv | None = None
+
+    def __call__(self) -> None:
+        try:
+            self.env = CheckEnv.create(self.tokenizer, max_length=self.max_length)
+        except Exception:  # noqa: BLE001
+            self.env = None
 
 
 def _prepare_into(staging: Path, final: Path, plan: ResolvedPrepare, tokenizer, clock: Clock, fingerprint: str,

@@ -10,6 +10,11 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 EXTRAS ?= dev,deepspeed,ray
 PYTEST_ARGS ?=
+# The default and fuzz tiers are single-threaded Python tests: pytest-xdist runs them in TEST_JOBS
+# processes (2 fill CI's two cores: the default tier 10 to under 6 minutes there). TEST_JOBS=0 runs
+# them in this process, as before. The slow tier stays serial: its tests launch 2 ranks each and time
+# them out, so two at once on 2 cores would only trade CI time for false failures.
+TEST_JOBS ?= 2
 
 .PHONY: install bytecode test test-slow test-fuzz test-deep test-all demo bench bench-targets bench-guard bench-memory lint fixture realistic-tokenizer clean
 
@@ -30,13 +35,13 @@ bytecode: install
 	$(PY) -m compileall -q -j 0 beam_sft benchmarks scripts tests
 
 test: bytecode  ## default suite: offline, CPU, under 15 minutes on 2 cores
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 test-slow: bytecode  ## multi-process training tier (accelerate launch, 2 CPU processes)
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 test-fuzz: bytecode  ## generated hostile inputs of every defect class: exit code, one line, nothing lost or changed
-	$(PY) -m pytest -q -m fuzz $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m fuzz -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 test-deep: bytecode  ## slow + realistic tiers (realistic needs `make realistic-tokenizer`, else skips)
 	$(PY) -m pytest -q -m "slow or realistic" $(PYTEST_ARGS)

@@ -145,15 +145,33 @@ def _read_system(body: str, kwargs: dict) -> list[dict]:
 
 
 def _read_developer(body: str) -> tuple[str, list[dict]]:
-    instructions, tools_text = body, ""
-    if body.startswith(_TOOLS):
-        instructions, tools_text = "", body
-    elif "\n\n" + _TOOLS in body:
-        cut = body.index("\n\n" + _TOOLS)
-        instructions, tools_text = body[:cut], body[cut + 2 :]
+    r"""``# Instructions`` and ``# Tools`` of a developer message.
+
+    The template writes the tools section last, and within it every description line behind
+    ``// ``, so the section's header is the last ``# Tools`` that declares a tool. Instructions are
+    the user's text and may hold a ``# Tools`` line of their own: one that declares nothing is
+    instructions, not a section (cutting there would garble them and drop what follows).
+
+    >>> _read_developer("# Instructions\n\n# Tools\n\nbe brief")
+    ('# Tools\n\nbe brief', [])
+    >>> instructions, tools = _read_developer("# Instructions\n\na\n\n# Tools\n\nb\n\n# Tools\n\ntype f = (_: any) => any;")
+    >>> instructions, [t["function"]["name"] for t in tools]
+    ('a\n\n# Tools\n\nb', ['f'])
+    """
+    starts = [0] if body.startswith(_TOOLS) else []
+    at = body.find("\n\n" + _TOOLS)
+    while at >= 0:
+        starts.append(at + 2)
+        at = body.find("\n\n" + _TOOLS, at + 1)
+    instructions, tools = body, []
+    for start in reversed(starts):
+        tools = parse_typescript_tools(body[start:])
+        if tools:
+            instructions = body[: max(0, start - 2)]
+            break
     if instructions.startswith(_INSTRUCTIONS):
         instructions = instructions[len(_INSTRUCTIONS) :]
-    return instructions, parse_typescript_tools(tools_text) if tools_text else []
+    return instructions, tools
 
 
 def _bare(name: str) -> str:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, given, settings
+import pytest
+from hypothesis import HealthCheck, example, given, settings
 
 from beam_sft.convert import ConvertOptions, Rejection
 from beam_sft.convert.harmony_text import convert_harmony
@@ -69,8 +70,17 @@ def _comparable(messages: list[dict], typed: bool) -> list[dict]:
     return out
 
 
+# Found by Hypothesis (a CI-sized run): instructions holding a "# Tools" line were cut there, read
+# back as "# Instructions" and the rest dropped.
+_TOOLS_LINE_ROW = {"messages": [{"role": "system", "content": "# Tools"}, {"role": "system", "content": "0"},
+                                {"role": "user", "content": "0"},
+                                {"role": "assistant", "reasoning_content": "0", "content": "0", "weight": 1}],
+                   "meta": {"source": "hypothesis", "row": 0}}
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(row=beam_rows())
+@example(row=_TOOLS_LINE_ROW)
 def test_beam_rendering_reads_back(row, render_beam):
     text = render_beam(row["messages"], tools=row.get("tools"), **row.get("chat_template_kwargs", {}))
     back = convert_harmony(text, options=OPTIONS)
@@ -82,6 +92,24 @@ def test_beam_rendering_reads_back(row, render_beam):
     effort = row.get("chat_template_kwargs", {}).get("reasoning_effort")
     if effort is not None:
         assert back["chat_template_kwargs"]["reasoning_effort"] == REASONING_EFFORT_LABELS.get(effort, effort)
+
+
+_TOOL = {"type": "function", "function": {"name": "f", "description": "Adds.",
+                                          "parameters": {"type": "object", "properties": {"n": {"type": "integer"}}}}}
+
+
+@pytest.mark.parametrize("instructions", ["# Tools", "# Tools\n\nbe brief", "Rules.\n\n# Tools\n\nnone today",
+                                          "a\n\n# Tools\n\n# Tools\n\nb", "# Tools\n\ntype", "see # Tools"])
+@pytest.mark.parametrize("tools", [None, [_TOOL]], ids=["no tools", "a tool"])
+def test_instructions_holding_a_tools_header_read_back_whole(render_beam, instructions, tools):
+    """The developer message's instructions are the user's text: a ``# Tools`` line in them is read
+    as text, with or without the template's own tools section after it."""
+    messages = [{"role": "system", "content": instructions}, {"role": "user", "content": "go"},
+                {"role": "assistant", "reasoning_content": "r", "content": "ok"}]
+    back = convert_harmony(render_beam(messages, tools=tools), options=OPTIONS)
+    assert not isinstance(back, Rejection), back
+    assert back["messages"][0] == {"role": "system", "content": instructions}
+    assert [t["function"]["name"] for t in back.get("tools") or []] == (["f"] if tools else [])
 
 
 def test_given_tools_column_wins_over_typescript(render_beam):

@@ -10,7 +10,8 @@ declarations, see harmony_tools.py). The transcript is split into messages with
   default line),
   ``reasoning_effort`` (``Reasoning effort: N``, or gpt-oss's ``Reasoning: high``) and built-in
   tools; it is template output, not a system message.
-- ``developer``: ``# Instructions`` becomes the system message, ``# Tools`` the tools.
+- ``developer``: ``# Instructions`` becomes the system message, ``# Tools`` the tools (the last
+  ``# Tools`` that declares one: a ``# Tools`` line in the instructions is their text).
 - Assistant turns (consecutive assistant messages): a Beam turn is read by the response parser,
   ``parse_assistant_turn(turn, tools)``, so it comes back exactly as Beam would parse its own
   output (argument values cast to the tools' schema types). A gpt-oss turn (``commentary``

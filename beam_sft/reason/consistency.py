@@ -8,8 +8,10 @@ reasoning that names the right tool may still argue for other arguments; ``--jud
 
 How a tool counts as *named*: its declared name as a word, case-insensitive, with ``_``, ``-``,
 ``.`` and spaces between its parts interchangeable (``get_weather``, ``Get Weather``,
-```get-weather```, ``getweather``); a name inside a longer identifier (``get_weather_v2``) is not
-that tool. A tool whose name is an ordinary word (``add``, ``search``) is therefore named whenever
+```get-weather```, ``getweather``); a name inside a longer identifier (``get_weather_v2``,
+``get-weather-v2``: joined by ``_``, or by ``-``/``.`` straight into more letters) is not that tool,
+and where a longer declared name holds a shorter one, its mention names only the longer tool
+(``Get Weather V2`` names ``get_weather_v2``, not ``get_weather``). A tool whose name is an ordinary word (``add``, ``search``) is therefore named whenever
 the word is used: a turn calling ``multiply`` whose reasoning says "I add them" and never
 "multiply" is refused, which is what it should be.
 
@@ -36,9 +38,10 @@ from typing import Any
 
 _SEPARATORS = re.compile(r"[\s_\-.]+")
 # A stated intent to call: "I will call X", "let me use the X tool", "I'll invoke `X`", "I need to run X".
-_INTENT = (r"(?:\bi\s*(?:'ll|\u2019ll|\s+will|\s+shall|\s+should|\s+need\s+to|\s+must|\s+am\s+going\s+to|'m\s+going\s+to"
-           r"|\u2019m\s+going\s+to|\s+have\s+to)|\blet\s+me|\bi\s+now)\s+(?:now\s+|first\s+|then\s+)?"
-           r"(?:call|use|invoke|run|query|make\s+a\s+call\s+to)\s+(?:the\s+)?(?:[`'\"*]+)?")
+_INTENT = (r"(?:\b(?:i|we)\s*(?:'ll|\u2019ll|\s+will|\s+shall|\s+should|\s+need\s+to|\s+must|\s+am\s+going\s+to"
+           r"|\s+are\s+going\s+to|'m\s+going\s+to|\u2019m\s+going\s+to|'re\s+going\s+to|\u2019re\s+going\s+to"
+           r"|\s+have\s+to)|\blet\s+me|\blet's|\blet\u2019s|\b(?:i|we)\s+now)\s+(?:now\s+|first\s+|then\s+)?"
+           r"(?:call|use|invoke|run|query|make\s+a\s+call\s+to)\s+(?:the\s+)?(?:(?:function|tool)\s+)?(?:[`'\"*]+)?")
 
 
 def declared_names(tools: Any) -> list[str]:
@@ -70,22 +73,53 @@ def called_names(message: dict) -> list[str]:
 @functools.lru_cache(maxsize=1024)
 def _name_pattern(name: str) -> str:
     parts = [re.escape(p) for p in _SEPARATORS.split(name.strip().lower()) if p]
-    return r"(?<![a-z0-9_])" + r"[\s_\-.]*".join(parts) + r"(?![a-z0-9_])"
+    # Not inside a longer identifier: no letter, digit or "_" beside it, nor a "-" or "." that joins it
+    # straight to more of them ("get-weather-v2"); a "." or "-" before a blank ends a sentence or a clause.
+    return r"(?<![a-z0-9_])(?<![a-z0-9][\-.])" + r"[\s_\-.]*".join(parts) + r"(?![a-z0-9_]|[\-.][a-z0-9])"
+
+
+def _spans(pattern: str, lower: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(pattern, lower)] if _SEPARATORS.sub("", pattern) else []
 
 
 def names(text: str, name: str) -> bool:
-    """Whether ``text`` names the tool ``name`` (the module docstring's rule).
+    """Whether ``text`` names the tool ``name`` (the module docstring's rule), taken alone.
 
     >>> names("then Get-Weather it is", "get_weather"), names("get_weather_v2", "get_weather")
     (True, False)
+    >>> names("I call get-weather-v2.", "get_weather"), names("I call get-weather.", "get_weather")
+    (False, True)
     """
-    pattern = _name_pattern(name)
-    return pattern != r"(?<![a-z0-9_])(?![a-z0-9_])" and re.search(pattern, text.lower()) is not None
+    return bool(named_tools(text, [name]))
+
+
+def named_tools(text: str, candidates: list[str], intent: bool = False) -> list[str]:
+    """The names of ``candidates`` that ``text`` names (after an intent to call, with ``intent``), in
+    ``candidates``' order. A mention that lies inside a longer candidate's mention is that one's only.
+
+    >>> named_tools("I call Get Weather V2.", ["get_weather", "get_weather_v2"])
+    ['get_weather_v2']
+    >>> named_tools("get weather, then get weather v2", ["get_weather", "get_weather_v2"])
+    ['get_weather', 'get_weather_v2']
+    """
+    lower = text.lower()
+    prefix = _INTENT if intent else ""
+    found = {n: _spans(prefix + _name_pattern(n), lower) for n in dict.fromkeys(candidates)}
+    if intent:  # an intent's span starts at "I will ...": compare where the names themselves stand
+        found = {n: [(e - len(m.group(1)), e) for m in re.finditer(prefix + "(" + _name_pattern(n) + ")", lower)
+                     for e in [m.end()]] if spans else [] for n, spans in found.items()}
+    out = []
+    for name, spans in found.items():
+        if any(not any(other != name and a <= start and end <= b and b - a > end - start
+                       for other, others in found.items() for a, b in others)
+               for start, end in spans):
+            out.append(name)
+    return out
 
 
 def announces_call(text: str, name: str) -> bool:
     """Whether ``text`` says it is about to call ``name``."""
-    return re.search(_INTENT + _name_pattern(name), text.lower()) is not None
+    return bool(named_tools(text, [name], intent=True))
 
 
 def check_consistency(text: str, message: dict, tools: Any) -> tuple[str, str] | None:
@@ -95,14 +129,15 @@ def check_consistency(text: str, message: dict, tools: Any) -> tuple[str, str] |
         return None
     called = called_names(message)
     if called:
-        if any(names(text, n) for n in called):
+        named = named_tools(text, declared + called)
+        if any(n in named for n in called):
             return None
-        others = [n for n in declared if n not in called and names(text, n)]
+        others = [n for n in named if n not in called]
         if others:
             return ("teacher_inconsistent", f"the reasoning names the tool {others[0]!r} but the turn calls "
                     f"{', '.join(repr(n) for n in dict.fromkeys(called))}")
         return None
-    announced = next((n for n in declared if announces_call(text, n)), None)
+    announced = next(iter(named_tools(text, declared, intent=True)), None)
     if announced is not None:
         return ("teacher_inconsistent", f"the reasoning says it will call {announced!r} but the turn answers "
                 "without a tool call")

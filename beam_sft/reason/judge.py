@@ -20,6 +20,7 @@ beam_sft.reason.judge.Unparseable: the first line is not exactly 'VERDICT: yes' 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,8 @@ from beam_sft.reason.prompt import PLACEHOLDERS, Prompt, quote, render_conversat
 JUDGE_PROMPT = "judge_v1.txt"
 JUDGE_PLACEHOLDERS = (*PLACEHOLDERS, "{{reasoning}}")
 VERDICTS = ("yes", "no")
+# A second verdict in the reason ("VERDICT: no", "verdict - yes"): not a word such as "Verdicts aside".
+_VERDICT_LINE = re.compile(r"\s*verdict\s*[:=\-]", re.IGNORECASE)
 MAX_REASON_CHARS = 500  # of the judge's reason, kept in meta.reasoning (the whole reply stays in the cache)
 
 
@@ -47,7 +50,7 @@ def parse_verdict(text: str, finish_reason: str | None) -> tuple[str, str]:
     reason = rest.strip()
     if not reason:
         raise Unparseable("the verdict gives no reason")
-    if any(line.lstrip().upper().startswith("VERDICT") for line in rest.splitlines()):
+    if any(_VERDICT_LINE.match(line) for line in rest.splitlines()):
         raise Unparseable("the reply holds a second VERDICT line")
     return first.removeprefix("VERDICT: "), reason[:MAX_REASON_CHARS]
 

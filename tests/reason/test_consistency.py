@@ -46,6 +46,34 @@ def test_fine_for_a_call_turn(text):
     assert check_consistency(text, call("get_weather"), TOOLS) is None, text
 
 
+V2_TOOLS = [{"type": "function", "function": {"name": n}} for n in ("get_weather", "get_weather_v2")]
+
+
+@pytest.mark.parametrize("text, refused", [
+    ("I will call get_weather_v2.", True),
+    ("I will call get-weather-v2.", True),  # joined by "-" into a longer identifier: the other tool
+    ("I will call Get Weather V2.", True),  # inside the longer declared name's mention: only that one
+    ("I will call get.weather.v2 now.", True),
+    ("I will call get_weather.", False),
+    ("I will call get-weather, then v2.", False),
+    ("Get weather, not get weather v2.", False),  # its own tool named as well
+])
+def test_a_longer_declared_name_spelt_with_separators(text, refused):
+    problem = check_consistency(text, call("get_weather"), V2_TOOLS)
+    assert (problem is not None and "get_weather_v2" in problem[1]) == refused, (text, problem)
+
+
+@pytest.mark.parametrize("text", [
+    "We will call get_time next.",
+    "I'll call the function get_time.",
+    "Let's use the tool `get_time`.",
+    "We're going to invoke get time.",
+])
+def test_plain_turn_announcing_a_call_in_other_words(text):
+    problem = check_consistency(text, PLAIN, TOOLS)
+    assert problem is not None and "get_time" in problem[1], text
+
+
 def test_several_and_parallel_calls_one_of_them_named_is_enough():
     turn = call("get_weather", "get_time")
     assert check_consistency("First get_time, then the rest; no search.", turn, TOOLS) is None

@@ -72,6 +72,22 @@ def test_a_reply_that_is_not_a_verdict_is_judge_failed(tmp_path, reply):
     assert [r["code"] for r in rejected] == ["judge_failed"] and not kept
 
 
+@pytest.mark.parametrize("reply, second", [
+    ("VERDICT: yes\nVerdicts aside, it leads there.", False),  # the word, not a verdict line
+    ("VERDICT: no\nThe verdict of the tool is 5, not 3.", False),
+    ("VERDICT: yes\nfine\n  verdict: no", True),
+    ("VERDICT: yes\nfine\nVERDICT - no", True),
+    ("VERDICT: yes\nfine\nVerdict = no", True),
+])
+def test_only_a_verdict_line_counts_as_a_second_verdict(reply, second):
+    if second:
+        with pytest.raises(Unparseable, match="second VERDICT"):
+            parse_verdict(reply, "stop")
+    else:
+        verdict, reason = parse_verdict(reply, "stop")
+        assert verdict == reply.split("\n")[0].removeprefix("VERDICT: ") and reason == reply.split("\n", 1)[1]
+
+
 def test_a_cut_off_verdict_is_judge_failed():
     with pytest.raises(Unparseable, match="cut off"):
         parse_verdict("VERDICT: yes\nIt", "length")

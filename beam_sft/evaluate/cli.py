@@ -17,12 +17,14 @@ import os
 import sys
 from pathlib import Path
 
-from beam_sft.cli_args import count
+from beam_sft.cli_args import count, positive_float
 from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import KINDS, METRICS, TaskMetrics
 from beam_sft.paths import Outputs, writes
 
 DEFAULT_MAX_NEW_TOKENS = 512
+DEFAULT_TIMEOUT = 300.0
+DEFAULT_RETRIES = 4
 
 
 def register(subparsers) -> None:
@@ -41,12 +43,20 @@ def register(subparsers) -> None:
     parser.add_argument("--model", default=None, help="the model name the server serves (with --base-url)")
     parser.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the "
                         "server's API key (default: OPENAI_API_KEY when set; none: no key sent)")
+    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, help="seconds one served turn's "
+                        f"request may take in all, connect to the reply's last byte (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument("--retries", type=count(0), default=DEFAULT_RETRIES, help="retries of a served turn on "
+                        f"429/5xx/timeouts/connection errors, backoff with jitter (default {DEFAULT_RETRIES})")
     parser.set_defaults(func=run)
     writes(parser, lambda a: Outputs(inputs={"MODEL_DIR": a.model_dir, "--data": a.data}, files={"--json": a.json_out}))
 
 
 def _check_args(args: argparse.Namespace) -> None:
     if args.base_url is None:
+        given = [flag for flag, value, default in (("--timeout", args.timeout, DEFAULT_TIMEOUT),
+                                                   ("--retries", args.retries, DEFAULT_RETRIES)) if value != default]
+        if given:
+            raise BeamError(f"{' and '.join(given)} bound a served model's requests: use with --base-url")
         if args.model_dir is None:
             raise BeamError("give MODEL_DIR, or --base-url URL --model NAME for a served model")
         if args.model is not None:
@@ -72,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         raise BeamError(f"{args.data}: no trained assistant turn in the first {selection.rows} rows")
     turns = selection.turns
 
+    redact = None  # a served run's: the key and the URL's credentials out of everything written
+
     def progress(done: int) -> None:
         if sys.stderr.isatty():
             print(f"\r  {done}/{len(turns)} turns", end="" if done < len(turns) else "\n", file=sys.stderr)
@@ -84,12 +96,16 @@ def run(args: argparse.Namespace) -> int:
         run_info = {"mode": "local", "model": str(args.model_dir)}
     else:
         from beam_sft.evaluate.served import api_key, generate_served
+        from beam_sft.redact import Redactor, redact_url
 
+        key = api_key(args.api_key_env)
+        redact = Redactor.for_endpoint(args.base_url, key)
         generated = generate_served(args.base_url, args.model, turns, max_new_tokens=args.max_new_tokens,
-                                    api_key_value=api_key(args.api_key_env), progress=progress)
+                                    api_key_value=key, timeout=args.timeout, retries=args.retries, progress=progress)
         after = sum(any(m.get("role") == "assistant" and (m.get("reasoning_content") or m.get("thinking")
                             or m.get("reasoning")) for m in t.messages) for t in turns)
-        run_info = {"mode": "served", "base_url": args.base_url, "model": args.model, "turns_after_reasoning": after}
+        run_info = {"mode": "served", "base_url": redact_url(args.base_url), "model": args.model,
+                    "turns_after_reasoning": after, "timeout": args.timeout, "retries": args.retries}
         if after:
             # transformers serve drops reasoning_content from the history: those prompts differ from training's
             print(f"note: {after} of {len(turns)} turns follow an earlier assistant turn with reasoning; a server "
@@ -102,8 +118,12 @@ def run(args: argparse.Namespace) -> int:
     print(table(result, run_info))
     if args.json_out is not None:
         samples = [sample(t, g, s) for t, g, s in zip(turns, generated, scores, strict=True)]
-        write_json(Path(args.json_out), {"metrics": result.values(), "counts": result.counts(), "samples": samples,
-                                         "run": run_info})
+        data = {"metrics": result.values(), "counts": result.counts(), "samples": samples, "run": run_info}
+        if redact is not None:  # a reply that quotes the key (a server echoing the request) is kept, masked
+            from beam_sft.redact import redact_strings
+
+            data = redact_strings(data, redact)
+        write_json(Path(args.json_out), data)
     return 0
 
 

@@ -4,8 +4,10 @@
 A valid turn (``score_turn`` on generated text, ``check_message`` on a message a server already parsed):
 it ends with ``<|return|>`` or ``<|call|>``; it parses strictly and the response template reads the
 same message; its reasoning is not empty; an answer is not empty; every tool call names a declared tool
-and its arguments satisfy the tool's JSON schema (types, ``required``, ``enum``, ``properties``,
-``items``, ``additionalProperties: false``; ``schema_problems``). Pure: no torch.
+and its arguments are a JSON object that satisfies the tool's JSON schema (types, ``required``,
+``enum``, ``properties``, ``items``, ``additionalProperties: false``; ``schema_problems``); no text of
+it (reasoning, answer, argument values) holds a Harmony marker, which a strict parse of generated text
+never leaves there but a server that did not parse the turn as Beam does returns. Pure: no torch.
 """
 
 from __future__ import annotations
@@ -113,19 +115,51 @@ def check_message(message: dict, tools: Sequence[dict] | None = None) -> Verdict
     >>> check_message({"thinking": "r", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}).problem
     "tool call 0 names 'f', not a declared tool"
     """
-    if not (message.get("thinking") or "").strip():
+    thinking, content = message.get("thinking"), message.get("content")
+    for field, value in (("reasoning", thinking), ("answer", content)):
+        if value is not None and not isinstance(value, str):
+            return Verdict(False, f"the {field} is {type(value).__name__}, not text", message)
+        if marker := _marker_in(value):
+            return Verdict(False, f"the {field} holds the Harmony marker {marker} (a turn not parsed as Beam)",
+                           message)
+    if not (thinking or "").strip():
         return Verdict(False, "no reasoning (empty analysis message)", message)
     calls = message.get("tool_calls") or []
     if not calls:
-        if not (message.get("content") or "").strip():
+        if not (content or "").strip():
             return Verdict(False, "empty answer", message)
         return Verdict(True, None, message)
+    if not isinstance(calls, list):
+        return Verdict(False, f"tool_calls is {type(calls).__name__}, not a list", message)
     schemas = tool_schemas(tools)
     for i, call in enumerate(calls):
-        name = call["function"]["name"]
+        fn = call.get("function") if isinstance(call, dict) else None
+        name = fn.get("name") if isinstance(fn, dict) else None
+        if not isinstance(name, str):
+            return Verdict(False, f"tool call {i} has no function name", message)
         if name not in schemas:
             return Verdict(False, f"tool call {i} names {name!r}, not a declared tool", message)
-        problems = schema_problems(call["function"]["arguments"], schemas[name], f"tool call {i} ({name}) arguments")
+        arguments = fn.get("arguments")
+        if not isinstance(arguments, dict):
+            return Verdict(False, f"tool call {i} ({name}) arguments are not a JSON object", message)
+        if marker := _marker_in(arguments):
+            return Verdict(False, f"tool call {i} ({name}) arguments hold the Harmony marker {marker}", message)
+        problems = schema_problems(arguments, schemas[name], f"tool call {i} ({name}) arguments")
         if problems:
             return Verdict(False, "; ".join(problems), message)
     return Verdict(True, None, message)
+
+
+def _marker_in(value: Any) -> str | None:
+    """The first Harmony marker in any text inside ``value`` (keys too), else None.
+
+    >>> _marker_in({"q": ["a", "b<|call|>"]}), _marker_in("plain <|x|>")
+    ('<|call|>', None)
+    """
+    if isinstance(value, str):
+        return next((m for m in markers.ALL_MARKERS if m in value), None)
+    if isinstance(value, dict):
+        return next((m for k, v in value.items() if (m := _marker_in(k) or _marker_in(v))), None)
+    if isinstance(value, list):
+        return next((m for v in value if (m := _marker_in(v))), None)
+    return None

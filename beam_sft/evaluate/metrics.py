@@ -13,16 +13,23 @@ Which turns each metric counts (its denominator), and what makes a turn count as
 
 * ``format_valid``: every turn. Right when the generation is a valid Beam turn (``format_check``: it
   ends with a stop marker, parses strictly, has reasoning, an answer or calls to declared tools whose
-  arguments satisfy their schemas). Served: the same rules on the message the server parsed, and the
-  server said it stopped (``finish_reason`` ``stop`` or ``tool_calls``). A served turn stopped by
+  arguments satisfy their schemas, and no Harmony marker inside its text). Served: the same rules on
+  the message the server parsed (raw ``<|start|>assistant to=...`` text in ``content``, which a server
+  without Beam's tool parser returns, is not a valid turn), and the server said it stopped
+  (``finish_reason`` ``stop`` or ``tool_calls``). A served turn stopped by
   ``length`` is read like a local one cut off before its stop token: unreadable, wrong wherever counted.
 * ``tool_name_accuracy``: turns where the reference calls a tool or the generation does. Right when
   the SET of called function names is the same (how often a name is called does not count here).
 * ``argument_exact_match``: turns where the reference calls a tool. Right when the calls are equal as
   a multiset of (name, arguments): every reference call has its own generated call of that name with
-  equal arguments and there is no extra call. Arguments are compared as JSON after coercion to the
-  declared schema's types (``coerce``): ``"3"`` equals ``3`` for an integer parameter, ``"true"``
-  equals ``true`` for a boolean, ``3`` equals ``3.0`` for any number, key order does not count.
+  equal arguments and there is no extra call. Each argument is compared as the format carries it:
+  written as the chat template writes it, read back as the parser reads it under the tool's schema
+  (``read_written``: the declared types in order, as transformers casts them), then in one number form
+  (``coerce``). So ``"3"`` equals ``3`` for an integer parameter, ``"true"`` equals ``true`` for a
+  boolean, ``3`` equals ``3.0`` for any number, key order does not count, and for a parameter the
+  schema gives no type, ``3`` equals ``"3"``: the format writes both as ``3``, and a local generation
+  could not say which it meant, so a served one is not held to it either. Arguments that are not a
+  JSON object (text a server could not parse, a key twice) equal nothing.
 * ``answer_exact_match``: turns where the reference gives a final answer (plain turns). Right when the
   generated final text equals the reference's after whitespace runs become one space, ends are
   stripped and case is folded. A generation that calls a tool instead, or cannot be read, is wrong.
@@ -30,7 +37,8 @@ Which turns each metric counts (its denominator), and what makes a turn count as
   runs of the case-folded text, punctuation dropped; multiset overlap). Numerator is the sum of F1s.
 * ``stop_accuracy``: every turn. Right when the generation stops the way the reference does:
   ``<|call|>`` when the reference calls a tool, ``<|return|>`` when it answers. No stop (cut off at the
-  token limit) is wrong.
+  token limit) is wrong, and so is a stop marker after text that cannot be read as a turn
+  (``<|return|>`` alone): a model that only learned where to stop has not learned the turn.
 * ``distinct_ratio``: per kind, distinct generations / turns of that kind (overall: the sum of the
   kinds' distinct counts / all turns). The collapse detector: a model answering every prompt alike
   reads ``1/n``. Generations are compared by their parsed message (reasoning, answer, calls with
@@ -49,10 +57,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from beam_sft.data import jsontext
 from beam_sft.evaluate.format_check import Verdict, check_message, tool_schemas
 from beam_sft.evaluate.format_check import score_turn as format_verdict
 from beam_sft.harmony import markers
-from beam_sft.harmony.response import canonical_assistant_message
+from beam_sft.harmony.response import canonical_assistant_message, render_argument_value
 
 METRICS = ("format_valid", "tool_name_accuracy", "argument_exact_match", "answer_exact_match",
            "answer_token_f1", "stop_accuracy", "distinct_ratio")
@@ -66,11 +75,15 @@ class ServedTurn:
 
     ``stop``: ``"return"`` (``finish_reason: stop``), ``"call"`` (``tool_calls``), ``None`` (``length``
     or anything else: the turn did not end). ``message``: ``thinking``, ``content`` and ``tool_calls``
-    (``function.arguments`` as a dict, or the JSON string a server sends)."""
+    (``function.arguments`` as a dict, or the JSON string a server sends). ``problem``: why the reply
+    could not be read as a message at all (``served.served_turn``: a shape no chat completion has); such
+    a turn is unreadable, wrong wherever it counts."""
 
     message: dict
     stop: str | None
     raw: str = ""
+    finish_reason: str | None = None
+    problem: str | None = None
 
 
 ParsedOrText = str | ServedTurn  # raw generated text (local) or what a server returned
@@ -226,19 +239,96 @@ def _one_number_form(value: Any) -> Any:
     return value
 
 
-def canonical_arguments(arguments: Any, schema: Any) -> str:
-    """One call's arguments as JSON text after coercion, keys sorted: equal text <=> equal arguments.
+def schema_types(schema: Any) -> tuple[str, ...]:
+    """The types a parameter's schema declares, in the order a reader tries them: ``type`` (a name or a
+    list), the ``anyOf``/``oneOf`` choices' types, then ``null`` where ``nullable`` says so.
 
-    >>> canonical_arguments({"b": "3", "a": 1.0}, {"properties": {"b": {"type": "integer"}}})
-    '{"a": 1, "b": 3}'
+    >>> schema_types({"anyOf": [{"type": "integer"}, {"type": ["string", "null"]}]}), schema_types({})
+    (('integer', 'string', 'null'), ())
     """
-    if isinstance(arguments, str):  # a server's arguments string
+    if not isinstance(schema, dict):
+        return ()
+    declared = schema.get("type")
+    types = [declared] if isinstance(declared, str) else [t for t in declared if isinstance(t, str)] \
+        if isinstance(declared, list) else []
+    for union in ("anyOf", "oneOf"):
+        choices = schema.get(union)
+        for choice in choices if isinstance(choices, list) else []:
+            types.extend(schema_types(choice))
+    if schema.get("nullable") and "null" not in types:
+        types.append("null")
+    return tuple(types)
+
+
+def read_written(raw: str, types: Sequence[str]) -> Any:
+    """A written argument value as the parser gives it back under a schema's ``types``: the first type
+    it casts to, in order, else the text itself (no type, ``string``, an unknown type, failed casts;
+    ``string`` casts nothing, so ``["string", "integer"]`` reads ``3`` as the integer).
+    These are the casts transformers' response parser applies (``parse_response(..., tools=...)``), which
+    the local path reads generations with; ``tests/evaluate/test_metrics.py`` proves them equal on
+    values written and parsed through the template.
+
+    >>> read_written("3", ("integer",)), read_written("3.0", ("integer",)), read_written("x", ("string", "integer"))
+    (3, 3, 'x')
+    >>> read_written("1", ("boolean",)), read_written("None", ("null",)), read_written("[1]", ("object",))
+    (True, None, '[1]')
+    """
+    for name in types:
         try:
-            arguments = json.loads(arguments)
+            if name == "integer":
+                try:
+                    return int(raw)
+                except ValueError:
+                    number = float(raw)  # a whole number written as a float, "3.0"
+                    if number.is_integer():
+                        return int(number)
+                    continue
+            if name == "number":
+                number = float(raw)
+                if number != number or number in (float("inf"), float("-inf")):
+                    continue
+                return int(number) if number.is_integer() and "." not in raw else number
+            if name == "boolean" and raw.strip().lower() in ("true", "1", "false", "0"):
+                return raw.strip().lower() in ("true", "1")
+            if name == "null" and raw.strip() in ("null", "None"):
+                return None
+            if name in ("object", "array"):
+                decoded = json.loads(raw)
+                if isinstance(decoded, dict if name == "object" else list):
+                    return decoded
+        except (ValueError, OverflowError):
+            continue
+    return raw
+
+
+def canonical_arguments(arguments: Any, schema: Any) -> str:
+    """One call's arguments as JSON text in the form the format carries them (the module doc), keys
+    sorted: equal text <=> equal arguments.
+
+    >>> canonical_arguments({"b": "3", "a": 1.0}, {"properties": {"b": {"type": "integer"}, "a": {"type": "number"}}})
+    '{"a": 1, "b": 3}'
+    >>> canonical_arguments({"n": 3}, {"properties": {"n": {}}}) == canonical_arguments({"n": "3"}, {})
+    True
+    >>> canonical_arguments('{"a": 1, "a": 2}', {}).startswith('{"<unreadable arguments>"')  # a key twice
+    True
+    """
+    read = arguments
+    if isinstance(arguments, str):  # a server's arguments string, read by the one JSON rule (no key twice)
+        try:
+            read = jsontext.loads(arguments)
         except ValueError:
-            return json.dumps({"<unreadable arguments>": arguments})
-    return json.dumps(coerce(arguments, {"type": "object", **(schema if isinstance(schema, dict) else {})}),
-                      sort_keys=True, ensure_ascii=False)
+            pass
+    if not isinstance(read, dict):
+        text = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False, default=repr)
+        return json.dumps({"<unreadable arguments>": text}, ensure_ascii=False)
+    arguments = read
+    schema = schema if isinstance(schema, dict) else {}
+    properties = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    out = {}
+    for key, value in arguments.items():
+        prop = properties.get(key)
+        out[key] = coerce(read_written(render_argument_value(value), schema_types(prop)), prop)
+    return json.dumps(out, sort_keys=True, ensure_ascii=False)
 
 
 # ---------------------------------------------------------------------------- text
@@ -288,17 +378,20 @@ def _stop_of_text(text: str) -> str | None:
 
 
 def _served_message(message: dict) -> dict:
-    """A server's message in the parsed normal form (``thinking``; ``tool_calls`` or ``content``)."""
+    """A server's message (``served.served_turn`` has checked its shape) in the parsed normal form
+    (``thinking``; ``tool_calls`` or ``content``). Arguments a server sent as text are read by the one
+    JSON rule; text that is not a JSON object stays text, which no schema accepts."""
     thinking = message.get("thinking") or message.get("reasoning_content") or message.get("reasoning") or ""
     calls = []
     for call in message.get("tool_calls") or []:
         fn = call.get("function", call) if isinstance(call, dict) else {}
+        fn = fn if isinstance(fn, dict) else {}
         args = fn.get("arguments")
         if isinstance(args, str):
             try:
-                args = json.loads(args) if args.strip() else {}
+                args = jsontext.loads(args) if args.strip() else {}
             except ValueError:
-                pass  # kept as text: the schema check then says why it is wrong
+                pass  # kept as text: the format check then says why it is wrong
         calls.append({"type": "function", "function": {"name": fn.get("name"), "arguments": args}})
     out: dict[str, Any] = {"role": "assistant", "thinking": thinking}
     if calls:
@@ -310,12 +403,15 @@ def _served_message(message: dict) -> dict:
 
 def _read(generated: ParsedOrText, tools: Sequence[dict] | None) -> _Reading:
     if isinstance(generated, ServedTurn):
-        message = _served_message(generated.message)
-        raw = generated.raw or json.dumps(generated.message, sort_keys=True, ensure_ascii=False)
+        raw = generated.raw or json.dumps(generated.message, sort_keys=True, ensure_ascii=False, default=repr)
+        if generated.problem is not None:
+            return _Reading(Verdict(False, generated.problem), None, None, raw)
         if generated.stop is None:
             # Read as local generation reads a turn cut off before its stop token: not a turn at all, so
             # its partial answer or calls are not scored as if the model had finished them.
-            return _Reading(Verdict(False, "the turn does not end (finish_reason: length)"), None, None, raw)
+            finish = generated.finish_reason if isinstance(generated.finish_reason, str) else "null"
+            return _Reading(Verdict(False, f"the turn does not end (finish_reason: {finish})"), None, None, raw)
+        message = _served_message(generated.message)
         verdict = check_message(message, tools)
         if verdict.valid and (generated.stop == STOP_CALL) != bool(message.get("tool_calls")):
             verdict = Verdict(False, f"stopped with {generated.stop} but "
@@ -328,9 +424,12 @@ def _read(generated: ParsedOrText, tools: Sequence[dict] | None) -> _Reading:
 def _calls(message: dict | None, schemas: dict[str, Any]) -> list[tuple[str, str]]:
     out = []
     for call in (message or {}).get("tool_calls") or []:
-        fn = call.get("function", call)
-        name = str(fn.get("name"))
-        out.append((name, canonical_arguments(fn.get("arguments") or {}, schemas.get(name))))
+        fn = call.get("function", call) if isinstance(call, dict) else {}
+        fn = fn if isinstance(fn, dict) else {}
+        name = fn.get("name") if isinstance(fn.get("name"), str) else json.dumps(fn.get("name"), default=repr)
+        args = fn.get("arguments")
+        args = {} if args is None or (isinstance(args, str) and not args.strip()) else args
+        out.append((name, canonical_arguments(args, schemas.get(name))))
     return out
 
 
@@ -383,7 +482,8 @@ def score_turn(generated: ParsedOrText, reference: dict, tools: Sequence[dict] |
     want_stop = STOP_CALL if ref_calls else STOP_RETURN
     return TurnScore(kind=kind, format_valid=reading.verdict.valid, format_problem=reading.verdict.problem,
                      tool_name=tool_name, arguments=arguments, answer_exact=answer_exact, answer_f1=answer_f1,
-                     stop=reading.stop == want_stop, key=_key(reading, schemas), message=message)
+                     stop=message is not None and reading.stop == want_stop, key=_key(reading, schemas),
+                     message=message)
 
 
 # ---------------------------------------------------------------------------- many turns

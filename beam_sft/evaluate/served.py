@@ -17,12 +17,16 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
+from beam_sft.data import jsontext
 from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import STOP_CALL, STOP_RETURN, ServedTurn
 from beam_sft.evaluate.turns import EvalTurn
+from beam_sft.reason.client import join_content
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+MAX_RESPONSE_BYTES = 16 << 20  # one turn's reply: far above any max_tokens a turn is given
 _STOPS = {"stop": STOP_RETURN, "tool_calls": STOP_CALL}
 
 
@@ -70,31 +74,83 @@ def openai_messages(messages: Sequence[dict]) -> list[dict]:
     return out
 
 
-def served_turn(choice: dict) -> ServedTurn:
-    """One chat-completions choice as the scorer reads it.
+def served_turn(choice: Any) -> ServedTurn:
+    """One chat-completions choice as the scorer reads it; a shape no chat completion has (content that
+    is neither text nor text parts, a call without a function name, a message that is not an object)
+    is an unreadable turn (``ServedTurn.problem``), scored wrong, never an exception.
 
     >>> served_turn({"finish_reason": "tool_calls", "message": {"content": "", "reasoning_content": "r",
     ...     "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}}).stop
     'call'
+    >>> served_turn({"finish_reason": "stop", "message": {"content": [{"type": "text", "text": "Hi"}]}}).message["content"]
+    'Hi'
+    >>> served_turn({"finish_reason": "stop", "message": {"content": "x", "tool_calls": [{"function": None}]}}).problem
+    'the reply cannot be read as a message: tool_calls[0].function is NoneType, not an object'
     """
-    message = dict(choice.get("message") or {})
-    if not message.get("reasoning_content") and message.get("reasoning"):
-        message["reasoning_content"] = message["reasoning"]
-    stop = _STOPS.get(choice.get("finish_reason"))
-    return ServedTurn(message, stop, json.dumps({"message": message, "finish_reason": choice.get("finish_reason")},
-                                               sort_keys=True, ensure_ascii=False))
+    finish = choice.get("finish_reason") if isinstance(choice, dict) else None
+    raw = json.dumps(choice, sort_keys=True, ensure_ascii=False, default=repr)
+    try:
+        message = _message(choice)
+        if finish is not None and not isinstance(finish, str):
+            raise ValueError(f"finish_reason is {_kind(finish)}, not text")
+    except ValueError as exc:
+        return ServedTurn({}, None, raw, finish_reason=None, problem=f"the reply cannot be read as a message: {exc}")
+    return ServedTurn(message, _STOPS.get(finish), json.dumps({"message": message, "finish_reason": finish},
+                                                              sort_keys=True, ensure_ascii=False), finish_reason=finish)
+
+
+def _kind(value: Any) -> str:
+    return type(value).__name__
+
+
+def _message(choice: Any) -> dict:
+    """The message of a choice with every field the scorer reads checked for its type (ValueError)."""
+    if not isinstance(choice, dict):
+        raise ValueError(f"choices[0] is {_kind(choice)}, not an object")
+    message = choice.get("message")
+    message = {} if message is None else message
+    if not isinstance(message, dict):
+        raise ValueError(f"choices[0].message is {_kind(message)}, not an object")
+    out: dict[str, Any] = {"content": join_content(message.get("content"))}
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"message.{key} is {_kind(value)}, not text")
+    reasoning = message.get("reasoning_content") or message.get("reasoning")
+    if reasoning is not None:
+        out["reasoning_content"] = reasoning
+    calls = message.get("tool_calls")
+    if calls is not None:
+        if not isinstance(calls, list):
+            raise ValueError(f"tool_calls is {_kind(calls)}, not a list")
+        out["tool_calls"] = []
+        for i, call in enumerate(calls):
+            fn = call.get("function") if isinstance(call, dict) else call
+            if not isinstance(fn, dict):
+                raise ValueError(f"tool_calls[{i}].function is {_kind(fn)}, not an object")
+            name, arguments = fn.get("name"), fn.get("arguments")
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"tool_calls[{i}].function.name is {_kind(name)}, not a name")
+            if arguments is not None and not isinstance(arguments, (str, dict)):
+                raise ValueError(f"tool_calls[{i}].function.arguments is {_kind(arguments)}, not JSON text")
+            out["tool_calls"].append({"id": call.get("id") if isinstance(call, dict) else None, "type": "function",
+                                      "function": {"name": name, "arguments": arguments}})
+    return out
 
 
 def generate_served(base_url: str, model: str, turns: Sequence[EvalTurn], *, max_new_tokens: int,
-                    api_key_value: str | None = None, timeout: float = 300.0,
+                    api_key_value: str | None = None, timeout: float = 300.0, retries: int = 4,
                     progress: Callable[[int], None] | None = None) -> list[ServedTurn]:
-    """One greedy chat completion per turn; a failed request is a one-line BeamError naming the turn."""
-    import httpx
+    """One greedy chat completion per turn, through the teacher's client (``reason/client.py``): a whole-
+    request deadline, retries with backoff on 429/5xx/timeouts, a stop at 401/403/404, the reply read
+    within a byte bound, every message redacted. A request that still fails, or a reply that is not a
+    chat completion at all, is a one-line BeamError naming the turn."""
+    from beam_sft.reason.client import TeacherClient, TeacherError, TeacherStopped
 
-    headers = {"Authorization": f"Bearer {api_key_value}"} if api_key_value else {}
-    url = base_url.rstrip("/") + "/chat/completions"
+    client = TeacherClient(base_url, model, api_key=api_key_value, timeout=timeout, retries=retries, concurrency=1,
+                           max_response_bytes=MAX_RESPONSE_BYTES)
     out = []
-    with httpx.Client(timeout=timeout, headers=headers) as client:
+    try:
         for i, turn in enumerate(turns):
             body: dict = {"model": model, "messages": openai_messages(turn.messages), "temperature": 0,
                           "max_tokens": max_new_tokens, "stream": False}
@@ -103,16 +159,20 @@ def generate_served(base_url: str, model: str, turns: Sequence[EvalTurn], *, max
             if turn.chat_template_kwargs:
                 body["chat_template_kwargs"] = turn.chat_template_kwargs
             try:
-                response = client.post(url, json=body)
-            except httpx.HTTPError as exc:
-                raise BeamError(f"{url}: turn {turn.source}: {type(exc).__name__}: {exc}") from None
-            if response.status_code != 200:
-                raise BeamError(f"{url}: turn {turn.source}: HTTP {response.status_code}: {response.text[:300]}")
+                data = client.send(body)
+            except (TeacherError, TeacherStopped) as exc:
+                raise BeamError(f"turn {turn.source}: {exc}") from None
             try:
-                choice = response.json()["choices"][0]
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise BeamError(f"{url}: turn {turn.source}: not a chat completion: {response.text[:300]}") from None
-            out.append(served_turn(choice))
+                payload = jsontext.loads(data)
+                choices = payload["choices"]
+                if not isinstance(choices, list) or not choices:
+                    raise ValueError("no choices")
+            except (ValueError, KeyError, TypeError) as exc:
+                quoted = client.redact(data[:300].decode("utf-8", "replace"))
+                raise BeamError(f"{client.host}: turn {turn.source}: not a chat completion ({exc}): {quoted!r}") from None
+            out.append(served_turn(choices[0]))
             if progress is not None:
                 progress(i + 1)
+    finally:
+        client.close()
     return out

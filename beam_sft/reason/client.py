@@ -252,7 +252,15 @@ class TeacherClient:
     def complete(self, messages: list[dict], params: dict[str, Any]) -> Completion:
         """One chat completion, retried as the module docstring says; raises ``TeacherError``, or
         ``TeacherStopped`` (now and for every later call) after a 401/403/404."""
-        body = {"model": self.model, "messages": messages, "stream": False, **params}
+        return self._parse(self.send({"model": self.model, "messages": messages, "stream": False, **params},
+                                     params), params)
+
+    def send(self, body: dict[str, Any], params: dict[str, Any] | None = None) -> bytes:
+        """The bytes of one 200 reply to ``body``, read whole within ``max_response_bytes``: the HTTP of
+        ``complete`` (retries, deadline, budget, stop after 401/403/404), for a caller that reads the
+        reply itself (``beam-sft eval --base-url``). ``params``: the request's ``max_tokens``, at which
+        a reply too large to read is counted."""
+        params = body if params is None else params
         last = "no attempt"
         for attempt in range(self.retries + 1):
             if self._stopped is not None:
@@ -278,13 +286,13 @@ class TeacherClient:
                         self._tokens(None, params, "the reply was too large to read")  # generated: counted
                         raise self._error("teacher_reply_too_large", f"the reply is larger than --max-response-bytes "
                                           f"{limit} (not read past it)", bound=limit)
-                    return self._parse(data, params)
+                    return data
                 quoted = self.redact(data.decode("utf-8", "replace"))[:200]
                 last = f"HTTP {status}: {quoted!r}"
                 if status in STOP_STATUS:
                     self.budget.add_error()
                     self._stopped = TeacherStopped(self.redact(
-                        f"the teacher at {self.host} answered HTTP {status} ({STOP_STATUS[status]}): {quoted!r}; "
+                        f"the server at {self.host} answered HTTP {status} ({STOP_STATUS[status]}): {quoted!r}; "
                         "the run stops here and publishes nothing"))
                     raise self._stopped
                 if status not in RETRY_STATUS:

@@ -122,9 +122,10 @@ def test_format_valid_is_format_healths_verdict():
     assert s.format_valid is False and s.format_problem == format_check.score_turn(bad_arg, TOOLS).problem
     no_reasoning = final("", "x")
     assert score_turn(no_reasoning, ref_answer("x"), TOOLS).format_valid is False
-    # an unparseable turn is still scored: its answer is wrong, nothing crashes
+    # an unparseable turn is still scored: wrong on every metric that counts it (its stop marker too),
+    # nothing crashes
     s = score_turn("<|channel|>final<|message|>x<|return|>", ref_answer("x"), TOOLS)
-    assert (s.format_valid, s.answer_exact, s.stop, s.message) == (False, False, True, None)
+    assert (s.format_valid, s.answer_exact, s.stop, s.message) == (False, False, False, None)
 
 
 # ---------------------------------------------------------------------------- coercion
@@ -253,3 +254,56 @@ def test_a_served_turn_cut_off_or_inconsistent_is_not_valid():
     assert (local_cut.format_valid, local_cut.stop, local_cut.answer_exact) == (False, False, False)
     odd = ServedTurn({"content": "Hello", "reasoning_content": "Hi."}, "call")
     assert score_turn(odd, ref_answer("Hello"), TOOLS).format_valid is False
+
+
+# ---------------------------------------------------------------------------- the written form, any schema
+
+_PARAM_SCHEMAS = st.sampled_from([
+    None,  # not declared in properties at all
+    {},  # declared without a type
+    {"description": "no type"},
+    {"type": "integer"}, {"type": "number"}, {"type": "boolean"}, {"type": "string"}, {"type": "null"},
+    {"type": "object"}, {"type": "array"}, {"type": ["string", "integer"]}, {"type": ["integer", "null"]},
+    {"anyOf": [{"type": "integer"}, {"type": "string"}]}, {"type": "string", "nullable": True},
+    {"type": "made-up"},
+])
+_SAFE_TEXT = st.text(alphabet=st.characters(blacklist_characters="<|\r", blacklist_categories=("Cs", "Cc")),
+                     max_size=8)
+_VALUES = st.recursive(
+    st.one_of(st.integers(-10**6, 10**6), st.booleans(), st.none(), _SAFE_TEXT,
+              st.floats(allow_nan=False, allow_infinity=False, width=32)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.sampled_from("xyz"), inner, max_size=2)),
+    max_leaves=4)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.dictionaries(st.sampled_from(["a", "b", "c", "d"]), st.tuples(_VALUES, _PARAM_SCHEMAS), min_size=1))
+def test_a_generation_writing_the_reference_call_is_right_locally_and_served(drawn):
+    """Whatever the schema declares (nothing, a type, a union, an unknown type), a local generation that
+    writes exactly the reference's call, as the template writes it, and a served one that returns the
+    reference's arguments as JSON, both score argument-right: the scorer reads values as the parser
+    does (transformers' casts through ``parse_assistant_turn``), not as the JSON a schema-less parse
+    cannot recover."""
+    from beam_sft.harmony.response import render_argument_value
+
+    args = {k: v for k, (v, _) in drawn.items()}
+    properties = {k: p for k, (_, p) in drawn.items() if p is not None}
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                                                                            "properties": properties}}}]
+    ref = ref_calls(("f", args))
+    body = "\n".join(f'<rfl:parameter name="{k}">\n{render_argument_value(v)}\n</rfl:parameter>' for k, v in args.items())
+    text = f"<|channel|>analysis<|message|>r<|end|><|start|>assistant to=f<|channel|>analysis <|constrain|>xml" \
+           f"<|message|>{body}<|call|>"
+    local = score_turn(text, ref, tools)
+    assert local.message is not None, local.format_problem
+    assert local.arguments is True, (local.message, args)
+    served_turn_ = ServedTurn({"reasoning_content": "r", "tool_calls": [
+        {"function": {"name": "f", "arguments": json.dumps(args)}}]}, "call")
+    assert score_turn(served_turn_, ref, tools).arguments is True
+    # an untyped integer the server returns as its text: the format writes both alike
+    untyped = {k: str(v) for k, v in args.items() if type(v) is int and properties.get(k, {}).get("type") is None
+               and not properties.get(k, {}).get("anyOf")}
+    if untyped:
+        as_text = ServedTurn({"reasoning_content": "r", "tool_calls": [
+            {"function": {"name": "f", "arguments": {**args, **untyped}}}]}, "call")
+        assert score_turn(as_text, ref, tools).arguments is True

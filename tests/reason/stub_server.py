@@ -37,6 +37,7 @@ class StubServer:
         self.requests: list[dict] = []
         self.dead = False
         self.headers: list[dict] = []
+        self.paths: list[str] = []  # each request's path and query, as sent
         self._lock = threading.Lock()
         stub = self
 
@@ -56,6 +57,7 @@ class StubServer:
                     n = len(stub.requests)
                     stub.requests.append(body)
                     stub.headers.append(dict(self.headers))
+                    stub.paths.append(self.path)
                 reply = stub.behave(n, body)
                 if reply.delay:
                     time.sleep(reply.delay)

@@ -10,6 +10,8 @@ cut-off answer is half a thought, and an overlong one is a runaway generation.
 'teacher_empty'
 >>> check_text("<think>hm</think>", "stop", max_chars=100)[0]
 'teacher_markup'
+>>> check_text('I write <rfl:parameter name="a">2</rfl:parameter>.', "stop", max_chars=100)[0]
+'teacher_markup'
 >>> check_text("so <|end|>", "stop", max_chars=100)[0]
 'teacher_control_token'
 >>> check_text("I add", "length", max_chars=100)[0]
@@ -20,7 +22,10 @@ from __future__ import annotations
 
 from beam_sft.convert.reasoning import REASONING_MARKUP
 from beam_sft.convert.validate import TOOL_CALL_MARKUP
-from beam_sft.harmony.markers import ALL_MARKERS
+from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE
+
+# Beam's own call arguments (<rfl:parameter name="k">): a teacher writing the call inside its reasoning
+BEAM_CALL_MARKUP = ("<rfl:parameter", PARAM_CLOSE)
 
 DEFAULT_MAX_CHARS = 20000
 
@@ -39,7 +44,7 @@ def check_text(text: str, finish_reason: str | None, *, max_chars: int = DEFAULT
     if found:
         return "teacher_control_token", f"the reasoning holds {found!r}"
     lowered = text.lower()
-    found = _first(REASONING_MARKUP, lowered) or _first(TOOL_CALL_MARKUP, lowered)
+    found = _first(REASONING_MARKUP, lowered) or _first(TOOL_CALL_MARKUP, lowered) or _first(BEAM_CALL_MARKUP, lowered)
     if found:
         return "teacher_markup", f"the reasoning holds {found!r}"
     if len(text) > max_chars:

@@ -33,7 +33,10 @@ anywhere in the text is read, not only at the start: no reasoning markup may rea
   apart) are joined with a blank line. Text before a block, or a block after the answer text,
   cannot be one Beam analysis message followed by the answer: ``interleaved_reasoning``.
 - A closing tag with no opening tag before it means the opening tag lived in the prompt
-  (DeepSeek-R1 / Qwen3 templates): the text before it is reasoning.
+  (DeepSeek-R1 / Qwen3 templates): the text before it is reasoning. Those templates write it at a
+  line's edge (``...\n</think>\n\nAnswer``); one inside a line of text, words on both sides
+  (``write the closing tag </think> at the end``), is the text talking about the tag, not the end of
+  a reasoning: ``reasoning_markup_in_text``, never half an answer turned into reasoning.
 - A block opened inside another, a stray closing tag, or a different tag inside a block:
   ``interleaved_reasoning``; an opening tag that is never closed: ``unclosed_reasoning_tag``.
 - On a tool-call turn everything said before the calls is analysis: ``read_inline`` gives the
@@ -45,8 +48,12 @@ anywhere in the text is read, not only at the start: no reasoning markup may rea
 (None, 'Plain answer, no tags')
 >>> split_inline_reasoning("<thinking>plan</thinking>\\nanswer")
 ('plan', 'answer')
->>> split_inline_reasoning("carried over from the prompt</think>Answer")
+>>> split_inline_reasoning("carried over from the prompt\\n</think>Answer")
 ('carried over from the prompt', 'Answer')
+>>> split_inline_reasoning("Write the closing tag </think> at the end.")
+Traceback (most recent call last):
+...
+beam_sft.errors.Rejection: [reasoning_markup_in_text] a stray </think> inside a line of text, with no opening tag before it (a closing tag that ends reasoning opened in the prompt stands at a line's edge)
 """
 
 from __future__ import annotations
@@ -125,6 +132,10 @@ def read_inline(content: str) -> InlineText:
     segments: list[tuple[str, str]] = []
     pos = 0
     if first.group() not in _CLOSE_OF:  # a closing tag first: the opening one was in the prompt
+        before, after = content[: first.start()].rstrip(" \t"), content[first.end():].lstrip(" \t")
+        if not (before == "" or before.endswith("\n") or after == "" or after.startswith(("\n", "\r"))):
+            raise Rejection("reasoning_markup_in_text", f"a stray {first.group()} inside a line of text, with no opening "
+                            "tag before it (a closing tag that ends reasoning opened in the prompt stands at a line's edge)")
         segments.append(("reasoning", content[: first.start()]))
         pos = first.end()
     while True:

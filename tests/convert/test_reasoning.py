@@ -29,12 +29,42 @@ def assistant(**fields):
         {"content": "<think>\nR\n</think>\n\nA"},
         {"content": "  <reasoning>\n R \n</reasoning>  A  "},
         {"content": "R</think>\n\nA"},
+        {"content": "R\n</think>A"},
         {"content": [{"type": "reasoning", "text": "R"}, {"type": "text", "text": "A"}]},
         {"reasoning_content": "R", "content": "<think>\nR\n</think>A"},
     ],
 )
 def test_every_carrier_gives_the_same_turn(fields):
     assert assistant(**fields) == {"role": "assistant", "reasoning_content": "R", "content": "A"}
+
+
+@pytest.mark.parametrize("content, reasoning, answer", [
+    ("R\n</think>\n\nA", "R", "A"),  # DeepSeek-R1 / Qwen3: the opening tag was in the prompt
+    ("R\n</think>A", "R", "A"),
+    ("R</think>\nA", "R", "A"),
+    ("</think>A", None, "A"),  # nothing before it: an empty reasoning carried over
+    ("R  \t</think>\r\nA", "R", "A"),
+])
+def test_a_leading_closing_tag_at_a_lines_edge_ends_prompt_opened_reasoning(content, reasoning, answer):
+    turn = assistant(content=content)
+    assert not isinstance(turn, Rejection), turn
+    assert (turn.get("reasoning_content"), turn["content"]) == (reasoning, answer)
+
+
+@pytest.mark.parametrize("content", [
+    "Write the closing tag </think> at the end of the block.",
+    "Use </thinking> to close, then answer.",
+    "A stray </reasoning>tag in a line.",
+])
+@pytest.mark.parametrize("shape", ["openai", "sharegpt"])
+def test_a_closing_tag_inside_a_line_is_markup_not_the_end_of_reasoning(content, shape):
+    """The text talks about the tag: half the answer must not become reasoning (found in a review:
+    the row was kept with "Write the closing tag" as its reasoning)."""
+    raw = ({"messages": [{"role": "user", "content": "How do I end it?"}, {"role": "assistant", "content": content}]}
+           if shape == "openai" else
+           {"conversations": [{"from": "human", "value": "How do I end it?"}, {"from": "gpt", "value": content}]})
+    out = convert_row(raw, format=shape, options=OPTIONS)
+    assert isinstance(out, Rejection) and out.code == "reasoning_markup_in_text", out
 
 
 def test_field_reasoning_is_kept_byte_for_byte_inline_is_stripped():

@@ -261,6 +261,10 @@ def parse_xml_function(text: str, where: str) -> dict:
 
     >>> parse_xml_function("<function=f>\\n<parameter=n>\\n5\\n</parameter>\\n</function>", "x")
     {'type': 'function', 'function': {'name': 'f', 'arguments': {'n': '5'}}}
+    >>> parse_xml_function("<function=f><parameter=n>1</parameter><parameter=n>2</parameter></function>", "x")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.Rejection: [duplicate_key] x: parameter 'n' given twice
     """
     m = _XML_CALL_RE.fullmatch(text.strip())
     if m is None or not m["name"].strip():
@@ -274,7 +278,10 @@ def parse_xml_function(text: str, where: str) -> dict:
         value = p["value"]
         value = value[1:] if value.startswith("\n") else value
         value = value[:-1] if value.endswith("\n") else value
-        args[p["key"].strip()] = value
+        key = p["key"].strip()
+        if key in args:  # as the JSON and Harmony readers do: a key twice is never settled silently
+            raise Rejection("duplicate_key", f"{where}: parameter {key!r} given twice")
+        args[key] = value
         pos = p.end()
     if body[pos:].strip():
         raise Rejection("malformed_tool_call", f"{where}: text after the last parameter")

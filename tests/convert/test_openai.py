@@ -294,6 +294,16 @@ def test_qwen3_coder_function_calls_string():
     assert code(differ) == "conflicting_tool_calls"
 
 
+def test_a_parameter_twice_in_a_qwen3_coder_call_is_duplicate_key_wherever_it_comes():
+    twice = "<tool_call><function=f><parameter=a>1</parameter><parameter=a>2</parameter></function></tool_call>"
+    assert code(convert({"messages": [{"role": "user", "content": "q"}, turn(function_calls=twice)]})) == "duplicate_key"
+    from beam_sft.convert.hermes import convert_hermes
+
+    hermes = convert_hermes({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": twice}]},
+                            options=OPTIONS)
+    assert code(hermes) == "duplicate_key"
+
+
 def test_toolbench_train_messages_take_the_longest_prefix_chain():
     a = [{"role": "user", "content": "q"}]
     b = a + [turn(content="x")]

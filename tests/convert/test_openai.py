@@ -300,7 +300,7 @@ def test_a_parameter_twice_in_a_qwen3_coder_call_is_duplicate_key_wherever_it_co
     from beam_sft.convert.hermes import convert_hermes
 
     hermes = convert_hermes({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": twice}]},
-                            options=OPTIONS)
+                            options=LOOSE)
     assert code(hermes) == "duplicate_key"
 
 

@@ -11,6 +11,7 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from beam_sft.cli_args import count
@@ -55,7 +56,8 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("-o", "--output", required=True, help="where to write the BeamRows (JSON Lines)")
     parser.add_argument(
-        "--rejects", help="where to write rejected rows (JSON Lines: source, row, code, message, raw)"
+        "--rejects", help="where to write rejected rows (JSON Lines: source, row, code, message, raw; default: "
+        "beside -o, rows.jsonl -> rows.rejects.jsonl)"
     )
     add_option_flags(parser)
     parser.add_argument(
@@ -75,12 +77,33 @@ def register(subparsers: Any) -> None:
     writes(parser, convert_outputs)
 
 
+REJECTS_SUFFIX = ".rejects.jsonl"
+
+
+def rejects_path(args: argparse.Namespace) -> str:
+    """``--rejects``, else beside ``-o`` with ``.rejects.jsonl`` for its JSON suffix: a rejected row is
+    always written somewhere (convert's and reason's promise), never dropped for want of a flag.
+
+    >>> rejects_path(argparse.Namespace(rejects=None, output="out/rows.jsonl"))
+    'out/rows.rejects.jsonl'
+    >>> rejects_path(argparse.Namespace(rejects=None, output="rows")), rejects_path(argparse.Namespace(rejects="r", output="o"))
+    ('rows.rejects.jsonl', 'r')
+    """
+    if args.rejects:
+        return args.rejects
+    out = Path(args.output)
+    name = next((out.name[: -len(s)] for s in (".jsonl", ".json", ".ndjson") if out.name.endswith(s) and out.name != s),
+                out.name)
+    return str(out.with_name(name + REJECTS_SUFFIX))
+
+
 def convert_outputs(args: argparse.Namespace, *, inputs: dict | None = None, folders: dict | None = None) -> Outputs:
     """convert's (and reason's, with its own ``inputs`` and ``folders``) paths for the output guard."""
     return Outputs(inputs={"INPUT": args.inputs, "--batch-input": getattr(args, "batch_input", None),
                            "--batch-output": getattr(args, "batch_output", None), "--config": getattr(args, "config", None),
                            "--tokenizer": getattr(args, "tokenizer", None), **(inputs or {})},
-                   files={"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json},
+                   files={"-o": args.output, "--rejects": rejects_path(args) if args.output else args.rejects,
+                          "--summary-json": args.summary_json},
                    folders=folders or {})
 
 
@@ -211,10 +234,13 @@ def run(args: argparse.Namespace) -> int:
             format=args.format,
             options=options,
             output=args.output,
-            rejects=args.rejects,
+            rejects=rejects_path(args),
             on_source=announce,
         )
         print(report.table())
+        if report.read > report.kept and not args.rejects:
+            print(f"beam-sft convert: {report.read - report.kept} rejected row(s) written to {rejects_path(args)}",
+                  file=sys.stderr)
         if args.summary_json:
             with open(args.summary_json, "w", encoding="utf-8") as fh:
                 json.dump(report.to_json(), fh, indent=2)

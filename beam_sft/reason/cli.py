@@ -32,7 +32,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("inputs", nargs="*", metavar="SOURCE", help="files or directories, as convert reads them")
     add_batch_flags(parser)
     parser.add_argument("-o", "--output", required=True, help="where to write the BeamRows (JSON Lines)")
-    parser.add_argument("--rejects", help="where to write rejected rows (JSON Lines: source, row, code, message, raw)")
+    parser.add_argument("--rejects", help="where to write rejected rows (JSON Lines: source, row, code, message, raw; "
+                        "default: beside -o, rows.jsonl -> rows.rejects.jsonl)")
     parser.add_argument("--format", choices=FORMAT_CHOICES, default="auto", help="source format (default: auto)")
     add_option_flags(parser)
     parser.add_argument("--config", help="YAML file of convert options (missing_reasoning, columns, ...)")
@@ -106,7 +107,7 @@ def teacher_config(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from beam_sft.convert.cli import build_options, check_output_paths
+    from beam_sft.convert.cli import build_options, check_output_paths, rejects_path
     from beam_sft.reason.publish import staged_files
 
     # Before anything is opened for writing: -o, --rejects, --summary-json and the cache are not the
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
     # One writer per output, each staged and renamed into place at the end: a second run on the
     # same -o is refused, a killed run leaves the earlier outputs as they were (beam_sft.reason.publish).
-    with staged_files({"-o": args.output, "--rejects": args.rejects, "--summary-json": args.summary_json}) as staged:
+    with staged_files({"-o": args.output, "--rejects": rejects_path(args), "--summary-json": args.summary_json}) as staged:
         status = _run(args, config, options, announce, staged)
     return status
 

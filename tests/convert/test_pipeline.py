@@ -80,6 +80,26 @@ def test_cli_fails_when_the_reject_rate_is_exceeded(tmp_path, capsys):
     assert "rejected 9.1% of its rows" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["convert", "reason"])
+def test_without_rejects_the_rejected_rows_are_written_beside_the_output(tmp_path, command, capsys):
+    """Every input row ends in the output or in a rejects file: not giving --rejects must not drop them."""
+    from beam_sft.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"messages": [{"role": "user", "content": "q"},
+                                            {"role": "assistant", "reasoning_content": "r", "content": "a"}]}) + "\n"
+                   + json.dumps({"messages": [{"role": "wizard", "content": "q"}]}) + "\n", encoding="utf-8")
+    out = tmp_path / "rows.jsonl"
+    argv = [command, str(src), "-o", str(out)]
+    if command == "reason":
+        argv += ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]  # nothing to ask: every kept row has reasoning
+    assert main(argv) == 0
+    rejected = _lines(tmp_path / "rows.rejects.jsonl")
+    assert [(r["row"], r["code"]) for r in rejected] == [(1, "unknown_role")] and len(_lines(out)) == 1
+    if command == "convert":
+        assert "1 rejected row(s) written to" in capsys.readouterr().err
+
+
 def test_cli_options_and_config(tmp_path):
     src = tmp_path / "d.jsonl"
     src.write_text(

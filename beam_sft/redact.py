@@ -149,4 +149,25 @@ def redact_strings(value: Any, redact=redact_url) -> Any:
     return value
 
 
-__all__ = ["LogFilter", "MASK", "Redactor", "redact_strings", "redact_text", "redact_url", "url_secrets"]
+# Keys of a record (a recipe, a config) whose value is itself a secret, whatever it looks like: the URL
+# rules above cannot know that ``sft.hub_token: hf_...`` is one.
+SECRET_KEYS = CREDENTIAL_PARAMS | {"hub_token", "hf_token", "auth_token", "bearer_token", "private_key"}
+
+
+def redact_record(value: Any) -> Any:
+    """A config about to be recorded (``beam_run.json``, a model card): every string by the URL rules, and
+    the value of a key named as a secret (``hub_token``, ``api_key``, ``password``, ...) masked whole.
+
+    >>> redact_record({"sft": {"hub_token": "hf_abc", "hub_model_id": "me/m"}, "url": "http://u:p@h/v1", "key": None})
+    {'sft': {'hub_token': '***', 'hub_model_id': 'me/m'}, 'url': 'http://***@h/v1', 'key': None}
+    """
+    if isinstance(value, dict):
+        return {k: MASK if isinstance(k, str) and k.lower().replace("-", "_") in SECRET_KEYS
+                and isinstance(v, str) and v else redact_record(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_record(v) for v in value)
+    return redact_url(value) if isinstance(value, str) else value
+
+
+__all__ = ["LogFilter", "MASK", "Redactor", "SECRET_KEYS", "redact_record", "redact_strings", "redact_text",
+           "redact_url", "url_secrets"]

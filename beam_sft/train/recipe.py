@@ -170,6 +170,13 @@ class Recipe:
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
 
+    def to_record(self) -> dict[str, Any]:
+        """``to_dict`` as it may be written where others read it (``beam_run.json``, which merge and export
+        copy into the folder a user publishes): URL credentials and secret-named values masked."""
+        from beam_sft.redact import redact_record
+
+        return redact_record(self.to_dict())
+
 
 def _plain(value: Any) -> Any:
     if isinstance(value, dict):

@@ -126,7 +126,7 @@ def read_metrics(output_dir: str | Path) -> list[dict]:
 def run_record(recipe, prepared_dir: Path, eval_data, *, prepared_data: dict[str, Any]) -> dict[str, Any]:
     """What ``beam_run.json`` holds that is known before step 1 (the data by digest, not only by path:
     ``prepared_data`` is ``provenance.folder_provenance`` as the run took it at the start)."""
-    return {"recipe": recipe.to_dict(), "prepared": str(prepared_dir), "lora": recipe.lora is not None,
+    return {"recipe": recipe.to_record(), "prepared": str(prepared_dir), "lora": recipe.lora is not None,
             "prepared_data": prepared_data,
             "eval": eval_data.summary if eval_data is not None else None}
 

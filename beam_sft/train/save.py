@@ -38,7 +38,7 @@ def save_final(run, report=None) -> Path:
         run.tokenizer.save_pretrained(str(out))
         _save_generation_config(trainer.model, out)
         meta = {
-            "recipe": run.recipe.to_dict(),
+            "recipe": run.recipe.to_record(),
             "prepared": str(run.prepared_dir),
             "prepared_data": run.prepared_data,  # by digest, as taken at the start: the path may hold other data now
             "lora": run.recipe.lora is not None,

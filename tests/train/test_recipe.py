@@ -113,6 +113,24 @@ def test_to_dict_round_trips():
     assert recipe_from_dict(recipe.to_dict()) == recipe
 
 
+def test_the_recorded_recipe_holds_no_secret():
+    """beam_run.json (and so the merged or exported folder a user publishes) gets ``to_record``: the
+    teacher URL's credentials and a hub token masked; what is not a secret kept as it is."""
+    from beam_sft.train.run_log import run_record
+
+    url = "http://alice:pw-SECRETPASS@127.0.0.1:1/v1?api-key=QUERYSECRET1&api-version=2"
+    recipe = recipe_from_dict({"model": {"path": "m"}, "sft": {"hub_token": "hf_HUBSECRET123", "hub_model_id": "me/m"},
+                               "data": {"prepare": {"tokenizer": "t", "output": "o", "sources": [{"path": "a.jsonl"}],
+                                                    "reasoning": {"base_url": url, "model": "teacher"}}}})
+    text = str(run_record(recipe, "p", None, prepared_data={}))
+    for secret in ("pw-SECRETPASS", "QUERYSECRET1", "hf_HUBSECRET123"):
+        assert secret not in text
+    record = run_record(recipe, "p", None, prepared_data={})["recipe"]
+    assert record["sft"]["hub_model_id"] == "me/m" and record["sft"]["hub_token"] == "***"
+    assert record["data"]["prepare"]["reasoning"]["base_url"] == "http://***@127.0.0.1:1/v1?api-key=***&api-version=2"
+    assert recipe.to_dict()["sft"]["hub_token"] == "hf_HUBSECRET123"  # the run itself still has it
+
+
 # --- every value checked before any heavy work, with its full key path ---------------------------
 
 

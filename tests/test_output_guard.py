@@ -176,6 +176,36 @@ def test_train_refuses_an_output_dir_inside_the_checkpoint_it_resumes_from(tmp_p
     check_output_dir(fine)
 
 
+@pytest.mark.parametrize("names", [["README.md"], ["config.json", "notes.txt"], ["sub/"]])
+def test_train_refuses_an_output_dir_holding_a_users_files(tmp_path, model_copy, names, capsys):
+    """The final save writes README.md (the card), config.json, the tokenizer and the weights into
+    output_dir: a folder with anything a training run does not write is not replaced into."""
+    prepared = tmp_path / "prepared"
+    prepared.mkdir()
+    (prepared / "report.json").write_text("{}")
+    out = tmp_path / "mine"
+    for name in names:
+        (out / name).mkdir(parents=True) if name.endswith("/") else (out.mkdir(exist_ok=True),
+                                                                   (out / name).write_text("MY PROJECT\n"))
+    recipe = _recipe(tmp_path, model_copy, prepared)
+    before = tree_digest(tmp_path)
+    assert main(["train", "--config", str(recipe), "--sft.output_dir", str(out)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "train", "sft.output_dir holds files no training run wrote")
+    assert tree_digest(tmp_path) == before
+
+
+def test_an_earlier_runs_output_dir_is_its_own(tmp_path, model_copy):
+    from beam_sft.train.data import check_output_dir
+    from beam_sft.train.recipe import load_recipe
+
+    for marks in (["beam_run.json", "README.md", "config.json"], ["checkpoint-40"], ["prepared_view"]):
+        out = tmp_path / "_".join(marks)
+        for name in marks:
+            (out / name).mkdir(parents=True) if "." not in name else (out.mkdir(exist_ok=True),
+                                                                       (out / name).write_text("{}"))
+        check_output_dir(load_recipe(_recipe(tmp_path, model_copy, tmp_path / "none", output_dir=str(out))))
+
+
 def test_the_api_path_checks_too(tmp_path, model_copy):
     """``train(recipe)`` without the CLI: resolve_prepared checks before it prepares or writes."""
     from beam_sft.errors import OutputRefused

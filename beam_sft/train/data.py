@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from beam_sft.errors import ConfigError, OutputRefused, PreflightError, PreparedError
@@ -60,6 +61,27 @@ def check_output_dir(recipe) -> None:
         raise OutputRefused(out, f"sft.output_dir {relation(out, resume)} the checkpoint it resumes from "
                                  f"({resume}, sft.resume_from_checkpoint)", hint=False)
     check_writable_target(out, kind="folder", label="sft.output_dir")
+    check_run_folder(Path(out))
+
+
+# What a run writes into its output_dir before anything a user could keep there (a resumed or repeated run
+# finds them): the run record (run_log.run_record), the data views (dataset_view), the step logs.
+RUN_MARKS = ("beam_run.json", "prepared_view", "eval", "losses.jsonl", "metrics.jsonl", "format_health.jsonl")
+_CHECKPOINT = re.compile(r"checkpoint-\d+")
+
+
+def check_run_folder(out: Path) -> None:
+    """A non-empty ``sft.output_dir`` must be a training run's own (``RUN_MARKS`` or a ``checkpoint-N``:
+    a resumed or repeated run, or another rank of this one): the final save writes README.md (the model card),
+    config.json, the tokenizer and the weights there, over whatever a user keeps in that folder."""
+    if not out.is_dir():
+        return
+    names = sorted(p.name for p in out.iterdir())
+    if names and not any(n in RUN_MARKS or _CHECKPOINT.fullmatch(n) for n in names):
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        raise OutputRefused(out, f"sft.output_dir holds files no training run wrote ({shown}); the run writes "
+                                 "README.md, config.json, the tokenizer and the weights there. Give a new or empty "
+                                 "folder, or the folder of an earlier run to resume", hint=False)
 
 
 def resolve_prepared(recipe, state=None) -> Path:

@@ -387,6 +387,10 @@ def check_sft_values(sft: dict[str, Any]) -> None:
     """Refuse out-of-range SFTConfig values with their key path (after types were checked)."""
     import math
 
+    out = sft.get("output_dir")
+    if not isinstance(out, str) or not out.strip():
+        # an empty path is the working folder: the model card would replace ./README.md
+        raise ConfigError("sft.output_dir", f"must be a folder path, got {shown(out)}")
     for key, (ok, what) in SFT_VALUE_RULES.items():
         value = sft.get(key)
         if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -435,7 +439,34 @@ def validate_sft(sft: dict[str, Any]) -> dict[str, Any]:
             hint = f" (did you mean {close[0]}?)" if close else ""
             raise ConfigError(path, f"unknown SFTConfig key{hint}")
         out[key] = _coerce(known[key], _number(value, known[key]), path)
+        _check_choice(known[key], out[key], path)
     return out
+
+
+def _check_choice(tp: Any, value: Any, path: str) -> None:
+    """A string for a field typed with an enum (``lr_scheduler_type``, ``optim``, ``save_strategy``,
+    ...) must be one of its values: SFTConfig would refuse it only once built, with a traceback.
+
+    >>> from transformers.trainer_utils import SchedulerType
+    >>> try:
+    ...     _check_choice(SchedulerType | str, "cosinee", "sft.lr_scheduler_type")
+    ... except ConfigError as exc:
+    ...     print(str(exc)[:58], "...", str(exc)[-22:])
+    sft.lr_scheduler_type: 'cosinee' is not one of constant, c ... (did you mean cosine?)
+    """
+    import enum
+
+    if not isinstance(value, str):
+        return
+    choices = [a for a in (typing.get_args(tp) or (tp,)) if isinstance(a, type) and issubclass(a, enum.Enum)]
+    if not choices:
+        return
+    allowed = [str(m.value) for e in choices for m in e]
+    if value not in allowed:
+        shown_list = ", ".join(sorted(allowed)[:2]) + ", ..." if len(allowed) > 12 else ", ".join(sorted(allowed))
+        close = difflib.get_close_matches(value, allowed, n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(path, f"{value!r} is not one of {shown_list}{hint}")
 
 
 def _number(value: Any, tp: Any) -> Any:

@@ -71,7 +71,10 @@ def build_sft_config(recipe: Recipe):
 
     kwargs = sft_kwargs(recipe)
     kwargs["ddp_timeout"] = int(min(recipe.preflight.timeout, kwargs.get("ddp_timeout", DEFAULT_DDP_TIMEOUT)))
-    args = SFTConfig(**kwargs)
+    try:
+        args = SFTConfig(**kwargs)
+    except (ValueError, TypeError) as exc:  # SFTConfig's own checks (bf16 without a GPU, ...): one line, not a traceback
+        raise ConfigError("sft", f"TRL's SFTConfig refused it: {str(exc).strip().splitlines()[0]}") from None
     check_world(args)
     return args
 

@@ -16,7 +16,7 @@ from .conftest import recipe_dict
 
 
 def test_the_run_record_holds_the_datas_digests(prepared_dir):
-    recipe = SimpleNamespace(to_dict=lambda: {"data": {"prepared": str(prepared_dir)}}, lora=None)
+    recipe = SimpleNamespace(to_record=lambda: {"data": {"prepared": str(prepared_dir)}}, lora=None)
     record = run_record(recipe, prepared_dir, None, prepared_data=folder_provenance(prepared_dir))
     taken = record["prepared_data"]
     report = json.loads((prepared_dir / "report.json").read_text())

@@ -204,3 +204,37 @@ def test_missing_model_path_fails_before_any_work(tmp_path):
     with pytest.raises(ConfigError) as info:
         build(recipe)
     assert info.value.path == "model.path"
+
+
+@pytest.mark.parametrize("value", ["", "   ", None, 3])
+def test_an_empty_or_missing_output_dir_is_refused_at_load(value):
+    """An empty output_dir is the working folder: the model card would replace ./README.md there."""
+    with pytest.raises(ConfigError) as info:
+        _recipe(sft={"output_dir": value})
+    assert info.value.path == "sft.output_dir"
+
+
+@pytest.mark.parametrize(("key", "value", "hint"), [
+    ("lr_scheduler_type", "cosinee", "cosine"),
+    ("optim", "adamw_torchh", "adamw_torch"),
+    ("save_strategy", "stepz", "steps"),
+    ("logging_strategy", "epochs", "epoch"),
+])
+def test_an_enum_value_that_is_not_one_fails_at_load_with_its_path(key, value, hint):
+    with pytest.raises(ConfigError) as info:
+        _recipe(sft={key: value})
+    assert info.value.path == f"sft.{key}" and f"did you mean {hint}?" in str(info.value)
+    assert _recipe(sft={key: hint}).sft[key] == hint
+
+
+def test_sftconfigs_own_refusal_is_one_config_line_not_a_traceback():
+    from beam_sft.train.trainer import build_sft_config
+
+    recipe = _recipe(sft={"bf16": True, "use_cpu": False, "output_dir": "o"})
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU supports bf16: SFTConfig accepts it")
+    with pytest.raises(ConfigError) as info:
+        build_sft_config(recipe)
+    assert info.value.path == "sft" and "SFTConfig refused it" in str(info.value) and "\n" not in str(info.value)

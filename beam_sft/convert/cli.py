@@ -81,7 +81,7 @@ REJECTS_SUFFIX = ".rejects.jsonl"
 
 
 def rejects_path(args: argparse.Namespace) -> str:
-    """``--rejects``, else beside ``-o`` with ``.rejects.jsonl`` for its JSON suffix: a rejected row is
+    """``--rejects``, else beside ``-o`` with ``.rejects.jsonl`` for its last suffix: a rejected row is
     always written somewhere (convert's and reason's promise), never dropped for want of a flag.
 
     >>> rejects_path(argparse.Namespace(rejects=None, output="out/rows.jsonl"))
@@ -92,9 +92,7 @@ def rejects_path(args: argparse.Namespace) -> str:
     if args.rejects:
         return args.rejects
     out = Path(args.output)
-    name = next((out.name[: -len(s)] for s in (".jsonl", ".json", ".ndjson") if out.name.endswith(s) and out.name != s),
-                out.name)
-    return str(out.with_name(name + REJECTS_SUFFIX))
+    return str(out.with_name((out.stem if out.suffix else out.name) + REJECTS_SUFFIX))
 
 
 def convert_outputs(args: argparse.Namespace, *, inputs: dict | None = None, folders: dict | None = None) -> Outputs:

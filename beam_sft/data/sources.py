@@ -130,7 +130,7 @@ def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, 
         for index, record in hub.iter_dataset(source):
             yield name, index, _drop_nulls(record)
         return
-    path = Path(path)
+    named, path = path, _local(path)
     if path.is_dir():
         files, _ = expand_source(path)
         for file in files:
@@ -140,8 +140,24 @@ def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, 
                 yield from ((str(file), i, r) for i, r in _iter_file(file))
         return
     if not path.is_file():
-        raise BeamError(f"{path}: no such file or directory")
+        raise BeamError(f"{_shown(named)}: no such file or directory")
     yield from ((str(path), i, r) for i, r in _iter_file(path))
+
+
+def _local(path: str | Path) -> Path:
+    """A local source's path; an empty one is refused: ``Path("")`` is the working folder, which a
+    source walked recursively would read whole (earlier outputs, a tokenizer.json) as data."""
+    if not str(path).strip():
+        raise BeamError("a source path is empty (it would read the working folder): name a file or a folder")
+    return Path(path)
+
+
+def _shown(path: str | Path) -> str:
+    """A source as the user wrote it, for a message: its URL credentials masked (``Path`` would fold a
+    URL's ``//``, hiding it from the redaction of every message)."""
+    from beam_sft.redact import redact_url
+
+    return redact_url(str(path))
 
 
 def kind(path: Path) -> str:
@@ -260,10 +276,10 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
     """
     if isinstance(path, hub.DatasetRef) or isinstance(hub.parse_data_arg(path), hub.DatasetRef):
         return [path], []  # a datasets dataset is one source, named as the user gave it
-    path = Path(path)
+    named, path = path, _local(path)
     if not path.is_dir():
         if not path.exists():
-            raise BeamError(f"{path}: no such file or directory")
+            raise BeamError(f"{_shown(named)}: no such file or directory")
         return [path], []
     if (path / DATASET_INFO_FILE).is_file() or (path / STATE_FILE).is_file():
         return [path], []

@@ -28,6 +28,8 @@ from beam_sft.reason.config import TeacherConfig
 
 LengthPolicy = Literal["drop", "trim_turns"]
 EncoderChoice = Literal["auto", "fast", "template"]
+# A mix weight is copies of each row: past this, a typo (1e300) would only ever fill the memory.
+MAX_WEIGHT = 1000.0
 
 
 @dataclass(frozen=True)
@@ -106,8 +108,11 @@ class PrepareConfig:
         if self.batch_size < 1:
             raise ConfigError("batch_size", f"must be at least 1, got {self.batch_size}")
         for i, source in enumerate(self.sources):
-            if source.weight < 0:
-                raise ConfigError(f"sources[{i}].weight", f"must be >= 0, got {source.weight}")
+            if not 0 <= source.weight <= MAX_WEIGHT:
+                raise ConfigError(f"sources[{i}].weight", f"must be from 0 to {MAX_WEIGHT:g} (copies of each row), "
+                                  f"got {source.weight:g}")
+            if isinstance(source.path, str) and not source.path.strip():
+                raise ConfigError(f"sources[{i}].path", "must not be empty (it would read the working folder)")
         labels = [s.label for s in self.sources]
         if len(set(labels)) != len(labels):
             raise ConfigError("sources", "two sources share a label; give them distinct `name`s")

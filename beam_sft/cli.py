@@ -61,6 +61,9 @@ def dispatch(args: argparse.Namespace) -> int:
 
         print(f"beam-sft {args.command}: error: {redact_text(describe(exc))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C in a command without its own handler: one line, as prepare says it
+        print(f"beam-sft {args.command}: interrupted (SIGINT); nothing more was written", file=sys.stderr)
+        return 130
 
 
 def run() -> None:

@@ -226,22 +226,27 @@ def run(args: argparse.Namespace) -> int:
     def announce(conversion) -> None:
         print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
 
+    from beam_sft.dataset_folder.staged_files import staged_files
+
     try:
-        report = convert_files(
-            sources,
-            format=args.format,
-            options=options,
-            output=args.output,
-            rejects=rejects_path(args),
-            on_source=announce,
-        )
+        # staged beside each output and renamed into place at the end: a failed or killed run leaves the
+        # earlier outputs as they were, and a link given as an output is replaced, not written through
+        with staged_files({"-o": args.output, "--rejects": rejects_path(args),
+                           "--summary-json": args.summary_json}) as staged:
+            report = convert_files(
+                sources,
+                format=args.format,
+                options=options,
+                output=staged["-o"],
+                rejects=staged["--rejects"],
+                on_source=announce,
+            )
+            if args.summary_json:
+                staged["--summary-json"].write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
         print(report.table())
         if report.read > report.kept and not args.rejects:
             print(f"beam-sft convert: {report.read - report.kept} rejected row(s) written to {rejects_path(args)}",
                   file=sys.stderr)
-        if args.summary_json:
-            with open(args.summary_json, "w", encoding="utf-8") as fh:
-                json.dump(report.to_json(), fh, indent=2)
     except OSError as exc:  # a full disk, a read-only folder: one line naming where (beam_sft.cli says the rest)
         from pathlib import Path
 

@@ -108,7 +108,7 @@ def teacher_config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     from beam_sft.convert.cli import build_options, check_output_paths, rejects_path
-    from beam_sft.reason.publish import staged_files
+    from beam_sft.dataset_folder.staged_files import staged_files
 
     # Before anything is opened for writing: -o, --rejects, --summary-json and the cache are not the
     # inputs (nor the prompt file), nor one another (beam_sft.paths).
@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
 
     # One writer per output, each staged and renamed into place at the end: a second run on the
-    # same -o is refused, a killed run leaves the earlier outputs as they were (beam_sft.reason.publish).
+    # same -o is refused, a killed run leaves the earlier outputs as they were (beam_sft.dataset_folder.staged_files).
     with staged_files({"-o": args.output, "--rejects": rejects_path(args), "--summary-json": args.summary_json}) as staged:
         status = _run(args, config, options, announce, staged)
     return status

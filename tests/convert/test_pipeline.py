@@ -100,6 +100,52 @@ def test_without_rejects_the_rejected_rows_are_written_beside_the_output(tmp_pat
         assert "1 rejected row(s) written to" in capsys.readouterr().err
 
 
+def test_a_failed_convert_leaves_the_earlier_outputs_as_they_were(tmp_path, capsys):
+    """Outputs are staged and renamed at the end (dataset_folder/staged_files.py): a run that fails half
+    way (a gzip cut short) publishes nothing, and the earlier output and rejects stay whole."""
+    import gzip
+
+    good = tmp_path / "good.jsonl"
+    good.write_text((SAMPLES / "chat_openai.jsonl").read_text(encoding="utf-8"), encoding="utf-8")
+    out, rej = tmp_path / "rows.jsonl", tmp_path / "rej.jsonl"
+    assert run_cli(str(good), "-o", str(out), "--rejects", str(rej)) == 0
+    before = (out.read_bytes(), rej.read_bytes())
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(gzip.compress(good.read_bytes() * 200)[:-200])
+    from beam_sft.cli import main
+
+    assert main(["convert", str(cut), "-o", str(out), "--rejects", str(rej)]) == 2
+    assert (out.read_bytes(), rej.read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cut.jsonl.gz", "good.jsonl", "rej.jsonl", "rows.jsonl"]
+
+
+def test_a_link_given_as_an_output_is_replaced_not_written_through(tmp_path):
+    (tmp_path / "victim").mkdir()
+    names = ("link.jsonl", "rej-link.jsonl", "sum-link.json")
+    for name in names:
+        (tmp_path / "victim" / name).write_text("MINE\n")
+        (tmp_path / name).symlink_to(tmp_path / "victim" / name)
+    assert run_cli(str(SAMPLES / "chat_openai.jsonl"), "-o", str(tmp_path / "link.jsonl"), "--rejects",
+                   str(tmp_path / "rej-link.jsonl"), "--summary-json", str(tmp_path / "sum-link.json")) == 0
+    assert all((tmp_path / "victim" / name).read_text() == "MINE\n" for name in names)
+    assert not any((tmp_path / name).is_symlink() for name in names) and _lines(tmp_path / "link.jsonl")
+
+
+def test_ctrl_c_is_one_line_exit_130(tmp_path, monkeypatch, capsys):
+    from beam_sft.cli import main
+    from beam_sft.convert import pipeline
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline, "convert_files", interrupted)
+    out = tmp_path / "rows.jsonl"
+    out.write_text("EARLIER\n")
+    assert main(["convert", str(SAMPLES / "chat_openai.jsonl"), "-o", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "interrupted" in err and out.read_text() == "EARLIER\n"
+
+
 def test_cli_options_and_config(tmp_path):
     src = tmp_path / "d.jsonl"
     src.write_text(

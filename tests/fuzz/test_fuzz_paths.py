@@ -9,6 +9,7 @@ share the code under test (``beam_sft.paths`` resolves through the file system).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
+from beam_sft.convert.cli import rejects_path
 from tests.tree import assert_one_line_error, chdir, run_cli, tree_digest
 
 pytestmark = pytest.mark.fuzz
@@ -115,16 +117,22 @@ def test_convert_outputs_never_alias_inputs_or_each_other(inputs, out_index, rej
             return
         assert code == 0, (argv, err)
         after = tree_digest(root)
-        # only the outputs changed: new files, or an existing file (not an input) the user named, with its
-        # hard link (the same inode)
-        named = {o.target for o in outputs}
-        if "data/x.jsonl" in named:
-            named.add("data/hard.jsonl")
-        assert {k: v for k, v in after.items() if k in before and k not in named} == \
-            {k: v for k, v in before.items() if k not in named}
-        kept = _lines(root / out.target)
-        rejected = _lines(root / rejects.target) if rejects else ROWS[inputs] - kept
+        # only the outputs changed: each named entry (a link or a hard link named as an output is replaced
+        # itself, by rename: the file it shares with another name stays as it was), and the default
+        # rejects file beside -o when --rejects is not given
+        rejects_text = rejects.text if rejects else rejects_path(argparse.Namespace(rejects=None, output=out.text))
+        entries = {_entry(root, out.text), _entry(root, rejects_text)}
+        assert {k: v for k, v in after.items() if k in before and k not in entries} == \
+            {k: v for k, v in before.items() if k not in entries}
+        kept, rejected = _lines(root / _entry(root, out.text)), _lines(root / _entry(root, rejects_text))
         assert kept + rejected == ROWS[inputs] and kept == ROWS[inputs] - (1 if inputs != "dir" else 0)
+
+
+def _entry(root: Path, text: str) -> str:
+    """The directory entry a spelling names (its folder resolved, its last name kept as written): what
+    a staged output's rename replaces."""
+    path = Path(text) if Path(text).is_absolute() else root / text
+    return os.path.relpath(os.path.join(os.path.realpath(path.parent), path.name), os.path.realpath(root))
 
 
 # ---------------------------------------------------------------------- train and export: class 1

@@ -16,7 +16,6 @@ MODULES = [
     "beam_sft.reason.judge",
     "beam_sft.reason.progress",
     "beam_sft.reason.prompt",
-    "beam_sft.reason.publish",
     "beam_sft.reason.run",
     "beam_sft.redact",
     "beam_sft.prepare.cache",

@@ -1,5 +1,5 @@
 """``reason``'s outputs as ``prepare``'s: one writer per output, staged and published at the end, an
-earlier output intact until then (``beam_sft.reason.publish``); two runs on one cache ask each turn once
+earlier output intact until then (``beam_sft.dataset_folder.staged_files``); two runs on one cache ask each turn once
 (``AnswerCache.claim``)."""
 
 from __future__ import annotations

@@ -1,5 +1,7 @@
-"""``reason``'s output files, written as ``prepare`` writes its folder: one writer per output, staged
-beside it, published by rename once the run has finished, an earlier output intact until then.
+"""The output files of ``convert`` and ``reason`` (``-o``, ``--rejects``, ``--summary-json``), written as
+``prepare`` writes its folder: one writer per output, staged beside it, published by rename once the
+run has finished, an earlier output intact until then. A link given as an output is replaced as a
+link, never written through into the file it points to.
 
 ``staged_files({"-o": path, "--rejects": path, ...})`` takes the lock of each output
 (``beam_sft.dataset_folder.lock``: an ``flock`` the kernel releases when the holder dies, however it dies;
@@ -31,7 +33,7 @@ from pathlib import Path
 from beam_sft.dataset_folder.lock import output_lock, pid_alive
 from beam_sft.dataset_folder.oserrors import unwritable
 
-logger = logging.getLogger("beam_sft.reason")
+logger = logging.getLogger("beam_sft.dataset_folder")
 
 
 def partial_path(final: Path) -> Path:

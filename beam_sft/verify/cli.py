@@ -149,7 +149,13 @@ def run_inspect(args: argparse.Namespace) -> int:
     text, page = inspect_row(args.directory, args.row, color=color, html=args.html is not None)
     if args.html is not None:
         args.html.parent.mkdir(parents=True, exist_ok=True)
-        args.html.write_text(page, encoding="utf-8")
+        # written beside it and renamed over it: a link named as --html is replaced, never written through
+        tmp = args.html.with_name(f".{args.html.name}.{os.getpid()}.tmp")
+        try:
+            tmp.write_text(page, encoding="utf-8")
+            os.replace(tmp, args.html)
+        finally:
+            tmp.unlink(missing_ok=True)
         print(f"wrote {args.html}")
     else:
         sys.stdout.write(text)

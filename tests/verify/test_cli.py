@@ -68,6 +68,14 @@ def test_inspect_prints_and_writes_html(clean_dir, tmp_path, capsys):
     page = tmp_path / "html" / "row0.html"
     assert run(["inspect", str(clean_dir), "--row", "0", "--html", str(page)]) == 0
     assert page.read_text().startswith("<!DOCTYPE html>")
+    # a link named as --html is replaced by the page, the file it points to left as it was
+    precious = tmp_path / "precious.txt"
+    precious.write_text("MINE\n")
+    link = tmp_path / "link.html"
+    link.symlink_to(precious)
+    assert run(["inspect", str(clean_dir), "--row", "0", "--html", str(link)]) == 0
+    assert precious.read_text() == "MINE\n" and not link.is_symlink() and sorted(
+        p.name for p in tmp_path.iterdir()) == ["html", "link.html", "precious.txt"]
 
 
 def test_inspect_color_flag(clean_dir, capsys):

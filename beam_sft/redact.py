@@ -113,6 +113,20 @@ class Redactor:
             text = text.replace(secret, MASK)
         return redact_text(text)
 
+    def cut(self, text: str) -> str:
+        """``self(text)`` for a text that may have been cut short (a body read up to a byte bound): a
+        secret the cut split leaves its start at the end, which no whole-secret match can see.
+
+        >>> Redactor(("sk-live-1234",)).cut("bad key sk-live-12")
+        'bad key ***'
+        """
+        text = self(text)
+        for secret in self.secrets:
+            for n in range(len(secret) - 1, SHORTEST_SECRET - 1, -1):
+                if text.endswith(secret[:n]):
+                    return text[: len(text) - n] + MASK
+        return text
+
     def holds(self, text: str, *, shortest: int = 8) -> bool:
         """Whether ``text`` quotes a secret of at least ``shortest`` characters (a shorter one turns up
         in ordinary text by chance, so a reply is not refused for it)."""

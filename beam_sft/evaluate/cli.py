@@ -43,6 +43,8 @@ def register(subparsers) -> None:
     parser.add_argument("--model", default=None, help="the model name the server serves (with --base-url)")
     parser.add_argument("--api-key-env", default=None, metavar="VAR", help="environment variable holding the "
                         "server's API key (default: OPENAI_API_KEY when set; none: no key sent)")
+    parser.add_argument("--allow-insecure-http", action="store_true", help="send the API key over plain http "
+                        "to a host that is not this machine (refused otherwise: anyone on the path reads it)")
     parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, help="seconds one served turn's "
                         f"request may take in all, connect to the reply's last byte (default {DEFAULT_TIMEOUT:g})")
     parser.add_argument("--retries", type=count(0), default=DEFAULT_RETRIES, help="retries of a served turn on "
@@ -96,9 +98,12 @@ def run(args: argparse.Namespace) -> int:
         run_info = {"mode": "local", "model": str(args.model_dir)}
     else:
         from beam_sft.evaluate.served import api_key, generate_served
+        from beam_sft.reason.config import check_base_url, check_transport
         from beam_sft.redact import Redactor, redact_url
 
+        check_base_url(args.base_url, "--base-url")
         key = api_key(args.api_key_env)
+        check_transport(args.base_url, key, allowed=args.allow_insecure_http)
         redact = Redactor.for_endpoint(args.base_url, key)
         generated = generate_served(args.base_url, args.model, turns, max_new_tokens=args.max_new_tokens,
                                     api_key_value=key, timeout=args.timeout, retries=args.retries, progress=progress)

@@ -287,7 +287,8 @@ class TeacherClient:
                         raise self._error("teacher_reply_too_large", f"the reply is larger than --max-response-bytes "
                                           f"{limit} (not read past it)", bound=limit)
                     return data
-                quoted = self.redact(data.decode("utf-8", "replace"))[:200]
+                # cut: a body past its bound ends where the bound fell, maybe inside an echoed key
+                quoted = self.redact.cut(data.decode("utf-8", "replace"))[:200]
                 last = f"HTTP {status}: {quoted!r}"
                 if status in STOP_STATUS:
                     self.budget.add_error()

@@ -32,6 +32,38 @@ from beam_sft.redact import redact_url, url_secrets
 DEFAULT_KEY_ENVS = ("BEAM_TEACHER_API_KEY", "OPENAI_API_KEY")
 
 
+def check_base_url(url: str, key: str = "base_url") -> None:
+    """An endpoint's URL: http(s), a host, a port that is one; refused with ``key`` and the URL quoted
+    without its credentials (the teacher's, the judge's, eval's).
+
+    >>> check_base_url("http://u:pw@127.0.0.1:99999/v1", "judge.base_url")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.ConfigError: judge.base_url: is not a URL (Port out of range 0-65535): 'http://***@127.0.0.1:99999/v1'
+    """
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ConfigError(key, f"must be an http(s) URL, got {redact_url(str(url))!r}")
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port  # a bad port raises here
+    except ValueError as exc:
+        raise ConfigError(key, f"is not a URL ({exc}): {redact_url(url)!r}") from None
+    if not host:
+        raise ConfigError(key, f"has no host: {redact_url(url)!r}")
+
+
+def check_transport(base_url: str, api_key: str | None, *, allowed: bool) -> None:
+    """Refuse to send a credential (the key, or one the URL carries) over plain http to a host that is
+    not this machine (127.0.0.0/8, ::1, localhost), unless ``allowed``: anyone on the path reads it."""
+    parts = urlsplit(base_url)
+    if parts.scheme != "http" or allowed or _loopback(parts.hostname or ""):
+        return
+    if api_key or url_secrets(base_url):
+        raise BeamError(f"refusing to send the API key over plain http to {parts.hostname}: anyone on the "
+                        "network path can read it; use https, or allow it with --allow-insecure-http "
+                        "(reasoning.allow_insecure_http: true) on a network you trust")
+
+
 @dataclass(frozen=True)
 class JudgeConfig:
     """``--judge``: one more request per filled turn asks whether its reasoning leads to exactly that
@@ -45,9 +77,9 @@ class JudgeConfig:
     temperature: float = 0.0  # a verdict, not a sample
 
     def __post_init__(self) -> None:
-        if self.base_url is not None and not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError("base_url", f"must be an http(s) URL, got {self.base_url!r}")
-        if self.model is not None and not self.model:
+        if self.base_url is not None:
+            check_base_url(self.base_url)
+        if self.model is not None and not self.model.strip():
             raise ConfigError("model", "must not be empty")
         if self.max_tokens < 1:
             raise ConfigError("max_tokens", f"must be at least 1, got {self.max_tokens}")
@@ -80,15 +112,8 @@ class TeacherConfig:
     allow_insecure_http: bool = False  # send the key over plain http to a host that is not this machine
 
     def __post_init__(self) -> None:
-        if not self.base_url.startswith(("http://", "https://")):  # the URL is quoted without its credentials
-            raise ConfigError("base_url", f"must be an http(s) URL, got {redact_url(self.base_url)!r}")
-        try:
-            host, _ = urlsplit(self.base_url).hostname, urlsplit(self.base_url).port  # a bad port raises here
-        except ValueError as exc:
-            raise ConfigError("base_url", f"is not a URL ({exc}): {redact_url(self.base_url)!r}") from None
-        if not host:
-            raise ConfigError("base_url", f"has no host: {redact_url(self.base_url)!r}")
-        if not self.model:
+        check_base_url(self.base_url)  # quoted without its credentials
+        if not self.model.strip():
             raise ConfigError("model", "must not be empty")
         for name in ("concurrency", "max_tokens", "max_reasoning_chars"):
             if getattr(self, name) < 1:
@@ -117,14 +142,7 @@ class TeacherConfig:
         """Refuse to send a credential (the key, or one the URL carries) over plain http to a host that
         is not this machine (127.0.0.0/8, ::1, localhost), unless allowed: anyone on the path reads it.
         ``base_url``: another endpoint under the same rule (the judge's)."""
-        base_url = base_url or self.base_url
-        parts = urlsplit(base_url)
-        if parts.scheme != "http" or self.allow_insecure_http or _loopback(parts.hostname or ""):
-            return
-        if api_key or url_secrets(base_url):
-            raise BeamError(f"refusing to send the API key over plain http to {parts.hostname}: anyone on the "
-                            "network path can read it; use https, or allow it with --allow-insecure-http "
-                            "(reasoning.allow_insecure_http: true) on a network you trust")
+        check_transport(base_url or self.base_url, api_key, allowed=self.allow_insecure_http)
 
     def api_key(self) -> str | None:
         """The key from the environment (never from a flag: a command line is visible to every user)."""

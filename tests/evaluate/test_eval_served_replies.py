@@ -179,3 +179,26 @@ def test_served_arguments_with_a_key_twice_match_nothing():
                                                                                 "arguments": '{"a": 2, "a": 1}'}}]}, "call")
     s = score_turn(twice, ref, tools)
     assert s.arguments is False and s.format_valid is False and s.tool_name is True
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("http://u:pw@127.0.0.1:99999/v1", "is not a URL"),
+    ("http://[::1/v1", "is not a URL"),
+    ("http:///v1", "has no host"),
+    ("ftp://h/v1", "must be an http(s) URL"),
+])
+def test_a_base_url_that_is_no_url_is_one_line_without_its_credentials(eval_prepared, url, words, capsys):
+    assert main(["eval", "--base-url", url, "--model", "m", "--data", str(eval_prepared)]) == 2
+    err = capsys.readouterr().err
+    assert words in err and err.count("\n") == 1 and "pw" not in err
+
+
+def test_plain_http_with_a_key_to_another_host_is_refused_unless_allowed(eval_prepared, monkeypatch, capsys):
+    monkeypatch.setenv("EVAL_KEY", KEY)
+    argv = ["eval", "--base-url", "http://10.255.255.1:8000/v1", "--model", "m", "--data", str(eval_prepared),
+            "--api-key-env", "EVAL_KEY", "--retries", "0", "--timeout", "0.5", "--rows", "1"]
+    assert main(argv) == 2
+    assert "refusing to send the API key over plain http" in capsys.readouterr().err
+    assert main([*argv, "--allow-insecure-http"]) == 2  # allowed, so sent: nothing answers there
+    err = capsys.readouterr().err
+    assert "refusing" not in err and KEY not in err

@@ -399,3 +399,28 @@ def test_a_url_httpx_refuses_is_teacher_failed_and_redacted():
         client.complete([{"role": "user", "content": "q"}], {})
     assert exc.value.code == "teacher_failed" and "InvalidURL" in exc.value.message
     assert URL_PASSWORD not in exc.value.message
+
+
+def test_a_key_cut_by_the_error_bodys_bound_leaves_no_prefix():
+    """A 500 whose body passes the bound inside an echoed key: the start of the key that the cut left at
+    the end is masked too (whole-secret matching cannot see it)."""
+    from beam_sft.redact import Redactor
+
+    key = "sk-SECRETKEY-abcdef123456"
+    redact = Redactor.for_endpoint("http://127.0.0.1:1/v1", key)
+    for n in range(4, len(key)):
+        assert key[:n] not in redact.cut(f"bad key {key[:n]}")
+    assert redact.cut("nothing secret here") == "nothing secret here"
+
+
+@pytest.mark.parametrize("url", ["http://u:pw-SECRET@127.0.0.1:99999/v1", "http://[::1/v1", "http:///v1"])
+def test_a_judge_url_that_is_no_url_is_one_line_naming_the_flag(tmp_path, capsys, url):
+    from beam_sft.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]}\n')
+    assert main(["reason", str(src), "-o", str(tmp_path / "o.jsonl"), "--base-url", "http://127.0.0.1:9/v1",
+                 "--model", "m", "--judge-base-url", url]) == 2
+    err = capsys.readouterr().err
+    assert "--judge-base-url" in err and err.count("\n") == 1 and "pw-SECRET" not in err
+    assert not (tmp_path / "o.jsonl").exists()

@@ -80,8 +80,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("content_with_tool_calls", "convert", "text beside tool calls while tool_call_content is 'reject'"),
     ("separator_in_text", "convert", "an end-of-text separator (glaive's <|endoftext|>) inside a turn, not at "
      "its end: where the turn ends cannot be told"),
-    ("response_cut_off", "convert", "a logged response the server cut off (finish_reason length): its answer "
-     "is not whole"),
+    ("response_cut_off", "convert", "a logged response that did not finish (finish_reason length, "
+     "content_filter, ...): its answer is not whole"),
     ("batch_missing_request", "convert", "a Batch API output line whose custom_id no line of the batch input "
      "holds"),
     ("batch_missing_response", "convert", "a Batch API request that no line of the batch output answers"),

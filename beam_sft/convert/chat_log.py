@@ -14,8 +14,9 @@ Read shapes of ``response``:
   messages of ``tool-result`` parts) read as OpenAI's (``sdk_message``).
 - A Batch API output's ``response.body`` (the batch join, data/batch_api.py, hands the body here).
 
-A response the server cut off (``finish_reason`` ``length``, the proxy's ``finishReason``
-``length``) is ``response_cut_off``: its answer is not whole. The request's ``tools`` (or
+A response that did not finish (``finish_reason`` ``length``, ``content_filter``, the proxy's
+``finishReason`` ``length`` or ``content-filter``: anything but a reason that says the model ended
+its turn, ``FINISHED``) is ``response_cut_off``: its answer is not whole, or not the model's. The request's ``tools`` (or
 ``functions``) are the row's tools, its ``reasoning_effort`` the template's; a request
 ``messages`` list is required (a completions ``prompt`` is not a conversation).
 
@@ -37,7 +38,10 @@ from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.rows import BeamRow, Rejection
 
-_CUT_OFF = ("length", "max_tokens")
+# The finish reasons that say the model ended its turn itself (OpenAI, the AI SDK, Anthropic/Bedrock,
+# TGI), compared case-folded with "-" read as "_"; absent counts as finished (many logs omit it).
+FINISHED = frozenset({"stop", "tool_calls", "function_call", "end_turn", "tool_use", "stop_sequence", "eos_token",
+                      "eos"})
 _REQUEST_KEYS = ("tools", "functions", "reasoning_effort", "chat_template_kwargs")
 
 
@@ -132,8 +136,19 @@ def response_message(response: Any) -> dict:
 
 
 def _check_finish(reason: Any, where: str) -> None:
-    if reason in _CUT_OFF:
-        raise Rejection("response_cut_off", f"{where} is {reason!r}: the answer was cut off")
+    """
+    >>> _check_finish("content_filter", "finish_reason")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.Rejection: [response_cut_off] finish_reason is 'content_filter': the response did not finish (not a whole answer of the model's)
+    >>> _check_finish("tool-calls", "finishReason"), _check_finish(None, "finish_reason")
+    (None, None)
+    """
+    if reason is None:
+        return
+    if not isinstance(reason, str) or reason.strip().lower().replace("-", "_") not in FINISHED:
+        raise Rejection("response_cut_off", f"{where} is {reason!r}: the response did not finish (not a whole "
+                        "answer of the model's)")
 
 
 def _proxy_message(response: dict) -> dict:

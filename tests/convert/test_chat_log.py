@@ -89,6 +89,9 @@ def _response(**changes) -> dict:
 @pytest.mark.parametrize("row, code", [
     (_response(finish_reason="length"), "response_cut_off"),
     ({**PROXY, "response": {**PROXY["response"], "finishReason": "length"}}, "response_cut_off"),
+    (_response(finish_reason="content_filter"), "response_cut_off"),  # filtered: not the model's whole answer
+    ({**PROXY, "response": {**PROXY["response"], "finishReason": "content-filter"}}, "response_cut_off"),
+    (_response(finish_reason=3), "response_cut_off"),
     ({**ANSWER, "response": {"choices": ANSWER["response"]["choices"] * 2}}, "ambiguous_conversation"),
     ({**ANSWER, "response": {"choices": []}}, "malformed_row"),
     ({**ANSWER, "response": {"object": "error"}}, "malformed_row"),

@@ -193,8 +193,8 @@ def _assistant(turn: list[HarmonyMessage], tools: list[dict], index: int) -> dic
     text = text[len(_GENERATION_PROMPT) :]
     try:
         parsed = parse_assistant_turn(text, tools or None, check_response_template=False)
-    except Rejection as exc:
-        raise Rejection("harmony_malformed", f"assistant turn {index}: {exc}") from None
+    except Rejection as exc:  # its own code kept (harmony_malformed_turn, ..._arguments): the table counts them
+        raise Rejection(exc.code, f"assistant turn {index}: {exc.message}") from None
     for call in parsed.get("tool_calls", []):
         _check_numbers(call["function"], tools, f"assistant turn {index} call to {call['function'].get('name')}")
     return {

@@ -195,7 +195,12 @@ def test_malformed_transcripts_are_rejected():
     unended = "<|start|>user<|message|>hi"
     assert convert_harmony(unended, options=OPTIONS).code == "harmony_malformed"
     no_analysis = "<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>final<|message|>x<|return|>"
-    assert convert_harmony(no_analysis, options=OPTIONS).code == "harmony_malformed"
+    # the reader's own codes reach the rejects file and the table, not one catch-all
+    assert convert_harmony(no_analysis, options=OPTIONS).code == "harmony_malformed_turn"
+    twice = ('<|start|>user<|message|>hi<|end|><|start|>assistant<|channel|>analysis<|message|>r<|end|>'
+             '<|start|>assistant to=f<|channel|>analysis <|constrain|>xml<|message|><rfl:parameter name="a">\n1\n'
+             '</rfl:parameter>\n<rfl:parameter name="a">\n2\n</rfl:parameter><|call|>')
+    assert convert_harmony(twice, options=OPTIONS).code == "harmony_malformed_arguments"
     assert convert_harmony({"other": 1, "x": 2}, options=OPTIONS).code == "malformed_row"
 
 

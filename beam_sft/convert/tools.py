@@ -132,21 +132,34 @@ def normalize_schema(node: Any) -> Any:
 
 
 def merge_tools(*groups: list[dict]) -> list[dict]:
-    """Tools from several places (row column, system message, system prompt text), first wins.
+    """Tools from several places (row column, system message, system prompt text): one tool declared
+    in two places is one tool, the first place's wording kept; declared with other parameters, which
+    of the two schemas the calls were made against cannot be told: ``bad_tool_definition``.
 
-    >>> t = lambda n, d: {"type": "function", "function": {"name": n, "description": d}}
+    >>> t = lambda n, d, p=None: {"type": "function", "function": {"name": n, "description": d, "parameters": p}}
     >>> [x["function"]["description"] for x in merge_tools([t("a", "row")], [t("a", "sys"), t("b", "sys")])]
     ['row', 'sys']
+    >>> merge_tools([t("f", "", {"properties": {"a": {}}})], [t("f", "", {"properties": {"b": {}}})])
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.Rejection: [bad_tool_definition] the tool 'f' is declared twice with different parameters
     """
     out: list[dict] = []
-    seen: set[str] = set()
+    seen: dict[str, Any] = {}
     for group in groups:
         for tool in group:
             name = tool["function"]["name"]
+            params = tool["function"].get("parameters") or {}
             if name not in seen:
-                seen.add(name)
+                seen[name] = params
                 out.append(tool)
+            elif _canonical(params) != _canonical(seen[name]):
+                raise Rejection("bad_tool_definition", f"the tool {name!r} is declared twice with different parameters")
     return out
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, default=repr)
 
 
 # A <tools> block in a system prompt, with the Qwen2.5/Hermes boilerplate that introduces it and

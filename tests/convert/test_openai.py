@@ -304,6 +304,23 @@ def test_a_parameter_twice_in_a_qwen3_coder_call_is_duplicate_key_wherever_it_co
     assert code(hermes) == "duplicate_key"
 
 
+def test_one_tool_declared_in_two_places_with_other_parameters_is_rejected():
+    """Which schema the calls were made against cannot be told: not the first one kept silently."""
+    def fn(param):
+        return {"name": "f", "description": "d", "parameters": {"type": "object", "properties": {param: {"type": "string"}}}}
+
+    messages = [{"role": "user", "content": "q"}, turn(content="x")]
+    both = convert({"messages": messages, "tools": [{"type": "function", "function": fn("a")}], "functions": [fn("b")]})
+    assert code(both) == "bad_tool_definition" and "different parameters" in both.message
+    in_system = convert({"messages": [{"role": "system", "content": "s", "tools": [{"type": "function", "function": fn("b")}]},
+                                      *messages], "tools": [{"type": "function", "function": fn("a")}]})
+    assert code(in_system) == "bad_tool_definition"
+    # the same tool in both places, worded alike or not, is one tool: the first place's wording kept
+    same = convert({"messages": messages, "tools": [{"type": "function", "function": fn("a")}],
+                    "functions": [{**fn("a"), "description": "other words"}]})
+    assert [t["function"]["description"] for t in same["tools"]] == ["d"]
+
+
 def test_toolbench_train_messages_take_the_longest_prefix_chain():
     a = [{"role": "user", "content": "q"}]
     b = a + [turn(content="x")]

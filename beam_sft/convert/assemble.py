@@ -129,7 +129,9 @@ def finish_row(
                 origins[len(messages)] = origin
             messages.append(message)
         elif role == "tool":
-            messages.extend(_split_results(draft))
+            known = {t["function"]["name"] for t in (*tools, *prompt_tools)}
+            known |= {c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
+            messages.extend(_split_results(_envelope_or_text(draft, known), known))
         else:
             messages.append({"role": role, "content": draft["content"] or ""})
     generated = _assign_call_ids(messages)
@@ -228,7 +230,7 @@ def parse_envelope(text: str) -> dict | None:
     Text that is not valid JSON, or JSON of another shape, is not an envelope: it stays the
     result's text.
 
-    >>> parse_envelope('{"name": "f", "content": {"t": 20}}')
+    >>> {k: v for k, v in parse_envelope('{"name": "f", "content": {"t": 20}}').items() if k != ENVELOPE_TEXT}
     {'role': 'tool', 'name': 'f', 'content': '{"t": 20}'}
     >>> parse_envelope('{"tool_call_id": "c1, "content": 1}') is None
     True
@@ -236,7 +238,27 @@ def parse_envelope(text: str) -> dict | None:
     if not text.lstrip().startswith("{"):
         return None
     value = maybe_json(text, "a tool result")
-    return unwrap_envelope(value) if _is_envelope(value) else None
+    # the text is kept: an envelope naming no tool of the row is a result that is itself such an object
+    return {**unwrap_envelope(value), ENVELOPE_TEXT: text} if _is_envelope(value) else None
+
+
+ENVELOPE_TEXT = "_envelope_text"  # a draft's key, never a message's: finish_row reads and drops it
+
+
+def _envelope_or_text(draft: dict, known: set[str]) -> dict:
+    """A tool draft read as an envelope, kept as one only when it carries a call id or names a tool the
+    row declares or calls; otherwise the JSON was the tool's own result (``{"name": "README.md",
+    "content": "..."}`` from a file reader) and the whole text is the result.
+
+    >>> d = parse_envelope('{"name": "README.md", "content": "# hi"}')
+    >>> _envelope_or_text(d, {"read_file"})["content"], _envelope_or_text(d, {"README.md"})["content"]
+    ('{"name": "README.md", "content": "# hi"}', '# hi')
+    """
+    text = draft.get(ENVELOPE_TEXT)
+    draft = {k: v for k, v in draft.items() if k != ENVELOPE_TEXT}
+    if text is None or draft.get("tool_call_id") or draft.get("name") in known:
+        return draft
+    return {"role": "tool", "content": text}
 
 
 def result_text(value: Any) -> str:
@@ -260,11 +282,13 @@ def _is_named_results(item: Any) -> bool:
         item["name"])
 
 
-def _split_results(draft: dict) -> list[dict]:
+def _split_results(draft: dict, known: set[str]) -> list[dict]:
     content = draft.get("content") or ""
     if "tool_call_id" not in draft and "name" not in draft and content.lstrip().startswith("["):
         items = maybe_json(content, "a tool result")
-        if isinstance(items, list) and items and all(_is_envelope(item) for item in items):
+        if isinstance(items, list) and items and all(_is_envelope(item) and (item.get("tool_call_id")
+                                                                             or item.get("name") in known)
+                                                     for item in items):
             return [unwrap_envelope(item) for item in items]
         if isinstance(items, list) and len(items) > 1 and all(_is_named_results(item) for item in items):
             # several calls answered in one message (ToolACE): one result each, in the calls' order

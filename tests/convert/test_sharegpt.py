@@ -196,3 +196,38 @@ def test_column_map_covers_non_standard_names():
 def test_empty_gpt_value_is_an_empty_assistant_turn_for_validation():
     row = convert({"conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": ""}]})
     assert row["messages"][1] == {"role": "assistant"}
+
+
+READ_FILE = [{"type": "function", "function": {"name": "read_file", "parameters": {
+    "type": "object", "properties": {"path": {"type": "string"}}}}}]
+
+
+@pytest.mark.parametrize(("observation", "content"), [
+    # a result that is itself {"name", "content"}, naming no tool of the row: the whole JSON is the result
+    ('{"name": "README.md", "content": "# Project\\nhello"}', '{"name": "README.md", "content": "# Project\\nhello"}'),
+    # an envelope naming the called tool: the convention, unwrapped
+    ('{"name": "read_file", "content": "# Project\\nhello"}', "# Project\nhello"),
+    ('{"name": "read_file", "content": {"lines": 2}}', '{"lines": 2}'),
+])
+def test_a_result_shaped_like_an_envelope_is_unwrapped_only_when_it_names_a_tool(observation, content):
+    row = convert({"conversations": [
+        {"from": "human", "value": "show README"},
+        {"from": "function_call", "value": '{"name": "read_file", "arguments": {"path": "README.md"}}'},
+        {"from": "observation", "value": observation},
+        {"from": "gpt", "value": "Here it is."}], "tools": json.dumps(READ_FILE)})
+    assert not isinstance(row, Rejection), row
+    assert [m["content"] for m in row["messages"] if m["role"] == "tool"] == [content]
+
+
+def test_an_envelope_naming_another_declared_tool_is_still_unmatched():
+    tools = READ_FILE + [{"type": "function", "function": {"name": "list_dir", "parameters": {"type": "object"}}}]
+    from beam_sft.convert import convert_row
+
+    row = convert_row({"conversations": [
+        {"from": "human", "value": "show README"},
+        {"from": "gpt", "value": "<think>Read it.</think>"},
+        {"from": "function_call", "value": '{"name": "read_file", "arguments": {"path": "README.md"}}'},
+        {"from": "observation", "value": '{"name": "list_dir", "content": "a b"}'},
+        {"from": "gpt", "value": "<think>Done.</think>Here it is."}], "tools": json.dumps(tools)},
+        format="sharegpt", options=LOOSE)
+    assert isinstance(row, Rejection) and row.code == "tool_result_unmatched", row

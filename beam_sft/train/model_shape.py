@@ -60,7 +60,7 @@ def load_model_config(source, *, trust_remote_code: bool = False):
             raise BeamError(f"{path}: not a valid {model_type} config ({_one_line(exc)})") from exc
     else:
         if path.is_dir() and not (path / "config.json").is_file():
-            raise BeamError(f"{source}: a folder without config.json (plan needs the model's config)")
+            raise BeamError(f"{source}: a folder without config.json (no model config: a tokenizer alone cannot be planned or trained)")
         if path.is_dir():
             try:
                 raw = load_json_config(path / "config.json")

@@ -72,13 +72,14 @@ def check_model_tokenizer(model_path: str, tokenizer, *, trust_remote_code: bool
     embedding rows). A tokenizer with more tokens than rows would index past the embeddings; one
     with fewer, or with the same size but other ids, would train the wrong rows silently.
     """
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     from beam_sft.model_support import missing_support, model_type_at
+    from beam_sft.train.model_shape import load_model_config
 
     if problem := missing_support(model_type_at(model_path)):  # AutoConfig would not say what to install
         raise PreflightError(f"pre-flight failed: {model_path}: {problem}")
-    config = AutoConfig.from_pretrained(model_path, trust_remote_code=trust_remote_code)
+    config = load_model_config(model_path, trust_remote_code=trust_remote_code)  # one line when it has none
     rows = getattr(config.get_text_config(), "vocab_size", None)
     try:
         own = AutoTokenizer.from_pretrained(model_path, trust_remote_code=trust_remote_code)

@@ -325,12 +325,13 @@ def check_before_the_weights(recipe: Recipe, args) -> None:
     """What the model's config alone refuses, before the weights load: a plan larger than the free
     GPU memory, a model this transformers cannot train, a softmax aux loss on a bias-balanced router
     (routers.py), expert-parallel sizes and launcher (``model.ep_size``)."""
-    from transformers import AutoConfig
+    from beam_sft.train.model_shape import load_model_config
 
     if recipe.preflight.enabled:
         check_plan_fits(recipe, world_size=args.world_size)
     require_support(recipe.model.path)  # with the pre-flight off too: which transformers the model needs
-    model_config = AutoConfig.from_pretrained(recipe.model.path, trust_remote_code=recipe.model.trust_remote_code)
+    # one line for a folder without a model config (a tokenizer only), not AutoConfig's traceback
+    model_config = load_model_config(recipe.model.path, trust_remote_code=recipe.model.trust_remote_code)
     routers.check_aux_loss(model_config, recipe.sft)
     check_launch(recipe, model_config, world_size=args.world_size)
 

@@ -64,3 +64,20 @@ def test_no_private_argparse_api():
     source = inspect.getsource(cli)
     assert not re.search(r"\._[a-z]\w*", source.replace("._keep_overrides", "").replace("._train", "")
                          .replace("._merge", "")), "train/cli.py must not reach into argparse's private state"
+
+
+def test_a_model_path_holding_only_a_tokenizer_is_one_line(fixture_dir, prepared_dir, tmp_path, capsys):
+    """Found in a review: AutoConfig's ValueError reached the user as a traceback."""
+    import shutil
+
+    from beam_sft.cli import main
+
+    tokenizer_only = tmp_path / "tok"
+    shutil.copytree(fixture_dir, tokenizer_only)
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        (tokenizer_only / name).unlink(missing_ok=True)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(recipe_dict(tokenizer_only, prepared_dir, tmp_path / "out")))
+    assert main(["train", "--config", str(recipe)]) == 2
+    err = capsys.readouterr().err
+    assert "a folder without config.json" in err and err.strip().count("\n") == 0 and "Traceback" not in err

@@ -39,14 +39,18 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]?i?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
 
 
+MAX_SHARD_BYTES = 1 << 50  # a shard past a PiB is a typo
+
+
 def parse_size(text: str) -> int:
     """``"5GB"`` -> 5_000_000_000 (KB/MB/GB decimal, KiB/MiB/GiB binary, a bare number is bytes)."""
     match = _SIZE.match(str(text))
     if not match:
         raise BeamError(f"--max-shard-size: {text!r} is not a size like 5GB or 200MB")
-    size = int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
-    if size < 1:
-        raise BeamError(f"--max-shard-size: {text!r} must be positive")
+    value = float(match.group(1)) * _UNITS[(match.group(2) or "").lower()]
+    if not 1 <= value <= MAX_SHARD_BYTES:  # inf (1e400GB) included: int() of it is an OverflowError
+        raise BeamError(f"--max-shard-size: {text!r} must be from 1 byte to {MAX_SHARD_BYTES >> 40} TiB")
+    size = int(value)
     return size
 
 

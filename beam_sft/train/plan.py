@@ -99,6 +99,10 @@ class ParamCounts:
         return self.total - self.expert
 
 
+# GiB of one GPU or its reserve: far above any device (an H200 has 141), low enough that bytes stay exact ints
+MAX_GIB = 1 << 20
+
+
 @dataclass(frozen=True)
 class PlanSetup:
     gpus: int = 8
@@ -130,9 +134,9 @@ class PlanSetup:
         for name in ("gpu_memory_gib", "reserve_gib"):
             value = getattr(self, name)
             low_ok = value >= 0 if name == "reserve_gib" else value > 0
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and low_ok):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and low_ok and value <= MAX_GIB):
                 raise ConfigError(_flag(name), f"must be a finite {'non-negative' if name == 'reserve_gib' else 'positive'} "
-                                               f"number of GiB, got {value!r}")
+                                               f"number of GiB up to {MAX_GIB:,}, got {value!r}")
         if self.lora_r is not None and (isinstance(self.lora_r, bool) or not isinstance(self.lora_r, int)
                                         or not 1 <= self.lora_r <= MAX_COUNT):
             raise ConfigError("--lora", f"rank must be an integer from 1 to {MAX_COUNT:,}, got {self.lora_r!r}")

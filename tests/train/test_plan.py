@@ -532,6 +532,7 @@ def test_folder_without_config_json(tmp_path, capsys):
 @pytest.mark.parametrize("argv, key", [
     (["--gpu-memory", "nan"], "--gpu-memory"), (["--gpu-memory", "inf"], "--gpu-memory"),
     (["--gpu-memory", "-80"], "--gpu-memory"), (["--gpu-memory", "0"], "--gpu-memory"),
+    (["--gpu-memory", "1e308"], "--gpu-memory"), (["--reserve", "1e300"], "--reserve"),  # int(x * GIB) overflowed
     (["--reserve", "nan"], "--reserve"), (["--reserve", "-1"], "--reserve"),
     (["--gpus", "0"], "--gpus"), (["--gpus", "-8"], "--gpus"), (["--max-length", "0"], "--max-length"),
     (["--micro-batch", str(10**12)], "--micro-batch"), (["--lora", "0"], "--lora"),

@@ -113,6 +113,8 @@ def finish_row(
     leading = True
     for i, draft in enumerate(drafts):
         role = draft["role"]
+        for field in draft.get(DROPPED, ()):  # what Beam's template has no place for, counted, never silent
+            notes[f"{field}_dropped"] = notes.get(f"{field}_dropped", 0) + 1
         leading = leading and role in ("system", "developer")
         if leading and options.system_tools and draft["content"]:
             text, found = extract_system_tools(draft["content"], f"messages[{i}]")
@@ -243,6 +245,9 @@ def parse_envelope(text: str) -> dict | None:
 
 
 ENVELOPE_TEXT = "_envelope_text"  # a draft's key, never a message's: finish_row reads and drops it
+# A draft's key: the source fields the message carried that Beam's template has no place for (a
+# participant's ``name``); finish_row counts them in the row's notes (meta.notes, the summary's notes).
+DROPPED = "_dropped"
 
 
 def _envelope_or_text(draft: dict, known: set[str]) -> dict:

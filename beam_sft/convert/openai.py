@@ -36,10 +36,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_sft.convert.assemble import add_call_turn, convert_with, missing_content, read_call_value
+from beam_sft.convert.assemble import DROPPED, add_call_turn, convert_with, missing_content, read_call_value
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import (
     canonical_role,
+    check_untrained_weight,
     read_content,
     read_reasoning_fields,
     read_template_kwargs,
@@ -158,18 +159,20 @@ def read_messages(messages: list) -> tuple[list[dict], list[dict]]:
             raise Rejection("malformed_row", f"{where} has no role (keys: {', '.join(map(repr, msg)) or 'none'})")
         role = canonical_role(msg["role"], where)
         if role == "assistant":
-            drafts.append(read_assistant(msg, where))
+            drafts.append({**read_assistant(msg, where), **_dropped(msg)})
         elif role == "call":
             add_call_turn(drafts, read_call_value(msg.get("content"), where), read_reasoning_fields(msg, where),
                           read_weight(msg, where), where)
         elif role == "tool":
+            check_untrained_weight(msg, where, role)
             drafts.append(read_tool_result(msg, where))
         else:
+            check_untrained_weight(msg, where, role)
             text, _, _, _ = read_content(msg.get("content"), where, role=role)
             declares = role in ("system", "developer") and (msg.get("tools") or msg.get("functions"))
             if text is None and not declares:
                 raise missing_content(msg, where, role)
-            drafts.append({"role": role, "content": text})
+            drafts.append({"role": role, "content": text, **_dropped(msg)})
             if role in ("system", "developer"):
                 prompt_tools = merge_tools(
                     prompt_tools,
@@ -177,6 +180,13 @@ def read_messages(messages: list) -> tuple[list[dict], list[dict]]:
                     normalize_tools(msg.get("functions"), f"{where}.functions"),
                 )
     return drafts, prompt_tools
+
+
+def _dropped(msg: dict) -> dict:
+    """A participant's ``name`` (multi-party chats, few-shot "example_user"): Beam's template renders no
+    name, so it is dropped and counted (``name_dropped`` in meta.notes and the summary), not lost unsaid."""
+    name = msg.get("name")
+    return {DROPPED: ("name",)} if isinstance(name, str) and name.strip() else {}
 
 
 def read_assistant(msg: dict, where: str) -> dict:

@@ -42,6 +42,9 @@ PART_VALUE_KEYS = ("text", "value", "reasoning", "thinking")
 LOSS_FLAGS = ("weight", "loss_weight", "loss", "train")
 # Row columns that hold media (LLaMA-Factory, ms-swift, xtuner): Beam cannot see them.
 MEDIA_COLUMNS = ("images", "videos", "audios", "image", "video", "audio")
+# what a content part carries when it is not text (OpenAI, Anthropic, Gemini shapes)
+MEDIA_PART_KEYS = ("image_url", "input_audio", "image", "audio", "video", "file", "inline_data", "inlineData",
+                   "file_data", "fileData")
 
 ROLE_ALIASES: dict[str, str] = {
     "system": "system",
@@ -139,6 +142,9 @@ def read_content(
             raise Rejection("malformed_row", f"{at} is not an object")
         kind = part.get("type", "text")
         if kind in TEXT_PART_TYPES:
+            media = next((k for k in MEDIA_PART_KEYS if part.get(k) is not None), None)
+            if media is not None:  # a text part that also carries an image or audio: not text only
+                raise Rejection("non_text_content", f"{at} is a text part carrying {media!r}: Beam reads text only")
             (late if calls else texts).append(_part_value(part, at))
         elif kind in REASONING_PART_TYPES and role == "assistant":
             if texts or calls:
@@ -160,6 +166,20 @@ def _flag_value(key: str, value: Any, where: str) -> int:
     if isinstance(value, (int, float)) and value in (0, 1):
         return int(value)
     raise Rejection("bad_weight", f"{where}.{key} is {value!r}, not 0/1 or true/false")
+
+
+def check_untrained_weight(msg: dict, where: str, role: str) -> None:
+    """A loss flag on a message that is never trained (user, system, tool): 0 says what is so anyway;
+    1 asks for what Beam does not train, and an invalid value is invalid wherever it stands.
+
+    >>> check_untrained_weight({"weight": 0}, "m", "user")
+    >>> check_untrained_weight({"weight": 1}, "m", "tool")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.Rejection: [bad_weight] m: a loss weight of 1 on a tool message: only assistant turns are trained
+    """
+    if read_weight(msg, where) == 1:
+        raise Rejection("bad_weight", f"{where}: a loss weight of 1 on a {role} message: only assistant turns are trained")
 
 
 def read_weight(msg: dict, where: str) -> int | None:

@@ -39,6 +39,7 @@ from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import (
     ROLE_ALIASES,
     canonical_role,
+    check_untrained_weight,
     read_content,
     read_reasoning_fields,
     read_template_kwargs,
@@ -95,6 +96,8 @@ def read_turns(turns: list, columns: ColumnMap) -> list[dict]:
             reasoning = read_reasoning_fields(turn, where)
             add_call_turn(drafts, read_call_value(value, where), reasoning, read_weight(turn, where), where)
             continue
+        if role != "assistant":
+            check_untrained_weight(turn, where, role)
         text, reasoning_parts, part_calls, late = read_content(value, f"{where}.{columns.content_key}", role=role)
         if role == "assistant":
             drafts.append(_read_assistant(turn, text, reasoning_parts, part_calls, late, where))

@@ -422,3 +422,35 @@ def test_null_filled_keys_from_datasets_are_absent():
         }
     )
     assert row["messages"][1] == {"role": "assistant", "reasoning_content": "r", "content": "x"}
+
+
+def test_a_participants_name_is_dropped_and_counted_not_lost_unsaid():
+    from beam_sft.convert import convert_row
+
+    row = convert_row({"messages": [{"role": "system", "content": "s", "name": "example_user"},
+                                    {"role": "user", "name": "alice", "content": "I vote A"},
+                                    {"role": "user", "name": "bob", "content": "I vote B"},
+                                    turn(content="Tie.", name="judge")]}, format="openai", options=LOOSE)
+    assert row["meta"]["notes"] == {"name_dropped": 4}
+    assert all("name" not in m for m in row["messages"])
+
+
+@pytest.mark.parametrize(("role", "weight", "expected"), [
+    ("user", 0, None), ("user", 1, "bad_weight"), ("user", 7, "bad_weight"), ("system", True, "bad_weight"),
+    ("tool", 1, "bad_weight"), ("tool", "yes", "bad_weight"), ("tool", 0, None),
+])
+def test_a_loss_weight_on_a_message_that_is_never_trained(role, weight, expected):
+    messages = [{"role": "user", "content": "q"}, turn(tool_calls=[call("f", "{}", id="c")]),
+                {"role": "tool", "tool_call_id": "c", "content": "r"}, turn(content="a")]
+    target = {"user": 0, "tool": 2, "system": None}[role]
+    if target is None:
+        messages.insert(0, {"role": "system", "content": "s", "weight": weight})
+    else:
+        messages[target] = {**messages[target], "weight": weight}
+    assert code(convert({"messages": messages})) == expected
+
+
+@pytest.mark.parametrize("key", ["image_url", "input_audio", "file"])
+def test_a_text_part_that_also_carries_media_is_not_text_only(key):
+    part = {"type": "text", "text": "look", key: {"url": "data:..."}}
+    assert code(convert({"messages": [{"role": "user", "content": [part]}, turn(content="ok")]})) == "non_text_content"

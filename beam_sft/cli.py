@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from beam_sft import __version__
@@ -45,6 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+INTERRUPTED = 128 + 2  # SIGINT's exit status
+
+
 def main(argv: list[str] | None = None) -> int:
     return dispatch(build_parser().parse_args(argv))
 
@@ -63,7 +67,7 @@ def dispatch(args: argparse.Namespace) -> int:
         return 2
     except KeyboardInterrupt:  # Ctrl-C in a command without its own handler: one line, as prepare says it
         print(f"beam-sft {args.command}: interrupted (SIGINT); nothing more was written", file=sys.stderr)
-        return 130
+        return INTERRUPTED
 
 
 def run() -> None:
@@ -75,6 +79,12 @@ def run() -> None:
     """
     args = build_parser().parse_args()
     code = dispatch(args)
+    if code == INTERRUPTED:
+        # Ctrl-C has been said and every output left as it was; a worker thread still blocked in a
+        # request (reason's teacher) would hold the interpreter's exit for its whole timeout
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     if getattr(args, "quick_exit", False):
         quick_exit()
     raise SystemExit(code)

@@ -439,8 +439,12 @@ def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) ->
                 yield window.popleft().result()
         while window:
             yield window.popleft().result()
-    finally:  # an interrupted run (Ctrl-C, a closed generator) does not wait for the queued items
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:
+        # Ctrl-C, an error, a closed generator: the queued items are cancelled and the running ones not
+        # waited for here, so the caller's tear-down (the teacher's abort) runs at once and ends them
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def iter_source(

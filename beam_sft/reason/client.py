@@ -227,6 +227,7 @@ class TeacherClient:
         self.budget = budget or Budget()
         self.redact = Redactor.for_endpoint(base_url, api_key)
         self._sleep = sleep
+        self._aborted = threading.Event()
         self._stopped: TeacherStopped | None = None
         # identity: the byte bound is on what is read, and no compressed reply expands past it
         headers = {"Accept-Encoding": "identity", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
@@ -237,6 +238,15 @@ class TeacherClient:
         for name in HTTP_LOGGERS:
             logging.getLogger(name).addFilter(self._log_filter)
 
+    def abort(self) -> None:
+        """The run is ending (Ctrl-C, an error elsewhere): every request not yet sent, every retry and
+        backoff wait ends at once, and requests in flight lose their connections, so the worker threads
+        end in seconds, not after their timeouts and retries."""
+        self._aborted.set()
+        if self._stopped is None:
+            self._stopped = TeacherStopped("the run was interrupted; no further request is sent")
+        self._http.close()
+
     def close(self) -> None:
         self._http.close()
         for name in HTTP_LOGGERS:
@@ -244,7 +254,10 @@ class TeacherClient:
 
     def _wait(self, attempt: int, asked: float | None) -> None:
         delay = asked if asked is not None else random.uniform(0, min(self.max_backoff, self.backoff * 2 ** attempt))
-        self._sleep(min(delay, self.max_backoff))
+        if self._sleep is time.sleep:  # the real clock: a wait that abort() ends
+            self._aborted.wait(min(delay, self.max_backoff))
+        else:
+            self._sleep(min(delay, self.max_backoff))
 
     def _error(self, code: str, message: str, **kw) -> TeacherError:
         return TeacherError(code, self.redact(f"{self.host}: {message}"), **kw)

@@ -88,8 +88,17 @@ def teacher_session(config: TeacherConfig, options: ConvertOptions, *, quiet: bo
     try:
         with progress(teacher.stats, teacher.client.budget, quiet=quiet, interval=interval):
             yield teacher
+    except BaseException:  # Ctrl-C or an error: requests in flight and retry waits end now
+        abort_teacher(teacher)
+        raise
     finally:
         close_teacher(teacher)
+
+
+def abort_teacher(teacher: Teacher) -> None:
+    for client in {id(c): c for c in (teacher.client, teacher.judge.client if teacher.judge else None)
+                   if c is not None}.values():
+        client.abort()
 
 
 @dataclass

@@ -35,11 +35,14 @@ def test_only_the_session_builds_closes_or_draws_an_asking_teacher():
 
 
 class _Client:
-    closed = False
+    closed = aborted = False
     budget = None
 
     def close(self):
         self.closed = True
+
+    def abort(self):
+        self.aborted = True
 
 
 class _Teacher:
@@ -52,4 +55,36 @@ def test_the_session_closes_the_client_when_the_pass_raises(monkeypatch):
     monkeypatch.setattr(run, "build_teacher", lambda config, options: teacher)
     with pytest.raises(RuntimeError), run.teacher_session(None, None, quiet=True):
         raise RuntimeError("the pass failed")
-    assert teacher.client.closed
+    assert teacher.client.closed and teacher.client.aborted  # in-flight requests and retry waits end at once
+
+
+def test_ctrl_c_against_a_hanging_server_ends_in_seconds(tmp_path):
+    """Found in a review: with a hung server, Ctrl-C waited out every in-flight request and retry
+    (minutes at the defaults). abort() closes the connections and ends the backoff waits."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.reason.stub_server import Reply, StubServer, always
+
+    src = tmp_path / "in.jsonl"
+    import json
+
+    src.write_text("".join(json.dumps({"messages": [{"role": "user", "content": f"q{i}"},
+                                                    {"role": "assistant", "content": "a"}]}) + "\n" for i in range(20)))
+    with StubServer(always(Reply(delay=60))) as stub:
+        proc = subprocess.Popen([sys.executable, "-m", "beam_sft", "reason", str(src), "-o", str(tmp_path / "o.jsonl"),
+                                 "--base-url", stub.base_url, "--model", "m", "--timeout", "60", "--retries", "3",
+                                 "--concurrency", "4", "--cache-dir", str(tmp_path / "cache"), "-q"],
+                                stderr=subprocess.PIPE, text=True)
+        while len(stub.requests) < 4:
+            time.sleep(0.1)
+            assert proc.poll() is None
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    assert took < 10, (took, err)
+    assert proc.returncode in (130, 2) and "Traceback" not in err, err
+    assert not (tmp_path / "o.jsonl").exists()

@@ -68,7 +68,7 @@ def iter_batch_located(pair: BatchPair) -> Iterator[tuple[str, int, Any]]:
             continue
         cid = _custom_id(record)
         if cid is None or not isinstance(record.get("body"), dict):
-            yield file, row, BadRecord(_text(record), f"batch input line {row} has no string custom_id and body "
+            yield file, row, BadRecord(_text(record), f"batch input row {row} has no string custom_id and body "
                                        "object", code="malformed_row")
             continue
         input_ids[cid] += 1
@@ -76,7 +76,7 @@ def iter_batch_located(pair: BatchPair) -> Iterator[tuple[str, int, Any]]:
             requests[cid] = (row, record["body"])
         else:
             yield file, row, BadRecord(_text(record), f"custom_id {cid!r} is on {input_ids[cid]} lines of the batch "
-                                       f"input (line {requests[cid][0]} first)", code="batch_duplicate_id")
+                                       f"input (row {requests[cid][0]} first)", code="batch_duplicate_id")
     output_ids = Counter(_custom_id(r) for _, _, r in iter_located(pair.output) if not isinstance(r, BadRecord))
     answered: set[str] = set()
     for file, row, record in iter_located(pair.output):
@@ -85,7 +85,7 @@ def iter_batch_located(pair: BatchPair) -> Iterator[tuple[str, int, Any]]:
             continue
         cid = _custom_id(record)
         if cid is None:
-            yield file, row, BadRecord(_text(record), f"batch output line {row} has no string custom_id",
+            yield file, row, BadRecord(_text(record), f"batch output row {row} has no string custom_id",
                                        code="malformed_row")
             continue
         if input_ids[cid] <= 1 and output_ids[cid] <= 1:  # one record for the pair (a duplicate pairs with none)
@@ -100,7 +100,7 @@ def iter_batch_located(pair: BatchPair) -> Iterator[tuple[str, int, Any]]:
             yield pair.input, row, BadRecord(line, f"custom_id {cid!r} is on {n} lines of the batch {where}",
                                              code="batch_duplicate_id")
         else:
-            yield pair.input, row, BadRecord(line, f"request {cid!r} (batch input line {row}) has no line in the "
+            yield pair.input, row, BadRecord(line, f"request {cid!r} (batch input row {row}) has no line in the "
                                              f"batch output {pair.output}", code="batch_missing_response")
 
 

@@ -15,9 +15,20 @@ class BeamError(Exception):
 class ConfigError(BeamError):
     """A config or recipe is invalid; ``path`` is the dotted key path (``sft.learning_rate``)."""
 
-    def __init__(self, path: str, message: str):
+    def __init__(self, path: str, message: str, *, file: str | None = None):
         self.path = path
-        super().__init__(f"{path}: {message}" if path else message)
+        self.message = message
+        self.file = file
+        said = f"{path}: {message}" if path else message
+        super().__init__(f"{file}: {said}" if file else said)
+
+    def in_file(self, file) -> ConfigError:
+        """The same error naming the config file it was read from (once: an inner file's name stays).
+
+        >>> str(ConfigError("sources[0].weight", "must be >= 0").in_file("prep.yaml"))
+        'prep.yaml: sources[0].weight: must be >= 0'
+        """
+        return self if self.file or file is None else ConfigError(self.path, self.message, file=str(file))
 
 
 class Rejection(BeamError):

@@ -85,3 +85,16 @@ def test_anchors_and_merge_keys_are_not_duplicates(tmp_path):
 def test_an_override_given_twice_is_refused():
     with pytest.raises(ConfigError, match="sft.learning_rate: given twice"):
         parse_overrides(["--sft.learning_rate", "1e-4", "--sft.learning_rate=2e-4"])
+
+
+@pytest.mark.parametrize(("command", "text", "key"), [
+    ("train", "model: {path: m}\ndata: {prepared: p}\nsft: {learnig_rate: 1}\n", "sft.learnig_rate"),
+    ("prepare", "tokenizer: t\noutput: o\nsources: [{path: a.jsonl, wieght: 2}]\n", "sources[0].wieght"),
+    ("convert", "missing_reasonin: drop\n", "convert.missing_reasonin"),
+])
+def test_a_bad_key_is_said_with_the_file_it_is_in(tmp_path, command, text, key, capsys):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(text)
+    extra = ["x.jsonl", "-o", str(tmp_path / "o.jsonl")] if command == "convert" else []
+    assert main([command, *extra, "--config", str(path)]) == 2
+    assert_one_line_error(capsys.readouterr().err, command, f"{path}: ", key)

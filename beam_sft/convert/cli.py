@@ -22,7 +22,7 @@ from beam_sft.convert.options import (
     ToolCallContent,
     choices,
 )
-from beam_sft.errors import BeamError
+from beam_sft.errors import BeamError, ConfigError
 from beam_sft.paths import Outputs, check_outputs, writes
 
 
@@ -206,7 +206,10 @@ def build_options(args: argparse.Namespace):
         from beam_sft.convert.validate import forbidden_tokens
 
         data["forbidden_tokens"] = sorted(forbidden_tokens(AutoTokenizer.from_pretrained(args.tokenizer)))
-    return options_from_dict(data, "convert")
+    try:
+        return options_from_dict(data, "convert")
+    except ConfigError as exc:  # which file, then which key
+        raise exc.in_file(getattr(args, "config", None)) from None
 
 
 def check_output_paths(args: argparse.Namespace, *, inputs: dict | None = None, folders: dict | None = None) -> None:

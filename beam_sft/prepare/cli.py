@@ -173,7 +173,10 @@ def build_config(args: argparse.Namespace):
         merged["sources"] = _with_convert_flags(merged["sources"], args)
     if not merged.get("tokenizer"):
         merged["tokenizer"] = model_path or os.environ.get("BEAM_MODEL_ID") or None
-    return from_dict(PrepareConfig, merged, key_path)
+    try:
+        return from_dict(PrepareConfig, merged, key_path)
+    except ConfigError as exc:  # which file, then which key (flags on top of it say theirs)
+        raise exc.in_file(args.config) from None
 
 
 def _summary(directory: Path) -> str:

@@ -140,6 +140,8 @@ def prepare_section(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
     if isinstance(section, dict):
         if isinstance(section.get("prepare"), dict):
             return section["prepare"], "data.prepare"
+        if section.get("prepare") is not None:
+            raise ConfigError("data.prepare", f"expected a mapping of prepare keys, got {shown(section['prepare'])}")
         if section.get("prepared") is not None:
             raise ConfigError("data", "this recipe names an already prepared directory (data.prepared): nothing to prepare")
         return section, "data"
@@ -148,6 +150,8 @@ def prepare_section(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
 
 def load_prepare_config(path: str | Path, overrides: dict[str, Any] | None = None) -> PrepareConfig:
     """Read a PrepareConfig from a recipe or a standalone YAML, with ``overrides`` on top."""
-    raw, key_path = prepare_section(load_yaml(path))
-    merged = {**raw, **(overrides or {})}
-    return from_dict(PrepareConfig, merged, key_path)
+    try:
+        raw, key_path = prepare_section(load_yaml(path))
+        return from_dict(PrepareConfig, {**raw, **(overrides or {})}, key_path)
+    except ConfigError as exc:  # which file, then which key
+        raise exc.in_file(path) from None

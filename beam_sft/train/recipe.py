@@ -194,7 +194,10 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | dict[str,
     if overrides:
         extra = parse_recipe_overrides(list(overrides)) if isinstance(overrides, list) else overrides
         data = deep_merge(data, extra)
-    return recipe_from_dict(data)
+    try:
+        return recipe_from_dict(data)
+    except ConfigError as exc:  # which file, then which key
+        raise exc.in_file(path) from None
 
 
 def parse_recipe_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -346,6 +349,10 @@ def _check_lora(lora: LoraSection) -> None:
     from beam_sft.train.lora_targets import check_preset_name
 
     check_preset_name(lora.target_modules)
+    if isinstance(lora.target_modules, (list, str)) and not (lora.target_modules if isinstance(lora.target_modules, list)
+                                                             else lora.target_modules.strip()):
+        raise ConfigError("lora.target_modules", "an empty list or name adapts nothing: leave it out (the preset) or "
+                                                 "name modules")
     if lora.target_parameters is not None and not lora.target_parameters:
         raise ConfigError("lora.target_parameters", "an empty list adapts nothing: leave it out or name tensors")
 

@@ -238,3 +238,16 @@ def test_sftconfigs_own_refusal_is_one_config_line_not_a_traceback():
     with pytest.raises(ConfigError) as info:
         build_sft_config(recipe)
     assert info.value.path == "sft" and "SFTConfig refused it" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("targets", [[], "", "  "])
+def test_an_empty_lora_target_list_is_refused_at_load(targets):
+    with pytest.raises(ConfigError) as info:
+        _recipe(lora={"target_modules": targets})
+    assert info.value.path == "lora.target_modules"
+
+
+def test_a_prepare_section_that_is_not_a_mapping_says_so():
+    with pytest.raises(ConfigError) as info:
+        recipe_from_dict({"model": {"path": "m"}, "data": {"prepare": [{"path": "a.jsonl"}]}})
+    assert info.value.path == "data.prepare" and "expected a mapping" in str(info.value)

@@ -66,7 +66,8 @@ def check_output_dir(recipe) -> None:
 
 # What a run writes into its output_dir before anything a user could keep there (a resumed or repeated run
 # finds them): the run record (run_log.run_record), the data views (dataset_view), the step logs.
-RUN_MARKS = ("beam_run.json", "prepared_view", "eval", "losses.jsonl", "metrics.jsonl", "format_health.jsonl")
+RUN_MARKS = ("beam_run.json", "prepared_view", "eval", "losses.jsonl", "metrics.jsonl", "format_health.jsonl",
+             "runs")  # runs: the trainer's TensorBoard folder, made by rank 0 while a slower rank checks
 _CHECKPOINT = re.compile(r"checkpoint-\d+")
 
 

@@ -144,6 +144,8 @@ class PlanSetup:
             raise ConfigError("--lora-save", f"module names (non-empty strings), got {self.lora_saved!r}")
         if self.lora_saved and self.lora_r is None:
             raise ConfigError("--lora-save", "needs --lora: modules_to_save are trained beside LoRA adapters")
+        if self.lora_experts and self.lora_r is None:
+            raise ConfigError("--lora-experts", "needs --lora: expert adapters are LoRA adapters")
         if self.ep_size > 1:
             if self.strategy != "fsdp2":
                 raise ConfigError("--ep-size", f"expert parallelism is transformers' DistributedConfig(ep_size, "

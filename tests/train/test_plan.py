@@ -220,6 +220,8 @@ def test_a_lora_recipe_is_planned_as_it_trains(fixture_dir):
     assert activation_bytes(config, with_head) - activation_bytes(config, plain) == head * (4 + 2)
     with pytest.raises(ConfigError, match="--lora-save.*needs --lora"):
         PlanSetup(lora_saved=("lm_head",))
+    with pytest.raises(ConfigError, match="--lora-experts.*needs --lora"):  # was silently ignored
+        PlanSetup(lora_experts=True)
 
 
 # ---------------------------------------------------------------- the Beam recipes' headers

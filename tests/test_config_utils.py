@@ -93,7 +93,7 @@ def test_prepare_config_value_errors_carry_the_full_key_path():
 
     with pytest.raises(ConfigError, match=r"^data\.prepare\.max_length: must be at least 1, got 0$"):
         from_dict(PrepareConfig, {"max_length": 0}, "data.prepare")
-    with pytest.raises(ConfigError, match=r"^data\.prepare\.sources\[0\]\.weight: must be >= 0"):
+    with pytest.raises(ConfigError, match=r"^data\.prepare\.sources\[0\]\.weight: must be from 0 to 1000"):
         from_dict(PrepareConfig, {"sources": [{"path": "a", "weight": -1}]}, "data.prepare")
     with pytest.raises(ConfigError, match=r"^data\.prepare\.sources\[0\]\.format: 'jsonl' is not one of auto, "):
         from_dict(PrepareConfig, {"sources": [{"path": "a", "format": "jsonl"}]}, "data.prepare")

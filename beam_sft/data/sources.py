@@ -70,6 +70,7 @@ from beam_sft.data import hub, jsontext
 from beam_sft.data.file_kinds import DATA_SUFFIXES, LINE_KINDS, reader_of
 from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
 from beam_sft.errors import BeamError
+from beam_sft.redact import redact_url
 
 CHUNK = 1 << 20
 ENCODING = "utf-8-sig"  # a byte-order mark is not part of the first record
@@ -155,8 +156,6 @@ def _local(path: str | Path) -> Path:
 def _shown(path: str | Path) -> str:
     """A source as the user wrote it, for a message: its URL credentials masked (``Path`` would fold a
     URL's ``//``, hiding it from the redaction of every message)."""
-    from beam_sft.redact import redact_url
-
     return redact_url(str(path))
 
 

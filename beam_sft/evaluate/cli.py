@@ -21,6 +21,7 @@ from beam_sft.cli_args import count, positive_float
 from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import KINDS, METRICS, TaskMetrics
 from beam_sft.paths import Outputs, writes
+from beam_sft.redact import Redactor, redact_strings, redact_url
 
 DEFAULT_MAX_NEW_TOKENS = 512
 DEFAULT_TIMEOUT = 300.0
@@ -99,7 +100,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         from beam_sft.evaluate.served import api_key, generate_served
         from beam_sft.reason.config import check_base_url, check_transport
-        from beam_sft.redact import Redactor, redact_url
 
         check_base_url(args.base_url, "--base-url")
         key = api_key(args.api_key_env)
@@ -125,8 +125,6 @@ def run(args: argparse.Namespace) -> int:
         samples = [sample(t, g, s) for t, g, s in zip(turns, generated, scores, strict=True)]
         data = {"metrics": result.values(), "counts": result.counts(), "samples": samples, "run": run_info}
         if redact is not None:  # a reply that quotes the key (a server echoing the request) is kept, masked
-            from beam_sft.redact import redact_strings
-
             data = redact_strings(data, redact)
         write_json(Path(args.json_out), data)
     return 0

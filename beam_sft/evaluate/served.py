@@ -23,7 +23,7 @@ from beam_sft.data import jsontext
 from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import STOP_CALL, STOP_RETURN, ServedTurn
 from beam_sft.evaluate.turns import EvalTurn
-from beam_sft.reason.client import join_content
+from beam_sft.reason.client import TeacherClient, TeacherError, TeacherStopped, join_content
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 MAX_RESPONSE_BYTES = 16 << 20  # one turn's reply: far above any max_tokens a turn is given
@@ -145,8 +145,6 @@ def generate_served(base_url: str, model: str, turns: Sequence[EvalTurn], *, max
     request deadline, retries with backoff on 429/5xx/timeouts, a stop at 401/403/404, the reply read
     within a byte bound, every message redacted. A request that still fails, or a reply that is not a
     chat completion at all, is a one-line BeamError naming the turn."""
-    from beam_sft.reason.client import TeacherClient, TeacherError, TeacherStopped
-
     client = TeacherClient(base_url, model, api_key=api_key_value, timeout=timeout, retries=retries, concurrency=1,
                            max_response_bytes=MAX_RESPONSE_BYTES)
     out = []

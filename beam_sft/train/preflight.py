@@ -33,6 +33,7 @@ from beam_sft.errors import PreflightError
 from beam_sft.harmony import markers
 from beam_sft.harmony.check import require_fit_tokenizer
 from beam_sft.harmony.spans import mask_runs
+from beam_sft.train.model_shape import load_model_config
 from beam_sft.train.packing import is_packed_batch, segments
 
 MAX_LISTED = 8  # problems listed in the error message
@@ -75,7 +76,6 @@ def check_model_tokenizer(model_path: str, tokenizer, *, trust_remote_code: bool
     from transformers import AutoTokenizer
 
     from beam_sft.model_support import missing_support, model_type_at
-    from beam_sft.train.model_shape import load_model_config
 
     if problem := missing_support(model_type_at(model_path)):  # AutoConfig would not say what to install
         raise PreflightError(f"pre-flight failed: {model_path}: {problem}")

@@ -33,6 +33,7 @@ from beam_sft.config_utils import (
     shown,
 )
 from beam_sft.errors import ConfigError
+from beam_sft.redact import redact_record
 
 Dtype = Literal["auto", "float32", "bfloat16", "float16"]
 AttnImplementation = Literal["sdpa", "eager", "flex_attention", "flash_attention_2", "flash_attention_3"]
@@ -173,8 +174,6 @@ class Recipe:
     def to_record(self) -> dict[str, Any]:
         """``to_dict`` as it may be written where others read it (``beam_run.json``, which merge and export
         copy into the folder a user publishes): URL credentials and secret-named values masked."""
-        from beam_sft.redact import redact_record
-
         return redact_record(self.to_dict())
 
 

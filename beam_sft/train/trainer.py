@@ -17,6 +17,7 @@ from beam_sft.model_support import require_support
 from beam_sft.train import cpu_fsdp, data, routers
 from beam_sft.train.expert_parallel import announce, check_launch, distributed_config
 from beam_sft.train.lora_targets import resolve
+from beam_sft.train.model_shape import load_model_config
 from beam_sft.train.moe import mark_zero3_leaves, moe_layout, router_parameters
 from beam_sft.train.packing import (
     builds_layer_masks,
@@ -325,8 +326,6 @@ def check_before_the_weights(recipe: Recipe, args) -> None:
     """What the model's config alone refuses, before the weights load: a plan larger than the free
     GPU memory, a model this transformers cannot train, a softmax aux loss on a bias-balanced router
     (routers.py), expert-parallel sizes and launcher (``model.ep_size``)."""
-    from beam_sft.train.model_shape import load_model_config
-
     if recipe.preflight.enabled:
         check_plan_fits(recipe, world_size=args.world_size)
     require_support(recipe.model.path)  # with the pre-flight off too: which transformers the model needs

@@ -125,7 +125,7 @@ def _message(choice: Any) -> dict:
             raise ValueError(f"tool_calls is {_kind(calls)}, not a list")
         out["tool_calls"] = []
         for i, call in enumerate(calls):
-            fn = call.get("function") if isinstance(call, dict) else call
+            fn = call.get("function", call) if isinstance(call, dict) else call  # a bare {name, arguments} too
             if not isinstance(fn, dict):
                 raise ValueError(f"tool_calls[{i}].function is {_kind(fn)}, not an object")
             name, arguments = fn.get("name"), fn.get("arguments")

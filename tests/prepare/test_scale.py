@@ -76,4 +76,10 @@ def test_the_whole_process_tree_is_flat_in_rows_with_verification():
                           cwd=REPO, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     small, large = (json.loads(line) for line in done.stdout.splitlines()[:2])
-    assert large["peak_rss_mib"] < 1.15 * small["peak_rss_mib"], (small, large)
+    # PSS: a page the forked workers share with the parent counts once, split between them. Summed RSS
+    # counts it in each process that touched it, which depends on when the sampler looks: on an idle
+    # machine it read 0.98 to 1.21 for the same code (2026-12-06, five runs of 915b11d and later), PSS
+    # 0.94 to 0.99. A mapped Arrow page a process kept would grow PSS as it grows RSS; the RSS bound
+    # stays as the coarse net.
+    assert large["peak_pss_mib"] < 1.15 * small["peak_pss_mib"], (small, large)
+    assert large["peak_rss_mib"] < 1.4 * small["peak_rss_mib"], (small, large)

@@ -97,6 +97,10 @@ class PrepareConfig:
 
     def __post_init__(self) -> None:
         # A ConfigError's path is relative to this config; from_dict prefixes where it sits (data.prepare).
+        for key in ("output", "tokenizer"):  # an empty path is not "not given": say so, never a default instead
+            value = getattr(self, key)
+            if isinstance(value, str) and not value.strip():
+                raise ConfigError(key, "must not be empty (leave it out for its default)")
         if self.max_length is not None and self.max_length < 1:
             raise ConfigError("max_length", f"must be at least 1, got {self.max_length}")
         if self.num_shards < 1:

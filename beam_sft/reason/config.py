@@ -79,6 +79,8 @@ class JudgeConfig:
     def __post_init__(self) -> None:
         if self.base_url is not None:
             check_base_url(self.base_url)
+        if self.api_key_env is not None and not self.api_key_env.strip():
+            raise ConfigError("api_key_env", "must name an environment variable (leave it out for the teacher's key)")
         if self.model is not None and not self.model.strip():
             raise ConfigError("model", "must not be empty")
         if self.max_tokens < 1:
@@ -113,6 +115,9 @@ class TeacherConfig:
 
     def __post_init__(self) -> None:
         check_base_url(self.base_url)  # quoted without its credentials
+        if self.api_key_env is not None and not self.api_key_env.strip():
+            raise ConfigError("api_key_env", "must name an environment variable (leave it out for "
+                                             f"{' then '.join(DEFAULT_KEY_ENVS)})")
         if not self.model.strip():
             raise ConfigError("model", "must not be empty")
         for name in ("concurrency", "max_tokens", "max_reasoning_chars"):

@@ -42,3 +42,18 @@ def test_a_weight_past_the_bound_is_refused_with_its_path(weight):
         from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl", "weight": weight}]})
     assert info.value.path == "sources[0].weight"
     assert from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl", "weight": MAX_WEIGHT}]}).sources[0].weight == MAX_WEIGHT
+
+
+@pytest.mark.parametrize(("section", "key"), [({"output": ""}, "output"), ({"tokenizer": "  "}, "tokenizer")])
+def test_an_empty_output_or_tokenizer_is_said_not_taken_for_its_default(section, key):
+    with pytest.raises(ConfigError) as info:
+        from_dict(PrepareConfig, {"sources": [{"path": "a.jsonl"}], **section})
+    assert info.value.path == key
+
+
+@pytest.mark.parametrize("block", [{"api_key_env": ""}, {"model": "   "}, {"judge": {"api_key_env": " "}}])
+def test_an_empty_teacher_key_variable_or_model_is_refused(block):
+    from beam_sft.reason.config import TeacherConfig
+
+    with pytest.raises(ConfigError):
+        from_dict(TeacherConfig, {"base_url": "http://127.0.0.1:1/v1", "model": "m", **block})

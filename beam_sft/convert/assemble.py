@@ -111,6 +111,7 @@ def finish_row(
     notes: dict[str, int] = {}
     origins: dict[int, str] = {}  # message index -> where its reasoning came from, when not a field
     leading = True
+    called: set[str] = set()  # the names the assistant turns so far call (an envelope may name them)
     for i, draft in enumerate(drafts):
         role = draft["role"]
         for field in draft.get(DROPPED, ()):  # what Beam's template has no place for, counted, never silent
@@ -130,9 +131,9 @@ def finish_row(
             if origin != "data":
                 origins[len(messages)] = origin
             messages.append(message)
+            called.update(c["function"]["name"] for c in message.get("tool_calls") or ())
         elif role == "tool":
-            known = {t["function"]["name"] for t in (*tools, *prompt_tools)}
-            known |= {c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
+            known = called.union(t["function"]["name"] for t in (*tools, *prompt_tools))
             messages.extend(_split_results(_envelope_or_text(draft, known), known))
         else:
             messages.append({"role": role, "content": draft["content"] or ""})

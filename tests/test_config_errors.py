@@ -91,6 +91,21 @@ def test_an_override_given_twice_is_refused():
     ("train", "model: {path: m}\ndata: {prepared: p}\nsft: {learnig_rate: 1}\n", "sft.learnig_rate"),
     ("prepare", "tokenizer: t\noutput: o\nsources: [{path: a.jsonl, wieght: 2}]\n", "sources[0].wieght"),
     ("convert", "missing_reasonin: drop\n", "convert.missing_reasonin"),
+    # A source's converter options are checked at load, under their own key (not first at run time,
+    # without the data.prepare prefix).
+    ("prepare", "data:\n  prepare:\n    tokenizer: t\n    output: o\n    sources: [{path: a.jsonl, convert: "
+     "{missing_reasonig: drop}}]\n", "data.prepare.sources[0].convert.missing_reasonig"),
+    ("prepare", "tokenizer: t\noutput: o\nsources: [{path: a.jsonl, columns: {mesages: dialog}}]\n",
+     "sources[0].columns.mesages"),
+    ("prepare", "tokenizer: t\noutput: o\nsources: [{path: a.jsonl, convert: {max_row_chars: 0}}]\n",
+     "sources[0].convert.max_row_chars"),
+    ("prepare", "tokenizer: t\noutput: o\nsources: [{path: a.jsonl, convert: [infer_tools]}]\n",
+     "sources[0].convert"),
+    # The same column named twice with two values: one side would win unsaid.
+    ("prepare", "tokenizer: t\noutput: o\nsources: [{path: a.jsonl, columns: {messages: dialog}, "
+     "convert: {columns: {messages: chat}}}]\n", "sources[0].convert.columns.messages"),
+    ("prepare", "tokenizer: t\noutput: o\nsources: [{path: a.jsonl, columns: {messages: dialog}, "
+     "column_map: {messages: chat}}]\n", "sources[0].column_map.messages"),
 ])
 def test_a_bad_key_is_said_with_the_file_it_is_in(tmp_path, command, text, key, capsys):
     path = tmp_path / "cfg.yaml"

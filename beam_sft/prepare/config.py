@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from beam_sft.config_utils import from_dict, load_yaml, shown
-from beam_sft.convert.options import FORMAT_CHOICES, MissingReasoning
+from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, FORMAT_CHOICES, ColumnMap, MissingReasoning, options_from_dict
 from beam_sft.data.hub import source_label
 from beam_sft.errors import ConfigError
 from beam_sft.reason.config import TeacherConfig
@@ -62,11 +62,40 @@ class SourceSpec:
     def __post_init__(self) -> None:
         if self.format not in FORMAT_CHOICES:
             raise ConfigError("format", f"{shown(self.format)} is not one of {', '.join(FORMAT_CHOICES)}")
+        self._check_convert()
         if self.batch_input is not None:
             for key, value in (("path", self.path), ("batch_input", self.batch_input)):
                 if not os.path.isfile(value):
                     raise ConfigError(key, f"{value} is not a file (a Batch API pair: path is the batch output file, "
                                       "batch_input its input file)")
+
+    def _check_convert(self) -> None:
+        """The converter options are checked when the recipe loads, under their own key path, not
+        first when the run converts the source. A column named in two places (``columns``,
+        ``column_map``, ``convert.columns``, ``convert.column_map``) with two values is refused: one
+        side would win unsaid."""
+        if not isinstance(self.convert, dict):
+            raise ConfigError("convert", f"expected a mapping of converter options, got {shown(self.convert)}")
+        named: dict[str, tuple[str, Any]] = {}
+        merged: dict[str, Any] = {}
+        for where, mapping in (("columns", self.columns), ("column_map", self.column_map),
+                               ("convert.columns", self.convert.get("columns")),
+                               ("convert.column_map", self.convert.get(COLUMN_MAP_DEPRECATED))):
+            if mapping is None:
+                continue
+            if not isinstance(mapping, dict):
+                raise ConfigError(where, f"expected a mapping of key: column, got {shown(mapping)}")
+            from_dict(ColumnMap, mapping, where)  # a key checked where it was written
+            for key, column in mapping.items():
+                if key in named and named[key][1] != column:
+                    raise ConfigError(f"{where}.{key}", f"{shown(column)} here, but {named[key][0]}.{key} names "
+                                      f"{shown(named[key][1])}: give the column once")
+                named[key] = (where, column)
+                merged[key] = column
+        options = {k: v for k, v in self.convert.items() if k not in ("columns", COLUMN_MAP_DEPRECATED)}
+        if merged:
+            options["columns"] = merged
+        options_from_dict(options, "convert")
 
     @property
     def label(self) -> str:

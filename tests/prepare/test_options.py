@@ -53,9 +53,9 @@ def test_conversion_flags_reach_every_source(tmp_path):
 def test_a_bad_column_key_names_its_path(tmp_path):
     from beam_sft.errors import ConfigError
 
-    config = cli.build_config(_parse("--data", "a.jsonl", "--tokenizer", "t", "--columns", "mesages=dialog"))
+    # Refused as the config is built (not first when the run converts the source), under the key given.
     with pytest.raises(ConfigError, match=r"sources\[0\]\.convert\.columns\.mesages: unknown key"):
-        convert_options(config.sources[0], config, 0)
+        cli.build_config(_parse("--data", "a.jsonl", "--tokenizer", "t", "--columns", "mesages=dialog"))
     with pytest.raises(SystemExit):
         _parse("--data", "a.jsonl", "--columns", "no-equals-sign")
 

@@ -41,6 +41,22 @@ DATA_SUFFIXES: tuple[str, ...] = (tuple(k.suffix for k in FILE_KINDS if k.in_dir
 LINE_KINDS: tuple[str, ...] = tuple(k.suffix for k in FILE_KINDS if k.reader == "lines")
 
 
+# Kinds of data file no reader here reads: named in a one-line error rather than read as JSON (which
+# would give one unreadable_rest record, or binary bytes in the rejects file).
+UNSUPPORTED: dict[str, str] = {".csv": "CSV", ".tsv": "TSV", ".arrow": "Arrow IPC", ".feather": "Feather",
+                               ".xlsx": "Excel", ".xls": "Excel", ".avro": "Avro", ".orc": "ORC",
+                               ".pkl": "pickle", ".pickle": "pickle", ".npy": "NumPy", ".h5": "HDF5"}
+
+
+def unsupported(suffix: str) -> str | None:
+    """The name of a kind of file no reader reads, else None.
+
+    >>> unsupported(".csv"), unsupported(".jsonl")
+    ('CSV', None)
+    """
+    return UNSUPPORTED.get(suffix)
+
+
 def reader_of(suffix: str) -> str:
     """The reader of a kind (``kind(path)``'s suffix), ``DEFAULT_READER`` for a suffix not in the table."""
     return next((k.reader for k in FILE_KINDS if k.suffix == suffix), DEFAULT_READER)

@@ -67,13 +67,16 @@ from pathlib import Path
 from typing import IO, Any
 
 from beam_sft.data import hub, jsontext
-from beam_sft.data.file_kinds import DATA_SUFFIXES, LINE_KINDS, reader_of
+from beam_sft.data.file_kinds import DATA_SUFFIXES, LINE_KINDS, reader_of, unsupported
 from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
 from beam_sft.errors import BeamError
 from beam_sft.redact import redact_url
 
 CHUNK = 1 << 20
 ENCODING = "utf-8-sig"  # a byte-order mark is not part of the first record
+# The whitespace JSON allows between values (RFC 8259): a line of any other (a form feed, a no-break
+# space) is not blank but a record json.loads refuses, counted as one.
+JSON_SPACE = " \t\r\n"
 ERRORS = "surrogateescape"  # bad bytes survive as lone surrogates, for the converter to reject
 _BOM = b"\xef\xbb\xbf"
 
@@ -167,7 +170,15 @@ def kind(path: Path) -> str:
     return Path(name).suffix
 
 
+def _refuse_unsupported(path: Path) -> None:
+    name = unsupported(kind(path))
+    if name is not None:
+        raise BeamError(f"{path}: a {name} file is not read here (JSON Lines, JSON, Parquet, a Harmony .txt "
+                        "transcript, or a datasets folder): convert it to JSON Lines first")
+
+
 def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
+    _refuse_unsupported(path)
     reader = reader_of(kind(path))  # data/file_kinds.py's table
     if reader == "parquet":
         yield from enumerate(_iter_parquet(path))
@@ -194,6 +205,7 @@ _WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32-LE"), (b"\x00\x00\xfe\xff", "UTF-32-
 
 def check_readable(path: Path) -> str:
     """``sniff`` for a file of a type that is text (JSON, JSON Lines, .txt); Parquet is its own check."""
+    _refuse_unsupported(path)
     return "" if reader_of(kind(path)) == "parquet" else sniff(path)
 
 
@@ -244,7 +256,9 @@ def _open_binary(path: Path) -> IO[bytes]:
 
 
 def _open_text(path: Path) -> IO[str]:
-    return io.TextIOWrapper(_open_binary(path), encoding=ENCODING, errors=ERRORS)
+    # newline="": a CR or CRLF is read as it is (in a transcript it is content; in JSON, byte offsets
+    # count it), never folded into "\n".
+    return io.TextIOWrapper(_open_binary(path), encoding=ENCODING, errors=ERRORS, newline="")
 
 
 class _corrupt_stream:
@@ -312,7 +326,7 @@ def _byte_lines(path: Path) -> Iterator[tuple[int, bytes]]:
 def _iter_lines(path: Path) -> Iterator[Any]:
     for start, raw in _byte_lines(path):
         line = raw.decode("utf-8", ERRORS)
-        if not line.strip():
+        if not line.strip(JSON_SPACE):
             continue
         try:
             yield jsontext.loads(line)
@@ -363,7 +377,7 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, str, BadRecord | None, int]]:
                     text = raw.decode("utf-8", "backslashreplace").rstrip("\r\n")
                     bad = bad_line(line, start, exc)
                     bad = BadRecord(text, bad.error, byte=start, code=bad.code)
-            if not text.strip():
+            if not text.strip(JSON_SPACE):
                 continue
             yield index, text, bad, start
             index += 1
@@ -416,7 +430,7 @@ def _first_char(fh: IO[str]) -> tuple[str, int]:
     while True:
         ch = fh.read(1)
         n += _bytes(ch)
-        if not ch or not ch.isspace():
+        if not ch or ch not in JSON_SPACE:
             return ch, n
 
 
@@ -429,7 +443,7 @@ def _iter_json(path: Path) -> Iterator[Any]:
     if not first:
         return
     with _open_text(path) as fh:
-        first_line = next((line for line in fh if line.strip()), "")
+        first_line = next((line for line in fh if line.strip(JSON_SPACE)), "")
     try:
         jsontext.loads(first_line)
         whole_line = True
@@ -476,14 +490,16 @@ def _skip(text: str, pos: int, exc: Exception, byte: int) -> tuple[BadRecord, in
                      code=jsontext.reason(exc)), end
 
 
-def _iter_concatenated(text: str, path: Path) -> Iterator[Any]:
-    """One pretty-printed object, or several one after another."""
+def _iter_concatenated(text: str, path: Path, start: int | None = None) -> Iterator[Any]:
+    """One pretty-printed object, or several one after another; ``start``: the file byte ``text``
+    begins at (default: after the BOM). A top-level array among them is read as ``_iter_array``
+    reads a file's array (its items, or one conversation)."""
     decoder = jsontext.decoder()
     pos = 0
     records = 0
-    bom = _bom_size(path)
+    bom = _bom_size(path) if start is None else start
     while True:
-        while pos < len(text) and text[pos].isspace():
+        while pos < len(text) and text[pos] in JSON_SPACE:
             pos += 1
         if pos >= len(text):
             return
@@ -497,17 +513,48 @@ def _iter_concatenated(text: str, path: Path) -> Iterator[Any]:
                 continue
             yield _rest(text[pos:], f"not valid JSON: {exc}", path, bom + _bytes(text[:pos]), records)
             return
+        if isinstance(value, list) and not (value and _looks_like_message(value[0])):
+            records += len(value)  # an array of records, as a file's own array is read
+            yield from value
+            continue
         records += 1
-        yield value
+        yield value  # (a list of messages: one conversation, as a file's own array of them)
 
 
 _EMPTY = object()
 
 
+@dataclass(frozen=True)
+class _Tail:
+    """What follows a top-level array's closing ``]`` (not only whitespace), from file byte ``byte``."""
+
+    text: str
+    byte: int
+
+
 def _iter_array(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
     """Items of a JSON array whose ``[`` was just read (``consumed`` bytes after any BOM);
-    whole-array conversations are merged."""
-    items = _iter_array_items(fh, path, consumed)
+    whole-array conversations are merged. Values after the array (a file of arrays, one per line,
+    or an array then objects) are read on as ``_iter_concatenated`` reads them, each array among
+    them the same way; text that is not JSON there is one ``unreadable_rest``."""
+    tail: list[_Tail] = []
+    for item in _iter_one_array(_iter_array_items(fh, path, consumed), tail):
+        yield item
+    if tail:
+        yield from _iter_concatenated(tail[0].text, path, start=tail[0].byte)
+
+
+def _untailed(raw: Iterator[Any], tail: list) -> Iterator[Any]:
+    for item in raw:
+        if isinstance(item, _Tail):
+            tail.append(item)
+            return
+        yield item
+
+
+def _iter_one_array(raw: Iterator[Any], tail: list) -> Iterator[Any]:
+    """``_iter_array``'s items of one array; a ``_Tail`` after it is put in ``tail``."""
+    items = _untailed(raw, tail)
     first = next(items, _EMPTY)
     if first is _EMPTY:
         return
@@ -572,7 +619,7 @@ def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
     refill()
     while True:
         while True:
-            while pos < len(buf) and buf[pos].isspace():
+            while pos < len(buf) and buf[pos] in JSON_SPACE:
                 pos += 1
             if pos < len(buf) or not refill():
                 break
@@ -580,6 +627,9 @@ def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
             yield rest("the JSON array is not closed")
             return
         if buf[pos] == "]":
+            tail = buf[pos + 1 :] + fh.read()
+            if tail.strip(JSON_SPACE):  # more after the array: read on, never dropped unsaid
+                yield _Tail(tail, dropped[0] + _bytes(buf[: pos + 1]))
             return
         if need_comma:
             if buf[pos] != ",":
@@ -607,7 +657,7 @@ def _iter_array_items(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
             # A value is complete only when a delimiter follows: "-0" may be "-0.5" after the
             # next read, "tru" part of "true".
             after = end
-            while after < len(buf) and buf[after].isspace():
+            while after < len(buf) and buf[after] in JSON_SPACE:
                 after += 1
             if (after == len(buf) or buf[after] not in ",]") and refill(grow):
                 grow = True

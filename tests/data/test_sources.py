@@ -245,3 +245,54 @@ def test_streamed_array_loses_only_the_items_that_break_the_json_rule(tmp_path_f
             assert isinstance(value, sources.BadRecord) and value.code == code and not value.rest
         else:
             assert value == item
+
+
+def test_values_after_a_top_level_array_are_read_on_never_dropped(tmp_path):
+    """A file of arrays (JSON Lines of conversations saved as .json), an array then objects, an array
+    then text that is not JSON: every value after the first ``]`` is a record or an unreadable rest."""
+    row = {"messages": [{"role": "user", "content": "hi"}]}
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    cases = {
+        "arrays.json": (f"[{json.dumps(row)}]\n[]\n[{json.dumps(row)}, {json.dumps(row)}]\n", [row, row, row]),
+        "then_object.json": (f"[{json.dumps(row)}]\n{json.dumps(row)}\n", [row, row]),
+        "conversations.json": (f"{json.dumps(messages)}\n{json.dumps(messages)}\n", [messages, messages]),
+    }
+    for name, (text, want) in cases.items():
+        path = tmp_path / name
+        path.write_text(text)
+        assert [v for _, v in records(path)] == want, name
+    junk = tmp_path / "junk.json"
+    head = f"[{json.dumps(row)}]"
+    junk.write_text(head + " garbage\n")
+    out = records(junk)
+    assert out[0] == (0, row) and isinstance(out[1][1], BadRecord) and out[1][1].rest
+    assert out[1][1].byte == len(head) + 1 and out[1][1].text.startswith("garbage")
+
+
+def test_only_json_whitespace_is_blank(tmp_path):
+    """A line of a form feed or a no-break space is a record json.loads refuses, not a blank line."""
+    path = tmp_path / "a.jsonl"
+    path.write_text('{"a": 1}\n\x0c\n\u00a0\n \t\r\n{"a": 2}\n', encoding="utf-8")
+    out = records(path)
+    assert [type(v).__name__ for _, v in out] == ["dict", "BadRecord", "BadRecord", "dict"]
+    assert [t for _, t, _ in sources.iter_raw_lines(path)] == ['{"a": 1}', "\x0c", "\u00a0", '{"a": 2}']
+
+
+def test_carriage_returns_are_read_as_they_are(tmp_path):
+    """A CR inside a transcript is content, and a CRLF file's byte offsets count both bytes."""
+    transcript = tmp_path / "t.txt"
+    transcript.write_bytes(b"<|start|>user<|message|>line1\r\nline2<|end|>\r\n")
+    assert records(transcript) == [(0, "<|start|>user<|message|>line1\r\nline2<|end|>")]
+    crlf = tmp_path / "a.json"
+    text = '[\r\n  {"a": 1},\r\n  {"a": oops}\r\n]\r\n'
+    crlf.write_bytes(text.encode())
+    bad = records(crlf)[1][1]
+    assert isinstance(bad, BadRecord) and bad.byte == text.index('{"a": oops}')
+
+
+@pytest.mark.parametrize("name", ["rows.csv", "rows.tsv", "rows.arrow", "rows.csv.gz", "book.xlsx"])
+def test_a_kind_of_file_no_reader_reads_is_one_clear_error(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"prompt,answer\nhi,yo\n")
+    with pytest.raises(BeamError, match=r"is not read here .*convert it to JSON Lines"):
+        records(path)

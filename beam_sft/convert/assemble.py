@@ -32,6 +32,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from beam_sft.convert.literals import RepeatedKey
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import reject_media
 from beam_sft.convert.pythonic import parse_pythonic_calls
@@ -126,7 +127,11 @@ def finish_row(
             draft = {**draft, "content": text}
         if role == "assistant":
             if options.pythonic_tool_calls:
-                draft = _pythonic(draft)
+                try:
+                    draft = _pythonic(draft)
+                except RepeatedKey:
+                    raise Rejection("duplicate_key", f"messages[{i}]: a key appears twice in one dict of "
+                                    "its pythonic tool call") from None
             message, origin = _finish_assistant(draft, f"messages[{i}]", options, notes)
             if origin != "data":
                 origins[len(messages)] = origin

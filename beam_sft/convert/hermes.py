@@ -25,11 +25,11 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from typing import Any
 
 from beam_sft.convert.assemble import finish_row, parse_envelope
+from beam_sft.convert.literals import NotJSON, RepeatedKey, read_literal
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import canonical_role, reject_media
@@ -158,18 +158,15 @@ def parse_call_body(body: str, where: str) -> dict:
 
 
 def _literal(text: str, where: str) -> Any:
-    """A Python-literal dict; a key twice in one dict is rejected as in JSON (``duplicate_key``)."""
+    """A Python-literal dict as JSON (convert/literals.py); a key twice in one dict is rejected as in
+    JSON (``duplicate_key``); None when the text is not one, or holds a value JSON has no form for."""
     if len(text) > _MAX_LITERAL_CHARS or not text.startswith("{"):
         return None
     try:
-        tree = ast.parse(text, mode="eval")
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Dict):
-                keys = [repr(k.value) for k in node.keys if isinstance(k, ast.Constant)]
-                if len(keys) != len(set(keys)):
-                    raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict")
-        return ast.literal_eval(tree)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return read_literal(text)
+    except RepeatedKey:
+        raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict") from None
+    except NotJSON:
         return None
 
 

@@ -5,8 +5,9 @@ Only this is read: a Python list literal of calls at the end of the turn's text,
 (dotted names allowed: ``math.factorial``) with keyword arguments whose values are Python literals
 (``ast.literal_eval``: strings, numbers, booleans, None, lists, dicts, tuples as lists). The text is
 parsed with ``ast.parse`` and never evaluated. Anything else (a positional argument, ``**kwargs``,
-an expression as a value, a name called twice with one key twice, text after the list) is not a
-call list, and the turn stays text.
+an expression as a value, a value JSON has no form for, a name called twice with one key twice, text
+after the list) is not a call list, and the turn stays text. A dict value with a key twice is
+``RepeatedKey`` (the row is ``duplicate_key``, as a JSON row with it is).
 
 >>> said, calls = parse_pythonic_calls('[get_weather(city="Paris", unit="c"), get_time(tz="CET")]')
 >>> said, [c["function"] for c in calls]
@@ -19,6 +20,8 @@ from __future__ import annotations
 
 import ast
 from typing import Any
+
+from beam_sft.convert.literals import NotJSON, literal_value
 
 _MAX_CHARS = 100_000  # ast recursion and time on hostile input
 _MAX_STARTS = 64  # where a call list may start: each '[' tried, the leftmost that parses wins
@@ -65,8 +68,8 @@ def _call(node: ast.AST) -> dict | None:
         if kw.arg is None or kw.arg in arguments:  # **kwargs, or a key twice
             return None
         try:
-            arguments[kw.arg] = _plain(ast.literal_eval(kw.value))
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            arguments[kw.arg] = literal_value(kw.value)  # RepeatedKey goes up: the row is duplicate_key
+        except NotJSON:
             return None
     return {"type": "function", "function": {"name": name, "arguments": arguments}}
 
@@ -78,17 +81,3 @@ def _name(node: ast.AST) -> str | None:
         head = _name(node.value)
         return None if head is None else f"{head}.{node.attr}"
     return None
-
-
-def _plain(value: Any) -> Any:
-    """A literal as JSON has it: tuples as lists. Sets (no order), bytes, complex numbers and
-    non-string keys have no JSON form: not a call (ValueError)."""
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise ValueError("a non-string key")
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (bytes, complex, set, frozenset)):
-        raise ValueError("not a JSON value")
-    return value

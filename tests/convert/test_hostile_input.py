@@ -252,3 +252,38 @@ def test_2_forbidden_tokens_come_from_the_tokenizer_without_the_markers(tokenize
     assert run_cli(str(src), "-o", str(tmp_path / "o.jsonl"), "--rejects", str(rej),
                    "--tokenizer", str(fixture_dir)) == 1
     assert {r["code"] for r in _lines(rej)} == {"special_token_in_text"}
+
+
+# --- Python literals that JSON has no form for (Hermes bodies, pythonic calls) -------------------
+
+PYTHONIC = ConvertOptions(pythonic_tool_calls=True)
+
+
+def _call_turn(text: str) -> dict:
+    return {"messages": [{"role": "user", "content": "go"},
+                         {"role": "assistant", "reasoning_content": "r", "content": text}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}
+
+
+@pytest.mark.parametrize("value", ["...", "{1, 2}", "b'ab'", "1j", "{(1, 2): 3}", "frozenset()"])
+def test_a_literal_json_cannot_hold_is_a_malformed_call_never_a_converter_error(value):
+    """literal_eval accepts sets, bytes, complex numbers, Ellipsis and tuple keys; JSON has no form for
+    them. The Hermes body is malformed_tool_call; the pythonic list is not a call list (text)."""
+    hermes = convert_row(_call_turn(f"<tool_call>{{'name': 'f', 'arguments': {{'x': {value}}}}}</tool_call>"),
+                         format="hermes", options=OPTIONS)
+    assert code(hermes) == "malformed_tool_call", hermes
+    non_string_key = convert_row(_call_turn("<tool_call>{'name': 'f', 'arguments': {1: 2}}</tool_call>"),
+                                 format="hermes", options=OPTIONS)
+    assert code(non_string_key) == "malformed_tool_call", non_string_key
+    pythonic = convert_row(_call_turn(f"[f(x={value})]"), format="openai", options=PYTHONIC)
+    assert not isinstance(pythonic, Rejection), pythonic
+    assert pythonic["messages"][-1].get("tool_calls") is None and pythonic["messages"][-1]["content"] == f"[f(x={value})]"
+
+
+def test_a_pythonic_dict_with_a_key_twice_is_duplicate_key():
+    row = convert_row(_call_turn("[f(x={'a': 1, 'a': 2})]"), format="openai", options=PYTHONIC)
+    assert code(row) == "duplicate_key", row
+    nested = convert_row(_call_turn("[f(x=[{'b': {'c': 1, 'c': 1}}])]"), format="openai", options=PYTHONIC)
+    assert code(nested) == "duplicate_key", nested
+    tuple_ok = convert_row(_call_turn("[f(x=(1, 2), y={'k': None})]"), format="openai", options=PYTHONIC)
+    assert tuple_ok["messages"][-1]["tool_calls"][0]["function"]["arguments"] == {"x": [1, 2], "y": {"k": None}}

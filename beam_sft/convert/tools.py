@@ -16,6 +16,7 @@ import json
 import re
 from typing import Any
 
+from beam_sft.convert.literals import NotJSON, RepeatedKey, read_literal
 from beam_sft.convert.rows import Rejection
 from beam_sft.data import jsontext
 
@@ -165,15 +166,18 @@ def _canonical(value: Any) -> str:
 # A <tools> block in a system prompt, with the Qwen2.5/Hermes boilerplate that introduces it and
 # the instruction after it (that instruction describes a wire format Beam does not use).
 _TOOLS_BLOCK_RE = re.compile(r"<tools>(?P<body>.*?)</tools>", re.DOTALL)
-_TOOLS_PREAMBLE_RE = re.compile(
-    r"(?:#\s*Tools\s*)?"
-    r"(?:You may call one or more functions to assist with the user query\.\s*)?"
-    r"(?:You are provided with function signatures within <tools></tools> XML tags[.:]?\s*)?\Z"
+_TOOLS_SENTENCES = (
+    r"You may call one or more functions to assist with the user query\.",
+    r"You are provided with function signatures within <tools>\s*</tools> XML tags[.:]?",
+    r"Don't make assumptions about what values to plug into functions\.",  # Hermes function calling
 )
+_TOOLS_PREAMBLE_RE = re.compile(r"(?:#\s*Tools\s*)?(?:(?:" + "|".join(_TOOLS_SENTENCES) + r")\s*)*\Z")
+# Qwen2.5's instruction, and Hermes' (hermes-function-calling-v1: single quotes, "with the following schema").
 _TOOLS_SUFFIX_RE = re.compile(
-    r"\s*For each function call, return a json object with function name and arguments within "
-    r"<tool_call></tool_call> XML tags[.:]?\s*<tool_call>\s*\{\"name\": <function-name>, "
-    r"\"arguments\": <args-json-object>\}\s*</tool_call>"
+    r"\s*For each function call,? return a json object with function name and arguments within "
+    r"<tool_call>\s*</tool_call>(?: XML)? tags(?: with the following schema)?[.:]?\s*<tool_call>\s*"
+    r"\{\s*['\"](?:name|arguments)['\"]\s*:\s*<[\w-]+>\s*,\s*['\"](?:name|arguments)['\"]\s*:\s*<[\w-]+>\s*\}"
+    r"\s*</tool_call>"
 )
 
 
@@ -193,6 +197,8 @@ def extract_system_tools(text: str, where: str) -> tuple[str, list[dict]]:
     body = m["body"].strip()
     value: Any = maybe_json(body, f"{where}: <tools> block")
     if value is NOT_JSON:
+        value = _literal_tools(body, where)
+    if value is NOT_JSON:
         lines = [line for line in body.splitlines() if line.strip()]
         value = [parse_json_text(line, f"{where}: <tools> block") for line in lines]
     tools = normalize_tools(value, f"{where}: <tools> block")
@@ -202,6 +208,22 @@ def extract_system_tools(text: str, where: str) -> tuple[str, list[dict]]:
     end = suffix.end() if suffix else m.end()
     before, after = text[:start].rstrip(), text[end:].lstrip()
     return (before + "\n\n" + after if before and after else before or after), tools
+
+
+def _literal_tools(body: str, where: str) -> Any:
+    """A ``<tools>`` block written as a Python literal (hermes-function-calling-v1 writes
+    ``[{'type': 'function', ...}]``, as it writes its ``<tool_call>`` bodies), else ``NOT_JSON``."""
+    if not body.startswith(("[", "{")) or len(body) > _MAX_LITERAL_TOOLS_CHARS:
+        return NOT_JSON
+    try:
+        return read_literal(body)
+    except RepeatedKey:
+        raise Rejection("duplicate_key", f"{where}: <tools> block: a key appears twice in one dict") from None
+    except NotJSON:
+        return NOT_JSON
+
+
+_MAX_LITERAL_TOOLS_CHARS = 1_000_000  # ast's time and recursion on hostile text
 
 
 # --- tool calls -----------------------------------------------------------------------------------

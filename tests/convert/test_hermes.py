@@ -103,3 +103,46 @@ def test_few_shot_transcript_strings():
     assert row["messages"][2]["tool_calls"][0]["function"] == {"name": "calc", "arguments": {"e": "3*3"}}
     assert convert_hermes(example, options=OPTIONS) == convert_hermes({"text": example}, options=OPTIONS)
     assert convert_hermes("no speakers here", options=OPTIONS).code == "malformed_row"
+
+
+# NousResearch/hermes-function-calling-v1 (func_calling_singleturn.json, its dataset card's example, cut
+# to one tool): the <tools> block and the call schema are Python literals, and the instruction after
+# the block names another schema and other wording than Qwen's.
+HERMES_V1_SYSTEM = (
+    "You are a function calling AI model. You are provided with function signatures within <tools> </tools> "
+    "XML tags. You may call one or more functions to assist with the user query. Don't make assumptions about "
+    "what values to plug into functions.\n<tools>\n[{'type': 'function', 'function': {'name': 'get_camera_live_feed', "
+    "'description': 'Retrieves the live feed from a specified security camera.', 'parameters': {'type': 'object', "
+    "'properties': {'camera_id': {'type': 'string', 'description': 'The unique identifier for the camera.'}, "
+    "'stream_quality': {'type': 'string', 'enum': ['720p', '1080p', '4k']}}, 'required': ['camera_id']}}}]\n</tools>\n"
+    "For each function call return a json object with function name and arguments within <tool_call> </tool_call> "
+    "tags with the following schema:\n<tool_call>\n{'arguments': <args-dict>, 'name': <function-name>}\n</tool_call>\n"
+)
+
+
+def test_hermes_function_calling_v1_tools_block_is_a_python_literal():
+    row = convert_hermes({"conversations": [
+        {"from": "system", "value": HERMES_V1_SYSTEM},
+        {"from": "human", "value": "Show camera cam001 in 1080p."},
+        {"from": "gpt", "value": "<think>Call it.</think>\n<tool_call>\n{'arguments': {'camera_id': 'cam001', "
+                                 "'stream_quality': '1080p'}, 'name': 'get_camera_live_feed'}\n</tool_call>\n"},
+    ]}, options=OPTIONS)
+    assert row["messages"][0] == {"role": "system", "content": "You are a function calling AI model."}
+    (tool,) = row["tools"]
+    assert tool["function"]["name"] == "get_camera_live_feed"
+    assert tool["function"]["parameters"]["properties"]["stream_quality"]["enum"] == ["720p", "1080p", "4k"]
+    assert row["messages"][2]["tool_calls"][0]["function"]["arguments"] == {"camera_id": "cam001",
+                                                                           "stream_quality": "1080p"}
+
+
+def test_a_python_literal_tools_block_with_a_key_twice_or_a_set_is_refused():
+    from beam_sft.convert import Rejection
+
+    def system(block):
+        return {"conversations": [{"from": "system", "value": f"<tools>\n{block}\n</tools>"},
+                                  {"from": "human", "value": "hi"}, {"from": "gpt", "value": "<think>r</think>yo"}]}
+
+    twice = convert_hermes(system("[{'type': 'function', 'function': {'name': 'f', 'name': 'g'}}]"), options=OPTIONS)
+    assert isinstance(twice, Rejection) and twice.code == "duplicate_key"
+    a_set = convert_hermes(system("[{'type': 'function', 'function': {'name': 'f', 'x': {1}}}]"), options=OPTIONS)
+    assert isinstance(a_set, Rejection) and a_set.code == "invalid_json"

@@ -55,9 +55,12 @@ def classify(raw: Any, columns: ColumnMap) -> str | None:
     for name, detector, takes_columns in _OWN_KEYS:
         if detector(raw, columns) if takes_columns else detector(raw):
             return name
-    if isinstance(raw.get(columns.messages), list):
-        return _with_tags(raw[columns.messages], "role", "content", "openai")
     turns = raw.get(columns.conversations)
+    messages = raw.get(columns.messages)
+    # An empty list carries nothing (as for conflicting_carriers): `messages: []` beside ShareGPT turns
+    # does not make the row OpenAI's.
+    if isinstance(messages, list) and (messages or not (isinstance(turns, list) and turns)):
+        return _with_tags(messages, "role", "content", "openai")
     if isinstance(turns, list) and turns:
         if any(isinstance(t, dict) and columns.role_key in t for t in turns):
             return _with_tags(turns, columns.role_key, columns.content_key, "sharegpt")

@@ -18,6 +18,9 @@ COLUMNS = ColumnMap()
         ({"conversations": [{"role": "user", "content": "hi"}]}, "openai"),
         ({"answer_generation": {"train_messages": []}}, "openai"),
         ({"conversations": [{"from": "human", "value": "hi"}]}, "sharegpt"),
+        # an empty list carries nothing: it does not outvote the turns beside it
+        ({"conversations": [{"from": "human", "value": "hi"}], "messages": []}, "sharegpt"),
+        ({"messages": [], "conversations": []}, "openai"),
         ({"conversations": [{"from": "gpt", "value": "<tool_call>{}</tool_call>"}]}, "hermes"),
         ({"messages": [{"role": "user", "content": "<tool_response>1</tool_response>"}]}, "hermes"),
         ({"messages": [{"role": "system", "content": "within <tool_call></tool_call> XML tags"}]}, "openai"),

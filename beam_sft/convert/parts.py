@@ -60,7 +60,12 @@ ROLE_ALIASES: dict[str, str] = {
     "function": "tool",
     "observation": "tool",
     "ipython": "tool",
+    # ShareGPT exports name the result speaker and the call speaker in several spellings
+    "function_response": "tool",
+    "function-response": "tool",
+    "tool_response": "tool",
     "function_call": "call",
+    "function-call": "call",
 }
 
 

@@ -231,3 +231,17 @@ def test_an_envelope_naming_another_declared_tool_is_still_unmatched():
         {"from": "gpt", "value": "<think>Done.</think>Here it is."}], "tools": json.dumps(tools)},
         format="sharegpt", options=LOOSE)
     assert isinstance(row, Rejection) and row.code == "tool_result_unmatched", row
+
+
+@pytest.mark.parametrize(("call", "result"), [("function-call", "function_response"),
+                                               ("function_call", "function-response"),
+                                               ("function_call", "tool_response")])
+def test_other_spellings_of_the_call_and_result_speakers(call, result):
+    tools = [{"name": "recipes", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}]
+    row = convert_sharegpt({"tools": json.dumps(tools), "conversations": [
+        {"from": "human", "value": "chicken?"},
+        {"from": call, "value": '{"name": "recipes", "arguments": {"q": "chicken"}}'},
+        {"from": result, "value": '{"recipes": ["stir fry"]}'}, gpt()]},
+        options=ConvertOptions(missing_reasoning="unmask"))
+    assert row["messages"][1]["tool_calls"][0]["function"]["name"] == "recipes"
+    assert row["messages"][2]["role"] == "tool" and row["messages"][2]["tool_call_id"] == "call_0"

@@ -182,7 +182,12 @@ def option_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if getattr(args, "allow_undeclared_tools", False):
         data["require_declared_tools"] = False
     if getattr(args, "columns", None):  # [[pair, ...], ...]: one list per --columns flag
-        data["columns"] = dict(pair for group in args.columns for pair in group)
+        columns: dict[str, str] = {}
+        for key, name in (pair for group in args.columns for pair in group):
+            if columns.get(key, name) != name:  # one side would win unsaid
+                raise BeamError(f"--columns names {key} twice ({columns[key]} and {name}): give it once")
+            columns[key] = name
+        data["columns"] = columns
     for flag in ("pythonic_tool_calls", "infer_tools"):
         if getattr(args, flag, False):
             data[flag] = True

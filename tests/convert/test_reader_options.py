@@ -51,6 +51,16 @@ def test_prepare_reads_several_pairs():
     assert config.sources[0].convert["columns"] == {"prompt": "Question", "answer": "Response"}
 
 
+@pytest.mark.parametrize("command", [["convert", "a.jsonl", "-o", "o.jsonl"],
+                                     ["prepare", "--data", "a.jsonl", "--tokenizer", "t", "--output", "o"]])
+def test_a_column_given_twice_with_two_names_is_refused(command, capsys):
+    """The last pair would win unsaid; the same pair twice is harmless."""
+    assert main([*command, "--columns", "messages=a", "--columns", "messages=b"]) == 2
+    assert "--columns names messages twice (a and b)" in capsys.readouterr().err
+    args = build_parser().parse_args(["convert", "x.jsonl", "-o", "o.jsonl", "--columns", "messages=a", "messages=a"])
+    assert build_options(args).columns.messages == "a"
+
+
 def test_a_non_pair_after_columns_is_refused_with_a_hint(tmp_path, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["convert", "-o", "o.jsonl", "--columns", "prompt=Question", "data.jsonl"])

@@ -49,6 +49,9 @@ def _float(text: str) -> float:
     value = float(text)
     if not math.isfinite(value):
         raise NonStandardNumber(f"the number {text[:40]} is too large for JSON (it would be Infinity)")
+    if value == 0.0 and any(d in "123456789" for d in text.lower().partition("e")[0]):
+        # 1e-400 reads as 0.0: the value would change unsaid (as 1e400 would become Infinity)
+        raise NonStandardNumber(f"the number {text[:40]} is too small for a 64-bit float (it would be 0)")
     return value
 
 

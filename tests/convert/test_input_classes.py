@@ -46,7 +46,7 @@ def _code(raw, fmt="auto", **options) -> str:
 
 # --- class 5: one number rule, however the value arrives ---------------------------------------------
 
-NUMBERS = ["1e400", "-1e400", "NaN", "Infinity", "-Infinity", "123e99999"]
+NUMBERS = ["1e400", "-1e400", "NaN", "Infinity", "-Infinity", "123e99999", "1e-400", "-2.5E-999"]
 
 
 @pytest.mark.parametrize("number", NUMBERS)

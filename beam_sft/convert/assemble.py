@@ -32,7 +32,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from beam_sft.convert.literals import RepeatedKey
+from beam_sft.convert.literals import RepeatedKey, TooSmall
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import reject_media
 from beam_sft.convert.pythonic import parse_pythonic_calls
@@ -132,6 +132,8 @@ def finish_row(
                 except RepeatedKey:
                     raise Rejection("duplicate_key", f"messages[{i}]: a key appears twice in one dict of "
                                     "its pythonic tool call") from None
+                except TooSmall as exc:
+                    raise Rejection("non_standard_number", f"messages[{i}]: its pythonic tool call: {exc}") from None
             message, origin = _finish_assistant(draft, f"messages[{i}]", options, notes)
             if origin != "data":
                 origins[len(messages)] = origin

@@ -29,7 +29,7 @@ import re
 from typing import Any
 
 from beam_sft.convert.assemble import finish_row, parse_envelope
-from beam_sft.convert.literals import NotJSON, RepeatedKey, read_literal
+from beam_sft.convert.literals import NotJSON, RepeatedKey, TooSmall, read_literal
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import canonical_role, reject_media
@@ -166,6 +166,8 @@ def _literal(text: str, where: str) -> Any:
         return read_literal(text)
     except RepeatedKey:
         raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict") from None
+    except TooSmall as exc:
+        raise Rejection("non_standard_number", f"{where}: {exc}") from None
     except NotJSON:
         return None
 

@@ -29,6 +29,11 @@ class RepeatedKey(ValueError):
     """A key twice in one dict literal."""
 
 
+class TooSmall(ValueError):
+    """A float literal written non-zero that reads as 0.0 (``1e-400``): ``non_standard_number``, as
+    the JSON reader says of it (and of ``1e400``, which reads as infinity)."""
+
+
 _SCALARS = (str, int, float, bool, type(None))
 
 
@@ -67,11 +72,24 @@ def _kind(item: Any) -> str:
             type(...): "'...'"}.get(type(item), type(item).__name__)
 
 
-def literal_value(node: ast.AST) -> Any:
-    """The JSON value of one literal expression node: ``RepeatedKey``, or ``NotJSON`` for anything
-    ``literal_eval`` refuses or JSON has no form for."""
+def _underflows(node: ast.AST, source: str) -> bool:
+    """A float literal written non-zero that reads as 0.0 (``1e-400``); the JSON reader refuses it
+    as ``non_standard_number`` and so does this one (the value would change unsaid)."""
+    for item in ast.walk(node):
+        if isinstance(item, ast.Constant) and type(item.value) is float and item.value == 0.0:
+            text = ast.get_source_segment(source, item) or ""
+            if any(d in "123456789" for d in text.lower().partition("e")[0]):
+                return True
+    return False
+
+
+def literal_value(node: ast.AST, source: str) -> Any:
+    """The JSON value of one literal expression node of ``source``: ``RepeatedKey``, ``TooSmall``,
+    or ``NotJSON`` for anything ``literal_eval`` refuses or JSON has no form for."""
     if repeated_key(node):
         raise RepeatedKey("a key appears twice in one dict")
+    if _underflows(node, source):
+        raise TooSmall("a number too small for a 64-bit float (it would be 0)")
     try:
         value = ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
@@ -85,4 +103,4 @@ def read_literal(text: str) -> Any:
         tree = ast.parse(text, mode="eval")
     except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
         raise NotJSON(f"not a Python literal: {exc}") from None
-    return literal_value(tree.body)
+    return literal_value(tree.body, text)

@@ -41,8 +41,9 @@ def parse_pythonic_calls(text: str) -> tuple[str, list[dict]] | None:
 
 
 def _calls(text: str) -> list[dict] | None:
+    source = text.strip()
     try:
-        tree = ast.parse(text.strip(), mode="eval")
+        tree = ast.parse(source, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return None
     node = tree.body
@@ -50,14 +51,14 @@ def _calls(text: str) -> list[dict] | None:
         return None
     calls = []
     for item in node.elts:
-        call = _call(item)
+        call = _call(item, source)
         if call is None:
             return None
         calls.append(call)
     return calls
 
 
-def _call(node: ast.AST) -> dict | None:
+def _call(node: ast.AST, source: str) -> dict | None:
     if not isinstance(node, ast.Call) or node.args:
         return None
     name = _name(node.func)
@@ -68,7 +69,7 @@ def _call(node: ast.AST) -> dict | None:
         if kw.arg is None or kw.arg in arguments:  # **kwargs, or a key twice
             return None
         try:
-            arguments[kw.arg] = literal_value(kw.value)  # RepeatedKey goes up: the row is duplicate_key
+            arguments[kw.arg] = literal_value(kw.value, source)  # RepeatedKey, TooSmall go up: the row is rejected
         except NotJSON:
             return None
     return {"type": "function", "function": {"name": name, "arguments": arguments}}

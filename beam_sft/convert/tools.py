@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any
 
-from beam_sft.convert.literals import NotJSON, RepeatedKey, read_literal
+from beam_sft.convert.literals import NotJSON, RepeatedKey, TooSmall, read_literal
 from beam_sft.convert.rows import Rejection
 from beam_sft.data import jsontext
 
@@ -219,6 +219,8 @@ def _literal_tools(body: str, where: str) -> Any:
         return read_literal(body)
     except RepeatedKey:
         raise Rejection("duplicate_key", f"{where}: <tools> block: a key appears twice in one dict") from None
+    except TooSmall as exc:
+        raise Rejection("non_standard_number", f"{where}: <tools> block: {exc}") from None
     except NotJSON:
         return NOT_JSON
 

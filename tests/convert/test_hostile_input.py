@@ -287,3 +287,14 @@ def test_a_pythonic_dict_with_a_key_twice_is_duplicate_key():
     assert code(nested) == "duplicate_key", nested
     tuple_ok = convert_row(_call_turn("[f(x=(1, 2), y={'k': None})]"), format="openai", options=PYTHONIC)
     assert tuple_ok["messages"][-1]["tool_calls"][0]["function"]["arguments"] == {"x": [1, 2], "y": {"k": None}}
+
+
+def test_a_python_literal_that_underflows_is_non_standard_number_as_in_json():
+    """1e-400 reads as 0.0 in Python as in JSON: the value would change unsaid (1e400 becomes inf)."""
+    hermes = convert_row(_call_turn("<tool_call>{'name': 'f', 'arguments': {'x': [1, 1e-400]}}</tool_call>"),
+                         format="hermes", options=OPTIONS)
+    assert code(hermes) == "non_standard_number", hermes
+    pythonic = convert_row(_call_turn("[f(x=-2.5E-999)]"), format="openai", options=PYTHONIC)
+    assert code(pythonic) == "non_standard_number", pythonic
+    zero = convert_row(_call_turn("[f(x=0.0, y=0e-999, z='1e-400')]"), format="openai", options=PYTHONIC)
+    assert zero["messages"][-1]["tool_calls"][0]["function"]["arguments"] == {"x": 0.0, "y": 0.0, "z": "1e-400"}

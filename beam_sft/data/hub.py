@@ -4,9 +4,9 @@ How a source string is read (``parse_data_arg``; the same rule for ``--data``, a
 ``sources[].path`` and ``beam-sft convert``):
 
 1. A path that exists locally is local, always. A local folder whose ``README.md`` front matter
-   declares ``configs:`` (a dataset repository, as on the hub) is read through
-   ``datasets.load_dataset`` like a hub dataset; any other file or folder through
-   ``beam_sft.data.sources``.
+   declares ``configs:`` (a dataset repository, as on the hub), or with no card whose files are named
+   for two splits or more as ``datasets`` infers splits, is read as a dataset (one split, ``train``
+   unless named); any other file or folder through ``beam_sft.data.sources``.
 2. Otherwise ``ORG/NAME[:CONFIG][@SPLIT]`` (exactly one ``/``, no data-file suffix such as
    ``.jsonl``) is a hub id; ``BASE:CONFIG@SPLIT`` where ``BASE`` is a local folder is that folder.
 3. Anything else stays a local path (and fails as "no such file or directory").
@@ -81,7 +81,7 @@ def _card(path: str | Path) -> dict | None:
     card = Path(path) / "README.md"
     if not card.is_file():
         return None
-    with card.open(encoding="utf-8", errors="replace") as fh:
+    with card.open(encoding="utf-8-sig", errors="replace") as fh:  # (a BOM before the front matter)
         text = fh.read(MAX_CONFIG_BYTES)  # the front matter is at the top; a card past this is not read whole
     if not text.startswith("---"):
         return None
@@ -96,9 +96,54 @@ def _card(path: str | Path) -> dict | None:
 
 
 def is_dataset_repo(path: str | Path) -> bool:
-    """A folder whose ``README.md`` opens with YAML front matter that declares ``configs``."""
+    """A folder whose ``README.md`` opens with YAML front matter that declares ``configs``, or whose
+    files are named for two splits or more as the hub names them (``data/train-*.parquet`` beside
+    ``data/test-*.parquet``: ``_named_splits``), which ``datasets`` reads as a repository's splits.
+    Read as a plain folder, the test split would be trained on."""
     header = _card(path)
-    return header is not None and "configs" in header
+    if header is not None and "configs" in header:
+        return True
+    return len(_named_splits(Path(path))) > 1
+
+
+# datasets' split keywords and separators (datasets.data_files.SPLIT_KEYWORDS, NON_WORDS_CHARS): a
+# cheap look at the names before asking datasets itself (importing it costs about a second).
+_SPLIT_NAME_RE = re.compile(r"(?:^|[-._ 0-9/])(?:train|training|validation|valid|dev|val|test|testing|eval|"
+                            r"evaluation)(?:[-._ 0-9/]|$)")
+
+
+def _named_splits(root: Path) -> dict[str, list[str]]:
+    """The split patterns ``datasets`` infers for a folder with no ``configs:`` card, when its data
+    files are named for splits (``datasets.data_files.get_data_patterns``), else ``{}``."""
+    if not root.is_dir():
+        return {}
+    names = [p.relative_to(root).as_posix() for p in root.rglob("*")
+             if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES) and not _is_hidden(p, root)]
+    if not any(_SPLIT_NAME_RE.search(n) for n in names):
+        return {}
+    from datasets.data_files import get_data_patterns
+
+    try:
+        patterns = get_data_patterns(str(root))
+    except Exception:  # noqa: BLE001 (datasets finds no data files it knows: not a repository to it)
+        return {}
+    return {str(split): list(p) for split, p in patterns.items()}
+
+
+def _is_hidden(path: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in path.relative_to(root).parts)
+
+
+def _resolve(root: Path, pattern: str) -> list[Path]:
+    """The files a ``data_files`` pattern names in a local repository, as ``datasets`` resolves them
+    (``datasets.data_files.resolve_pattern``: ``**`` at any depth, hidden files and folders left out
+    unless named), sorted."""
+    from datasets.data_files import resolve_pattern
+
+    try:
+        return sorted(Path(p) for p in resolve_pattern(pattern, str(root)))
+    except FileNotFoundError:
+        return []
 
 
 # The file types a local repository's files are read as by beam_sft.data.sources, file by file.
@@ -138,29 +183,35 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
     Parquet and JSON Lines). None when the card says something only ``datasets`` reads (another
     file type, a loading script, no ``configs``): then ``datasets`` reads it.
 
-    Patterns are the card's (``data/train-*``), matched with ``Path.glob`` under the folder, in
-    sorted order; a split or config the card does not have is a ``BeamError`` naming them.
+    Patterns are the card's (``data/train-*``), or with no card those ``datasets`` infers from
+    split-named files (``_named_splits``), resolved as ``datasets`` resolves them (``_resolve``), in
+    sorted order; a split or config the repository does not have is a ``BeamError`` naming them.
     """
     if not ref.is_local:
         return None
     root = Path(ref.path)
     data_files = ref.data_files
+    inferred = False
     if data_files is None:
         configs = (_card(root) or {}).get("configs")
-        if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs) or not configs:
-            return None
-        names = [str(c.get("config_name", "default")) for c in configs]
-        if ref.name is not None:
-            if ref.name not in names:
-                raise BeamError(f"{ref.describe()}: README.md declares no config {ref.name!r} "
-                                f"(configs: {', '.join(names)})")
-            config = configs[names.index(ref.name)]
+        named = _named_splits(root) if configs is None and ref.name is None else {}
+        if named:  # no card: the splits datasets infers from the files' names
+            data_files, inferred = named, True
         else:
-            config = next((c for c in configs if c.get("default") is True), None) or \
-                (configs[names.index("default")] if "default" in names else configs[0])
-        data_files = config.get("data_files")
-        if data_files is None or set(config) - {"config_name", "data_files", "default"}:
-            return None  # features, a builder's options, ...: datasets' own reading
+            if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs) or not configs:
+                return None
+            names = [str(c.get("config_name", "default")) for c in configs]
+            if ref.name is not None:
+                if ref.name not in names:
+                    raise BeamError(f"{ref.describe()}: README.md declares no config {ref.name!r} "
+                                    f"(configs: {', '.join(names)})")
+                config = configs[names.index(ref.name)]
+            else:
+                config = next((c for c in configs if c.get("default") is True), None) or \
+                    (configs[names.index("default")] if "default" in names else configs[0])
+            data_files = config.get("data_files")
+            if data_files is None or set(config) - {"config_name", "data_files", "default"}:
+                return None  # features, a builder's options, ...: datasets' own reading
     splits = _split_files(data_files)
     if splits is None:
         return None
@@ -169,10 +220,12 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
                         f"(splits: {', '.join(sorted(splits))})")
     files: list[Path] = []
     for pattern in splits[ref.split]:
-        found = sorted(p for p in root.glob(pattern) if p.is_file())
-        if not found:
+        found = _resolve(root, pattern)
+        if not found and not inferred:  # (datasets' inferred patterns are alternatives)
             raise BeamError(f"{ref.describe()}: no file matches {pattern!r}")
         files.extend(p for p in found if p not in files)
+    if inferred:
+        files.sort()
     if not all(p.name.lower().endswith(_OWN_READER) for p in files):
         return None
     return files

@@ -347,3 +347,48 @@ def test_a_card_pattern_that_matches_nothing_is_named(tmp_path):
     (repo / "README.md").write_text(CARD.format(ext="jsonl"), encoding="utf-8")
     with pytest.raises(BeamError, match=r"no file matches 'data/train-\*\.jsonl'"):
         list(iter_records(str(repo)))
+
+
+def _rows(path: Path, n: int, tag: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"tag": tag, "i": i}) + "\n" for i in range(n)))
+
+
+def _tags(source) -> list[str]:
+    return sorted(f"{r['tag']}{r['i']}" for _, r in iter_records(source))
+
+
+def test_a_folder_named_by_splits_without_a_card_reads_its_train_split_as_datasets_does(tmp_path):
+    """data/train-*.jsonl beside data/test-*.jsonl and no configs: card: datasets reads two splits;
+    read as a plain folder, the test rows would be trained on."""
+    datasets = pytest.importorskip("datasets")
+    repo = tmp_path / "repo"
+    _rows(repo / "data" / "train-00000-of-00002.jsonl", 2, "train")
+    _rows(repo / "data" / "train-00001-of-00002.jsonl", 1, "train_b")
+    _rows(repo / "data" / "test-00000-of-00001.jsonl", 3, "test")
+    ref = parse_data_arg(str(repo))
+    assert isinstance(ref, DatasetRef) and ref.split == "train"
+    assert _tags(ref) == ["train0", "train1", "train_b0"]
+    assert _tags(parse_data_arg(f"{repo}@test")) == ["test0", "test1", "test2"]
+    want = datasets.load_dataset(str(repo), split="test")
+    assert len(want) == 3
+    # a folder of shards with no split in their names stays one plain folder
+    plain = tmp_path / "plain"
+    _rows(plain / "part-0.jsonl", 1, "a")
+    _rows(plain / "part-1.jsonl", 1, "b")
+    assert parse_data_arg(str(plain)) == str(plain)
+
+
+def test_card_patterns_resolve_as_datasets_resolves_them(tmp_path):
+    """``**`` reaches files at any depth (Path.glob gave folders only), a hidden file is not data, and a
+    card after a byte-order mark is still the card."""
+    repo = tmp_path / "repo"
+    _rows(repo / "data" / "a.jsonl", 1, "a")
+    _rows(repo / "data" / "deep" / "b.jsonl", 1, "b")
+    _rows(repo / "data" / ".hidden-train.jsonl", 1, "hidden")
+    _rows(repo / "other" / "c.jsonl", 1, "c")
+    card = "---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/**\n---\n"
+    (repo / "README.md").write_bytes(b"\xef\xbb\xbf" + card.encode())
+    ref = parse_data_arg(str(repo))
+    assert isinstance(ref, DatasetRef)
+    assert _tags(ref) == ["a0", "b0"]

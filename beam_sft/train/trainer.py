@@ -103,15 +103,16 @@ def load_model(recipe: Recipe):
     return load_changed_model(recipe).model
 
 
-def load_weights(recipe: Recipe):
-    """The checkpoint's model, as it is (expert parallelism shards it at load: ``model.ep_size``)."""
+def load_weights(recipe: Recipe, weights_from: str | None = None):
+    """The checkpoint's model, as it is (expert parallelism shards it at load: ``model.ep_size``);
+    ``weights_from``: a training checkpoint to read the weights from instead (``resume_weights``)."""
     import torch
     from transformers import AutoModelForCausalLM
 
     dtype = recipe.model.dtype if recipe.model.dtype == "auto" else getattr(torch, recipe.model.dtype)
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            recipe.model.path,
+            weights_from or recipe.model.path,
             dtype=dtype,
             attn_implementation=recipe.model.attn_implementation,
             trust_remote_code=recipe.model.trust_remote_code,
@@ -193,9 +194,32 @@ def apply_model_changes(model, recipe: Recipe, changes: tuple[ModelChange, ...] 
     return ChangedModel(model, context.layout, tuple(applied), handed)
 
 
-def load_changed_model(recipe: Recipe) -> ChangedModel:
-    """The checkpoint's model with ``MODEL_CHANGES`` applied."""
-    return apply_model_changes(load_weights(recipe), recipe)
+def load_changed_model(recipe: Recipe, resume: str | None = None) -> ChangedModel:
+    """The checkpoint's model with ``MODEL_CHANGES`` applied; resuming a full fine-tune, the weights
+    are the resumed checkpoint's (``resume_weights``)."""
+    return apply_model_changes(load_weights(recipe, resume_weights(recipe, resume)), recipe)
+
+
+def resume_weights(recipe: Recipe, resume: str | None) -> str | None:
+    """The checkpoint folder a resumed full fine-tune reads its weights from, else None.
+
+    ``save_pretrained`` writes a mixture of experts in its checkpoint layout (Beam: one tensor per
+    expert, ``mlp.experts.0.gate_proj.weight``), which ``from_pretrained`` converts into the fused
+    tensors the model holds (``mlp.experts.gate_up_proj``). transformers' Trainer resumes a
+    one-process or DDP run with a plain ``load_state_dict(strict=False)``: the fused tensors are
+    "missing" (a log line), so the trained experts silently went back to the base model's while the
+    optimizer state was restored. Loading the model from the checkpoint through ``from_pretrained``
+    restores every tensor; the Trainer's own load then rewrites the tensors whose names match with
+    the same values. FSDP and DeepSpeed checkpoints (their own loaders) and adapters (PEFT's) are
+    restored by the Trainer as they are.
+    """
+    if resume is None or recipe.lora is not None:
+        return None
+    folder = Path(resume)
+    whole = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+    if (folder / "config.json").is_file() and any((folder / name).is_file() for name in whole):
+        return str(folder)
+    return None
 
 
 def lora_config(recipe: Recipe, model=None):
@@ -281,7 +305,7 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
 
     training = training_data(recipe, args)
     check_before_the_weights(recipe, args)
-    changed = load_changed_model(recipe)
+    changed = load_changed_model(recipe, resume)
     check_the_model(recipe, changed.model, training.tokenizer)
     biases = routers.BiasSnapshot(changed.model)  # the correction biases as loaded, compared at the save
     trainer = make_trainer(recipe, args, changed, training, callbacks)
@@ -336,9 +360,17 @@ def check_before_the_weights(recipe: Recipe, args) -> None:
 
 
 def check_the_model(recipe: Recipe, model, tokenizer) -> None:
-    """The loaded model against the tokenizer: ``<|return|>`` ends generation, every id has a row."""
+    """The loaded model against the tokenizer: ``<|return|>`` ends generation, every id has a row;
+    no ``load_best_model_at_end`` on a full fine-tune of fused experts (``resume_weights``: the
+    Trainer reloads the best checkpoint with ``load_state_dict(strict=False)``, which would leave the
+    last step's experts beside the best step's other weights)."""
     from beam_sft.train.preflight import check_generation_eos, check_vocab
 
+    if recipe.sft.get("load_best_model_at_end") and recipe.lora is None and moe_layout(model).expert_parameters:
+        raise ConfigError("sft.load_best_model_at_end", "true, but the Trainer reloads the best checkpoint of a "
+                          "full fine-tune without converting its fused experts: the saved model would mix two "
+                          "steps' weights. Keep every checkpoint (save_total_limit) and pick the best one by its "
+                          "eval loss instead")
     if recipe.preflight.enabled:
         check_generation_eos(model, tokenizer)
         check_vocab(model, tokenizer)

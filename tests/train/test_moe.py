@@ -412,3 +412,42 @@ def test_mixed_precision_is_judged_as_the_trainer_computes(moe_dirs, beam_packed
         else:
             with pytest.raises(PreflightError, match="differ from the same sequence alone"):
                 callback.on_train_begin(args, None, None, model=noisy)
+
+
+def test_a_resumed_full_fine_tune_of_beam_keeps_its_trained_experts(moe_dirs, prepared_dir, tmp_path):
+    """save_pretrained writes Beam's experts one tensor per expert; the Trainer's own resume loads that
+    file with load_state_dict(strict=False), which leaves the fused expert tensors as the base model's
+    (a log line). Resumed, the run must give the uninterrupted run's losses and experts."""
+    from safetensors.torch import load_file
+
+    schedule = {"max_steps": 4, "save_strategy": "steps", "save_steps": 2, "learning_rate": 3e-3}
+    whole = train(_recipe(moe_dirs["beam"], prepared_dir, tmp_path / "whole", "beam", sft=schedule))
+    checkpoint = whole / "checkpoint-2"
+    resumed = train(_recipe(moe_dirs["beam"], prepared_dir, tmp_path / "resumed", "beam",
+                            sft={**schedule, "resume_from_checkpoint": str(checkpoint)}))
+    expected = {r["step"]: r["loss"] for r in read_losses(whole)}
+    got = {r["step"]: r["loss"] for r in read_losses(resumed)}
+    assert sorted(got) == [3, 4]
+    for step in (3, 4):
+        assert got[step] == pytest.approx(expected[step], rel=1e-5, abs=1e-6)
+    a, b = load_file(whole / "model.safetensors"), load_file(resumed / "model.safetensors")
+    experts = [k for k in a if ".experts." in k]
+    assert experts and a.keys() == b.keys()
+    assert max(float((a[k] - b[k]).abs().max()) for k in experts) < 1e-5
+
+
+def test_load_best_model_at_end_is_refused_on_a_full_fine_tune_of_fused_experts(moe_dirs, prepared_dir, tmp_path,
+                                                                                tokenizer):
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.trainer import check_the_model
+
+    sft = {"load_best_model_at_end": True, "eval_strategy": "steps", "save_strategy": "steps"}
+    model = AutoModelForCausalLM.from_pretrained(moe_dirs["beam"])
+    data = {"prepared": str(prepared_dir), "eval": {"eval_fraction": 0.1}}
+    with pytest.raises(ConfigError, match="sft.load_best_model_at_end"):
+        check_the_model(_recipe(moe_dirs["beam"], prepared_dir, tmp_path / "a", "beam", sft=sft, data=data),
+                        model, tokenizer)
+    lora = {"r": 4, "alpha": 8, "dropout": 0.0}
+    check_the_model(_recipe(moe_dirs["beam"], prepared_dir, tmp_path / "b", "beam", sft=sft, data=data, lora=lora),
+                    model, tokenizer)

@@ -1,4 +1,5 @@
-"""DIR/rejects.jsonl: one JSON object per row left out, ``{"source", "row", "code", "message", "raw"}``.
+"""DIR/rejects.jsonl: one JSON object per row left out, ``{"source", "row", "code", "message", "raw"}``
+(and ``file``, in a folder source's line of ``prepare``: ``placed``).
 
 The one writer of a rejects line, for ``prepare`` and ``convert --rejects`` alike.
 """
@@ -25,10 +26,26 @@ def reject_json(record: Mapping[str, Any]) -> str:
     return line
 
 
-def reject_line(source: str, row: int, code: str, message: str, raw: Any) -> str:
+def reject_line(source: str, row: int, code: str, message: str, raw: Any, file: str | None = None) -> str:
     """One line of rejects.jsonl (``raw`` is the input as read, or the converted row).
 
     >>> reject_line("a.jsonl", 3, "too_long", "12 > 8 tokens", {"messages": []})
     '{"source": "a.jsonl", "row": 3, "code": "too_long", "message": "12 > 8 tokens", "raw": {"messages": []}}'
     """
-    return reject_json({"source": source, "row": row, "code": code, "message": message, "raw": raw})
+    return reject_json(placed({"source": source, "row": row, "code": code, "message": message, "raw": raw},
+                              source, file))
+
+
+def placed(record: Mapping[str, Any], source: str, file: str | None) -> dict[str, Any]:
+    """A rejects record of ``prepare``: ``source`` is the source's label, as report.json counts it (and
+    verify's ``rejects_count`` reads it); a folder source's line also names its ``file``, in which
+    ``row`` is the row.
+
+    >>> placed({"source": "data/a.jsonl", "row": 1, "code": "c"}, "data", "data/a.jsonl")
+    {'source': 'data', 'file': 'data/a.jsonl', 'row': 1, 'code': 'c'}
+    """
+    out = {"source": source}
+    if file is not None and file != source:
+        out["file"] = file
+    out.update((k, v) for k, v in record.items() if k != "source")
+    return out

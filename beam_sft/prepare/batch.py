@@ -27,7 +27,7 @@ from beam_sft.data import jsontext
 from beam_sft.data.mix import copies
 from beam_sft.data.sources import BadRecord, bad_line
 from beam_sft.dataset_folder.layout import COLUMNS, arrow_schema
-from beam_sft.dataset_folder.rejects import reject_json, reject_line
+from beam_sft.dataset_folder.rejects import placed, reject_json, reject_line
 from beam_sft.dataset_folder.tokenizer import load_tokenizer
 from beam_sft.encode.length import fit_by_trimming, too_long
 from beam_sft.encode.select import make_encoder
@@ -169,7 +169,8 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
             if isinstance(row_text, Rejection):
                 result = row_text.at(source=label, row=row, raw=raw)
         if isinstance(result, Rejection):
-            out.append(Done(source.label, row_index, result.code, reject_json(result.to_json()), fmt))
+            line = reject_json(placed(result.to_json(), source.label, label))
+            out.append(Done(source.label, row_index, result.code, line, fmt))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
         out.append(Pending(result, source.label, row_index, n, len(text), fmt, row_text) if n
@@ -244,8 +245,8 @@ def _reasoning_status(row: dict) -> str:
 def _reject(item: Pending, exc: Rejection) -> str:
     """The rejects.jsonl line of a converted row: named by its own file and row (its ``meta``)."""
     meta = item.row.get("meta") or {}
-    return reject_line(meta.get("source", item.source), meta.get("row", item.row_index), exc.code, exc.detail,
-                       item.row)
+    return reject_line(item.source, meta.get("row", item.row_index), exc.code, exc.detail, item.row,
+                       file=meta.get("source"))
 
 
 def process_batch(batch, *, job: EncodeJob, index: int | None = None, skip: int = 0):

@@ -24,11 +24,14 @@ def _prepare(tmp_path: Path, tokenizer_dir, path: Path, fmt: str = "auto", name:
     from datasets import load_from_disk
 
     out = prepare(PrepareConfig(sources=[SourceSpec(path=str(path), format=fmt, name=name)],
-                                tokenizer=str(tokenizer_dir), output=str(tmp_path / "out"), num_proc=1, verify=False))
+                                tokenizer=str(tokenizer_dir), output=str(tmp_path / "out"), num_proc=1))
     report = json.loads((out / "report.json").read_text())
-    (entry,) = report["sources"].values()
+    (label, entry), = report["sources"].items()
     assert entry["read"] == entry["kept"] + sum(entry["rejected"].values())
-    where = {(r["source"], r["row"], r["code"]) for r in map(json.loads, (out / "rejects.jsonl").read_text().splitlines())}
+    rejects = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    # (verified: rejects.jsonl counts by the source's label, as report.json; a folder's line names its file)
+    assert all(r["source"] == label and r.get("file") != label for r in rejects)
+    where = {(r.get("file", r["source"]), r["row"], r["code"]) for r in rejects}
     where |= {(m["source"], m["row"], "kept") for m in (json.loads(r)["meta"] for r in load_from_disk(str(out))["row"])}
     return entry, where
 
@@ -112,7 +115,8 @@ def test_a_syntax_error_hides_the_rest_counted_and_said(tmp_path, tokenizer_dir,
 def test_a_directory_names_each_rows_file_and_its_own_row(tmp_path, tokenizer_dir, tokenizer):
     folder = tmp_path / "data"
     (folder / ".cache").mkdir(parents=True)
-    (folder / "a.jsonl").write_text("".join(_line(simple_row(i)) for i in range(2)))
+    # a rejected row in a folder source: counted under the source's label, its line naming its file
+    (folder / "a.jsonl").write_text("".join(_line(simple_row(i)) for i in range(2)) + '{"messages": broken\n')
     (folder / "b.json").write_text(json.dumps([simple_row(i) for i in range(3)]))
     (folder / ".hidden.jsonl").write_text(_line(simple_row(9)))
     (folder / ".cache" / "c.jsonl").write_text(_line(simple_row(9)))
@@ -120,10 +124,11 @@ def test_a_directory_names_each_rows_file_and_its_own_row(tmp_path, tokenizer_di
     (folder / "old.jsonl.bz2").write_bytes(b"BZh")  # a .gz would be read (gzip); other compressions are not
     entry, prepared = _prepare(tmp_path, tokenizer_dir, folder, name="dir")
     assert prepared == {(str(folder / "a.jsonl"), 0, "kept"), (str(folder / "a.jsonl"), 1, "kept"),
+                        (str(folder / "a.jsonl"), 2, "invalid_json"),
                         *((str(folder / "b.json"), i, "kept") for i in range(3))}
     assert _convert(folder, tokenizer, name="dir")[1] == prepared
     assert {Path(s["path"]).name for s in entry["skipped"]} == {"notes.txt", "old.jsonl.bz2"}
-    assert entry["read"] == entry["kept"] == 5
+    assert entry["read"] == 6 and entry["kept"] == 5
 
 
 def test_a_fake_parquet_is_a_clear_error_naming_the_file(tmp_path, tokenizer_dir):

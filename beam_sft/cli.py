@@ -77,7 +77,12 @@ def run() -> None:
     the interpreter's last sweeps of every object it made (a 10-row prepare's exit: 0.47 s to 0.25 s,
     ``benchmarks/fixed_cost.py --exit``): :func:`quick_exit`.
     """
-    args = build_parser().parse_args()
+    try:  # building the parser imports every command: a second's window for Ctrl-C before dispatch
+        args = build_parser().parse_args()
+    except KeyboardInterrupt:
+        print("beam-sft: interrupted (SIGINT) while starting; nothing was written", file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(INTERRUPTED)
     code = dispatch(args)
     if code == INTERRUPTED:
         # Ctrl-C has been said and every output left as it was; a worker thread still blocked in a

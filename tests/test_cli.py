@@ -30,3 +30,13 @@ def test_unknown_subcommand_fails():
     with pytest.raises(SystemExit) as exc:
         cli.main(["no-such-command"])
     assert exc.value.code == 2
+
+
+def test_ctrl_c_while_the_commands_import_is_one_line_and_130():
+    """build_parser imports every command (about a second): Ctrl-C then gave a traceback and -2."""
+    code = ("import beam_sft.cli as c\n"
+            "def parser():\n    raise KeyboardInterrupt\n"
+            "c.build_parser = parser\nc.run()\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130
+    assert done.stderr.strip() == "beam-sft: interrupted (SIGINT) while starting; nothing was written"

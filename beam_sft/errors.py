@@ -9,7 +9,16 @@ from beam_sft.reject_codes import REASONS
 
 
 class BeamError(Exception):
-    """Base class: every error beam-sft raises on purpose derives from it."""
+    """Base class: every error beam-sft raises on purpose derives from it.
+
+    Each one pickles to itself (``__reduce__`` where ``__init__`` takes other arguments than its
+    message): a Ray task's or a worker process's error reaches the driver as the same type and
+    message, not as Ray's "failed to deserialize exception".
+    """
+
+
+def _rebuild(cls, args: tuple, kwargs: dict):
+    return cls(*args, **kwargs)
 
 
 class ConfigError(BeamError):
@@ -21,6 +30,9 @@ class ConfigError(BeamError):
         self.file = file
         said = f"{path}: {message}" if path else message
         super().__init__(f"{file}: {said}" if file else said)
+
+    def __reduce__(self):
+        return _rebuild, (type(self), (self.path, self.message), {"file": self.file})
 
     def in_file(self, file) -> ConfigError:
         """The same error naming the config file it was read from (once: an inner file's name stays).
@@ -103,6 +115,9 @@ class TokenizerError(BeamError):
         self.problems = list(problems)
         super().__init__("tokenizer is unfit for Beam Harmony:\n  - " + "\n  - ".join(self.problems))
 
+    def __reduce__(self):
+        return _rebuild, (type(self), (self.problems,), {})
+
 
 class VerificationError(BeamError):
     """A prepared dataset breaks a mask invariant."""
@@ -117,9 +132,14 @@ class OutputRefused(BeamError):
 
     def __init__(self, target, reason: str, *, hint: bool = True):
         self.target = target
+        self.reason = reason
+        self.hint = hint
         tail = (". Give an empty or new folder, or a folder an earlier prepare wrote (with nothing else in it)"
                 if hint else "")
         super().__init__(f"refusing to write to {target}: {reason}{tail}")
+
+    def __reduce__(self):
+        return _rebuild, (type(self), (self.target, self.reason), {"hint": self.hint})
 
 
 class PreparedError(BeamError):
@@ -128,7 +148,11 @@ class PreparedError(BeamError):
 
     def __init__(self, path, message: str):
         self.path = path
+        self.message = message
         super().__init__(f"{path}: {message}")
+
+    def __reduce__(self):
+        return _rebuild, (type(self), (self.path, self.message), {})
 
 
 class OutputLocked(BeamError):
@@ -140,7 +164,11 @@ class OutputUnwritable(BeamError):
 
     def __init__(self, target, reason: str):
         self.target = target
+        self.reason = reason
         super().__init__(f"cannot write to {target}: {reason}")
+
+    def __reduce__(self):
+        return _rebuild, (type(self), (self.target, self.reason), {})
 
 
 class RunStopped(BeamError):
@@ -159,3 +187,6 @@ class Interrupted(BaseException):
     def __init__(self, signum: int):
         self.signum = signum
         super().__init__(signal.Signals(signum).name)
+
+    def __reduce__(self):
+        return _rebuild, (type(self), (self.signum,), {})

@@ -40,3 +40,21 @@ def test_ctrl_c_while_the_commands_import_is_one_line_and_130():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 130
     assert done.stderr.strip() == "beam-sft: interrupted (SIGINT) while starting; nothing was written"
+
+
+def test_every_error_pickles_to_itself():
+    """A Ray task's or a worker's error reaches the driver as itself: ConfigError, OutputRefused,
+    PreparedError, ... took other arguments than their message, so unpickling failed (Ray said
+    "Failed to deserialize exception") and the shard's own error was lost."""
+    import pickle
+    from pathlib import Path
+
+    from beam_sft import errors
+
+    cases = [errors.ConfigError("a.b", "bad", file="f.yaml"), errors.TokenizerError(["p1", "p2"]),
+             errors.Rejection("invalid_json", "x", {"r": 1}, source="s", row=2),
+             errors.OutputRefused(Path("x"), "m", hint=False), errors.PreparedError(Path("p"), "msg"),
+             errors.OutputUnwritable("t", "r"), errors.Interrupted(2), errors.VerificationError("v")]
+    for error in cases:
+        back = pickle.loads(pickle.dumps(error))
+        assert type(back) is type(error) and str(back) == str(error)

@@ -176,7 +176,10 @@ def test_train_refuses_an_output_dir_inside_the_checkpoint_it_resumes_from(tmp_p
     check_output_dir(fine)
 
 
-@pytest.mark.parametrize("names", [["README.md"], ["config.json", "notes.txt"], ["sub/"]])
+@pytest.mark.parametrize("names", [["README.md"], ["config.json", "notes.txt"], ["sub/"],
+                                   # a name a run writes beside a user's files does not make the folder a run's
+                                   ["runs/", "README.md", "config.json"], ["eval/", "notes.txt"],
+                                   ["checkpoint-3/", "README.md"]])
 def test_train_refuses_an_output_dir_holding_a_users_files(tmp_path, model_copy, names, capsys):
     """The final save writes README.md (the card), config.json, the tokenizer and the weights into
     output_dir: a folder with anything a training run does not write is not replaced into."""
@@ -198,12 +201,30 @@ def test_an_earlier_runs_output_dir_is_its_own(tmp_path, model_copy):
     from beam_sft.train.data import check_output_dir
     from beam_sft.train.recipe import load_recipe
 
-    for marks in (["beam_run.json", "README.md", "config.json"], ["checkpoint-40"], ["prepared_view"]):
+    for marks in (["beam_run.json", "README.md", "config.json"], ["prepared_view"], ["runs", "losses.jsonl"]):
         out = tmp_path / "_".join(marks)
         for name in marks:
             (out / name).mkdir(parents=True) if "." not in name else (out.mkdir(exist_ok=True),
                                                                        (out / name).write_text("{}"))
         check_output_dir(load_recipe(_recipe(tmp_path, model_copy, tmp_path / "none", output_dir=str(out))))
+
+
+def test_an_earlier_runs_checkpoints_are_refused_unless_the_run_resumes(tmp_path, model_copy):
+    """A second run into a finished run's folder rotated its checkpoints away (save_total_limit) or saved its
+    own among them, which a later resume_from_checkpoint: true would mix up."""
+    from beam_sft.errors import OutputRefused
+    from beam_sft.train.data import check_output_dir
+    from beam_sft.train.recipe import load_recipe
+
+    out = tmp_path / "run"
+    for name in ("checkpoint-2", "checkpoint-4"):
+        (out / name).mkdir(parents=True)
+        (out / name / "trainer_state.json").write_text('{"global_step": 2}')
+    (out / "beam_run.json").write_text("{}")
+    with pytest.raises(OutputRefused, match=r"earlier run's checkpoints \(checkpoint-2, checkpoint-4\)"):
+        check_output_dir(load_recipe(_recipe(tmp_path, model_copy, tmp_path / "none", output_dir=str(out))))
+    check_output_dir(load_recipe(_recipe(tmp_path, model_copy, tmp_path / "none", output_dir=str(out),
+                                         resume_from_checkpoint=True)))
 
 
 def test_the_api_path_checks_too(tmp_path, model_copy):

@@ -61,7 +61,7 @@ def check_output_dir(recipe) -> None:
         raise OutputRefused(out, f"sft.output_dir {relation(out, resume)} the checkpoint it resumes from "
                                  f"({resume}, sft.resume_from_checkpoint)", hint=False)
     check_writable_target(out, kind="folder", label="sft.output_dir")
-    check_run_folder(Path(out))
+    check_run_folder(Path(out), resuming=bool(resume))
 
 
 # What a run writes into its output_dir before anything a user could keep there (a resumed or repeated run
@@ -71,18 +71,32 @@ RUN_MARKS = ("beam_run.json", "prepared_view", "eval", "losses.jsonl", "metrics.
 _CHECKPOINT = re.compile(r"checkpoint-\d+")
 
 
-def check_run_folder(out: Path) -> None:
-    """A non-empty ``sft.output_dir`` must be a training run's own (``RUN_MARKS`` or a ``checkpoint-N``:
-    a resumed or repeated run, or another rank of this one): the final save writes README.md (the model card),
-    config.json, the tokenizer and the weights there, over whatever a user keeps in that folder."""
+def check_run_folder(out: Path, *, resuming: bool = False) -> None:
+    """A non-empty ``sft.output_dir`` must be a training run's own: it holds ``beam_run.json`` (the run
+    record, written first), or nothing but ``RUN_MARKS`` and ``checkpoint-N`` (a run that stopped before
+    its record, or another rank of this one). A name alone is not enough where anything else is there:
+    the final save writes README.md (the model card), config.json, the tokenizer and the weights over
+    whatever a user keeps in that folder. An earlier run's ``checkpoint-N`` folders are refused unless
+    this run resumes: a new run would rotate them away (``save_total_limit``) or save its own among
+    them, and a later ``resume_from_checkpoint: true`` would pick whichever is last."""
     if not out.is_dir():
         return
     names = sorted(p.name for p in out.iterdir())
-    if names and not any(n in RUN_MARKS or _CHECKPOINT.fullmatch(n) for n in names):
-        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    if not names:
+        return
+    if "beam_run.json" not in names and not all(n in RUN_MARKS or _CHECKPOINT.fullmatch(n) for n in names):
+        others = [n for n in names if n not in RUN_MARKS and not _CHECKPOINT.fullmatch(n)]
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
         raise OutputRefused(out, f"sft.output_dir holds files no training run wrote ({shown}); the run writes "
                                  "README.md, config.json, the tokenizer and the weights there. Give a new or empty "
                                  "folder, or the folder of an earlier run to resume", hint=False)
+    checkpoints = [n for n in names if _CHECKPOINT.fullmatch(n)]
+    if checkpoints and not resuming:
+        checkpoints.sort(key=lambda n: int(n.split("-")[1]))
+        shown = ", ".join(checkpoints[-3:])
+        raise OutputRefused(out, f"sft.output_dir holds an earlier run's checkpoints ({shown}): a new run would "
+                                 "rotate them away or save its own among them. Resume it (sft.resume_from_checkpoint: "
+                                 "true), or give a new output_dir", hint=False)
 
 
 def resolve_prepared(recipe, state=None) -> Path:

@@ -8,6 +8,11 @@ record (``beam_run.json``: the data it trained on, by digest).
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from beam_sft.errors import BeamError
@@ -15,7 +20,11 @@ from beam_sft.errors import BeamError
 
 def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | None = None,
                   dtype: str = "auto") -> Path:
-    """Load ``base`` (default: the adapter's ``base_model_name_or_path``), apply the adapter, merge, save."""
+    """Load ``base`` (default: the adapter's ``base_model_name_or_path``), apply the adapter, merge, save.
+
+    Written into a staging folder beside ``out_dir`` and renamed into place once complete: a failure
+    (a tokenizer that does not load, a full disk) leaves no half-written ``-o`` to block a retry.
+    """
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
@@ -24,7 +33,12 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | N
     config_path = adapter_dir / "adapter_config.json"
     if not config_path.is_file():
         raise BeamError(f"{adapter_dir}: no adapter_config.json (not a LoRA adapter directory)")
-    base = base or json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
+    try:
+        adapter_config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BeamError(f"{config_path}: not JSON ({exc})") from None
+    recorded = adapter_config.get("base_model_name_or_path") if isinstance(adapter_config, dict) else None
+    base = base or recorded
     if not base:
         raise BeamError(f"{config_path}: no base_model_name_or_path; pass --base")
     from beam_sft.paths import check_new_or_empty_folder, check_paths
@@ -32,21 +46,66 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | N
     # before the base loads: never over the base model, the adapter or a folder of the user's
     check_paths({"ADAPTER": adapter_dir, "--base": base}, {"-o": out})
     check_new_or_empty_folder(out, label="-o")
+    try:  # before the weights load: a folder without a tokenizer fails here, not after the save
+        tokenizer = AutoTokenizer.from_pretrained(str(adapter_dir))
+    except Exception as exc:  # noqa: BLE001 (transformers raises many kinds for a missing or broken tokenizer)
+        raise BeamError(f"{adapter_dir}: its tokenizer does not load ({type(exc).__name__}: {exc})") from None
     torch_dtype = dtype if dtype == "auto" else getattr(torch, dtype)
     model = AutoModelForCausalLM.from_pretrained(base, dtype=torch_dtype)
-    model = PeftModel.from_pretrained(model, str(adapter_dir)).merge_and_unload()
+    try:
+        peft_model = PeftModel.from_pretrained(model, str(adapter_dir))
+    except (RuntimeError, ValueError, KeyError) as exc:  # shapes of another size: load_state_dict's error
+        first = str(exc).strip().splitlines()[-1].strip()[:300]
+        raise BeamError(f"{adapter_dir}: the adapter does not fit {base} ({first}); nothing was written") from None
+    check_adapter_fits(peft_model, adapter_dir, base)
+    model = peft_model.merge_and_unload()
     if (adapter_dir / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(str(adapter_dir))
     model.config.use_cache = True
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(str(out))
-    AutoTokenizer.from_pretrained(str(adapter_dir)).save_pretrained(str(out))
-    _carry_run_record(adapter_dir, out, base)
-    if (adapter_dir / "beam_run.json").is_file():  # the run's card, saying the folder was merged
-        from beam_sft.train.model_card import write_model_card
+    with _staged(out) as staging:
+        model.save_pretrained(str(staging))
+        tokenizer.save_pretrained(str(staging))
+        _carry_run_record(adapter_dir, staging, base)
+        if (adapter_dir / "beam_run.json").is_file():  # the run's card, saying the folder was merged
+            from beam_sft.train.model_card import write_model_card
 
-        write_model_card(out, run_folder=adapter_dir, derived="merged")
+            write_model_card(staging, run_folder=adapter_dir, derived="merged")
     return out
+
+
+def check_adapter_fits(peft_model, adapter_dir: Path, base: str) -> None:
+    """Every tensor of the adapter file found its module in ``base``. PEFT loads an adapter into a
+    model of another architecture with a warning only (a Beam adapter into a Llama: the attention
+    names match, the output gate's and the experts' do not), and the merge would then be a model
+    that is neither."""
+    from safetensors import safe_open
+
+    path = adapter_dir / "adapter_model.safetensors"
+    if not path.is_file():
+        return
+    with safe_open(str(path), framework="pt") as handle:
+        saved = [k for k in handle.keys() if "lora_" in k]
+    loaded = sum(1 for name, _ in peft_model.named_parameters() if "lora_" in name)
+    if loaded < len(saved):
+        raise BeamError(f"{adapter_dir}: the adapter does not fit {base}: {len(saved) - loaded} of its {len(saved)} "
+                        "tensors found no module there (another architecture or size than the one it was trained "
+                        "on?); nothing was written")
+
+
+@contextmanager
+def _staged(out: Path) -> Iterator[Path]:
+    """A staging folder beside ``out``, renamed to ``out`` when the block ends without an error (``out``
+    is new or empty: ``check_new_or_empty_folder``), else removed (it holds only what this merge wrote)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
+    try:
+        yield staging
+        if out.is_dir():
+            out.rmdir()  # empty, checked before the weights loaded
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def _carry_run_record(adapter_dir: Path, out: Path, base: str) -> None:

@@ -18,8 +18,9 @@ WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model
                 "model.safetensors.index.json")
 
 
-def resolve_checkpoint(value, output_dir: str | Path) -> str | None:
-    """The checked checkpoint folder to resume from, or None when the recipe does not resume."""
+def resolve_checkpoint(value, output_dir: str | Path, *, adapter: bool | None = None) -> str | None:
+    """The checked checkpoint folder to resume from, or None when the recipe does not resume;
+    ``adapter``: whether the recipe trains a LoRA adapter (None: not checked)."""
     if value is None or value is False:
         return None
     if value is True:
@@ -36,7 +37,27 @@ def resolve_checkpoint(value, output_dir: str | Path) -> str | None:
         if not folder.is_dir():
             raise ConfigError(KEY, f"{folder} is not a checkpoint folder (it does not exist or is a file)")
     check_checkpoint(folder)
+    if adapter is not None:
+        check_kind(folder, adapter)
     return str(folder)
+
+
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+
+
+def check_kind(folder: Path, adapter: bool) -> None:
+    """A LoRA run resumes from an adapter's checkpoint and a full fine-tune from a whole model's: the
+    other kind failed only after the model loaded (the Trainer's "can't find a checkpoint index", or
+    an optimizer state of another size). FSDP and DeepSpeed states are not told apart here."""
+    has_adapter = any((folder / name).is_file() for name in ADAPTER_FILES)
+    has_model = any((folder / name).is_file() for name in MODEL_FILES)
+    if adapter and has_model and not has_adapter:
+        raise ConfigError(KEY, f"{folder} is a full fine-tune's checkpoint (a whole model); this recipe trains a "
+                               "LoRA adapter (lora:), which resumes only from an adapter's checkpoint")
+    if not adapter and has_adapter and not has_model:
+        raise ConfigError(KEY, f"{folder} is a LoRA adapter's checkpoint; this recipe is a full fine-tune (no "
+                               "lora:), which resumes only from a whole model's checkpoint")
 
 
 def check_checkpoint(folder: Path) -> None:

@@ -292,7 +292,8 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
     if not recipe.model.path:
         raise ConfigError("model.path", "required (a hub id or a local checkpoint; or set BEAM_MODEL_ID)")
     # Before anything heavy: the checkpoint to resume from exists and reads.
-    resume = resolve_checkpoint(recipe.sft.get("resume_from_checkpoint"), recipe.sft["output_dir"])
+    resume = resolve_checkpoint(recipe.sft.get("resume_from_checkpoint"), recipe.sft["output_dir"],
+                                adapter=recipe.lora is not None)
     args = build_sft_config(recipe)
     watch = RankWatch(recipe.preflight.timeout, recipe.sft.get("ddp_timeout", DEFAULT_DDP_TIMEOUT))
     with watch.naming_silent_ranks("the set-up before the pre-flight"):

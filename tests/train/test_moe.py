@@ -62,7 +62,7 @@ def test_aux_loss_is_in_the_logged_loss(moe_dirs, prepared_dir, tmp_path):
 
 
 @pytest.mark.parametrize("arch", ARCHES)
-def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, prepared_dir, tmp_path):
+def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, prepared_dir, tmp_path, fixture_dir):
     from peft import PeftModel
     from safetensors.torch import load_file
     from transformers import AutoModelForCausalLM
@@ -94,6 +94,29 @@ def test_lora_on_attention_and_experts_saves_reloads_and_merges(arch, moe_dirs, 
         want, got, before = adapted(ids).logits, merged(ids).logits, plain(ids).logits
     assert torch.allclose(got, want, atol=1e-4)
     assert not torch.allclose(got, before, atol=1e-4)
+    if arch == "beam":
+        _merge_refusals(out, moe_dirs, fixture_dir, tmp_path)
+
+
+def _merge_refusals(adapter, moe_dirs, dense, tmp_path):
+    """A Beam adapter folded into another architecture (PEFT warned only), and an adapter folder whose
+    tokenizer does not load (found after the weights were written, leaving a -o that blocked a retry):
+    one error, nothing written."""
+    import shutil
+
+    from beam_sft.errors import BeamError
+    from beam_sft.train.merge import merge_adapter
+
+    with pytest.raises(BeamError, match="does not fit .* tensors found no module"):  # PEFT: a warning only
+        merge_adapter(adapter, tmp_path / "m-other", base=str(dense))
+    with pytest.raises(BeamError, match="does not fit .*size mismatch"):
+        merge_adapter(adapter, tmp_path / "m-other", base=str(moe_dirs["deepseek_v3"]))
+    broken = shutil.copytree(adapter, tmp_path / "no-tokenizer", ignore=shutil.ignore_patterns("tokenizer*",
+                                                                                              "chat_template*"))
+    with pytest.raises(BeamError, match="tokenizer does not load"):
+        merge_adapter(broken, tmp_path / "m-broken")
+    assert not (tmp_path / "m-other").exists() and not (tmp_path / "m-broken").exists()
+    assert not list(tmp_path.glob(".m-*"))
 
 
 @pytest.mark.parametrize("arch", ARCHES)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from beam_sft.errors import PreflightError, TokenizerError
+from beam_sft.errors import ConfigError, PreflightError, TokenizerError
 from beam_sft.harmony import markers
 from beam_sft.train import data as train_data
 from beam_sft.train.preflight import (
@@ -312,3 +312,21 @@ def test_a_good_checkpoint_resolves(fixture_dir, tmp_path):
     assert resolve_checkpoint(True, tmp_path / "out") == str(folder)
     assert resolve_checkpoint(str(folder), "elsewhere") == str(folder)
     assert resolve_checkpoint(None, "x") is None and resolve_checkpoint(False, "x") is None
+
+
+def test_a_checkpoint_of_the_other_kind_is_refused_before_the_weights_load(fixture_dir, tmp_path):
+    """A full fine-tune resumed from an adapter's checkpoint (or the reverse) failed only after the model
+    loaded: the Trainer's "can't find a checkpoint index", or an optimizer state of another size."""
+    from beam_sft.train.resume import resolve_checkpoint
+
+    full = _checkpoint(tmp_path, fixture_dir)
+    assert resolve_checkpoint(str(full), "x", adapter=False) == str(full)
+    with pytest.raises(ConfigError, match="full fine-tune's checkpoint .* LoRA adapter"):
+        resolve_checkpoint(str(full), "x", adapter=True)
+    lora = tmp_path / "lora" / "checkpoint-2"
+    lora.mkdir(parents=True)
+    (lora / "trainer_state.json").write_text('{"global_step": 2}')
+    (lora / "adapter_model.bin").write_bytes(b"x")
+    assert resolve_checkpoint(str(lora), "x", adapter=True) == str(lora)
+    with pytest.raises(ConfigError, match="LoRA adapter's checkpoint.* full fine-tune"):
+        resolve_checkpoint(str(lora), "x", adapter=False)

@@ -26,6 +26,8 @@ any adapter; PEFT applies no dropout to a parameter adapter, so they need ``lora
 
 from __future__ import annotations
 
+import difflib
+
 from beam_sft.errors import ConfigError
 
 PRESETS = {
@@ -96,7 +98,21 @@ def _module_names(target_modules, model, layout):
         # Spelled out without the routers: PEFT's own expansion, through its weight-conversion
         # mapping, puts an adapter on DeepSeek-V3's router (measured with peft 0.21).
         return linear_names(model, exclude=routers)
+    if isinstance(target_modules, (list, tuple)):
+        _check_named(target_modules, model)
     return target_modules
+
+
+def _check_named(targets, model) -> None:
+    """Each listed module name matches a module as PEFT matches it (the whole name, or its last parts):
+    PEFT refuses a name that matches none only once the trainer wraps the model, with a traceback."""
+    names = [n for n, _ in model.named_modules() if n]
+    for target in targets:
+        if isinstance(target, str) and not any(n == target or n.endswith("." + target) for n in names):
+            leaves = sorted({n.rsplit(".", 1)[-1] for n in linear_names(model, exclude=[])})
+            close = difflib.get_close_matches(target, leaves, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else f" (its linear layers: {', '.join(leaves[:12])})"
+            raise ConfigError("lora.target_modules", f"{target!r} names no module of this model{hint}")
 
 
 def linear_names(model, *, exclude: list[str]) -> list[str]:

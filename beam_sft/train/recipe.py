@@ -362,13 +362,17 @@ def _at_least(n):
     return lambda v: v >= n
 
 
+def _steps(value) -> bool:
+    return 0 < value < 1 or (value >= 1 and float(value).is_integer())
+
+
 SFT_VALUE_RULES: dict[str, tuple[Any, str]] = {
     "learning_rate": (lambda v: v > 0, "a positive number"),
     "per_device_train_batch_size": (_at_least(1), "at least 1"),
     "per_device_eval_batch_size": (_at_least(1), "at least 1"),
     "gradient_accumulation_steps": (_at_least(1), "at least 1"),
-    "seed": (_at_least(0), "0 or more"),
-    "data_seed": (_at_least(0), "0 or more"),
+    "seed": (lambda v: 0 <= v < 2**32, "from 0 to 2**32 - 1 (numpy's seed range)"),
+    "data_seed": (lambda v: 0 <= v < 2**32, "from 0 to 2**32 - 1 (numpy's seed range)"),
     "warmup_steps": (_at_least(0), "0 or more (a float below 1 is a fraction of the steps)"),
     "warmup_ratio": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "max_length": (_at_least(1), "at least 1 (or null: no truncation)"),
@@ -379,9 +383,14 @@ SFT_VALUE_RULES: dict[str, tuple[Any, str]] = {
     "adam_beta1": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "adam_beta2": (lambda v: 0 <= v < 1, "in [0, 1)"),
     "adam_epsilon": (lambda v: v > 0, "a positive number"),
-    "logging_steps": (lambda v: v > 0, "a positive number"),
-    "save_steps": (lambda v: v > 0, "a positive number"),
-    "eval_steps": (lambda v: v > 0, "a positive number"),
+    # transformers: a float below 1 is a fraction of the training steps, 1 or more a whole number of steps
+    "logging_steps": (_steps, "a whole number of steps, or a fraction of the run below 1"),
+    "save_steps": (_steps, "a whole number of steps, or a fraction of the run below 1"),
+    "eval_steps": (_steps, "a whole number of steps, or a fraction of the run below 1"),
+    "eval_accumulation_steps": (_at_least(1), "at least 1 (or null: keep every eval batch on the device)"),
+    "dataloader_prefetch_factor": (_at_least(1), "at least 1 (or null: the DataLoader's default)"),
+    "label_smoothing_factor": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "neftune_noise_alpha": (lambda v: v > 0, "a positive number (or null: off)"),
     "save_total_limit": (_at_least(1), "at least 1 (or null: keep all)"),
     "dataloader_num_workers": (_at_least(0), "0 or more"),
     "router_aux_loss_coef": (_at_least(0), "0 or more (0 turns the MoE aux loss off; null: the model's own)"),
@@ -403,6 +412,36 @@ def check_sft_values(sft: dict[str, Any]) -> None:
             continue
         if not math.isfinite(value) or not ok(value):
             raise ConfigError(f"sft.{key}", f"must be {what}, got {shown(value)}")
+    for key, allowed in _field_choices().items():
+        values = sft.get(key)
+        for value in values if isinstance(values, list) else [values]:
+            if isinstance(value, str) and value not in allowed:
+                raise ConfigError(f"sft.{key}", f"{value!r} is not one of {', '.join(allowed)}")
+    _check_report_to(sft.get("report_to"))
+
+
+def _field_choices() -> dict[str, list[str]]:
+    """SFTConfig's fields that list their values in their metadata (``loss_type``, ``ddp_backend``,
+    ``packing_strategy``, ...): TRL and transformers refuse another only once the trainer is built,
+    after the model loaded, with a traceback."""
+    from trl import SFTConfig
+
+    return {f.name: [str(c) for c in f.metadata["choices"]] for f in dataclasses.fields(SFTConfig)
+            if f.init and f.metadata.get("choices")}
+
+
+def _check_report_to(value) -> None:
+    """``report_to``: "all", "none" or integrations transformers knows (its Trainer refuses any other
+    name when it is built, after the model loaded)."""
+    from transformers.integrations.integration_utils import INTEGRATION_TO_CALLBACK
+
+    names = value if isinstance(value, list) else [value] if isinstance(value, str) else []
+    known = ("all", "none", *INTEGRATION_TO_CALLBACK)
+    for name in names:
+        if isinstance(name, str) and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ConfigError("sft.report_to", f"{name!r} is not one of {', '.join(known)}{hint}")
 
 
 def _prepare_config_class():

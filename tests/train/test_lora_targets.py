@@ -120,6 +120,19 @@ def test_presets_are_checked(beam, moe_dirs, tmp_path):
         lora_config(recipe, AutoModelForCausalLM.from_pretrained(moe_dirs["gpt_oss"]))
 
 
+def test_a_listed_module_that_names_nothing_is_refused_with_its_key(beam, moe_dirs, tmp_path):
+    """PEFT refused it only when the trainer wrapped the model, with a traceback."""
+    recipe = recipe_from_dict(recipe_dict(moe_dirs["beam"], tmp_path, tmp_path / "o",
+                                          lora={"target_modules": ["q_proj", "q_prj"], "dropout": 0.0}))
+    with pytest.raises(ConfigError) as info:
+        lora_config(recipe, beam)
+    assert info.value.path == "lora.target_modules" and "'q_prj' names no module" in str(info.value)
+    assert "did you mean q_proj?" in str(info.value)
+    fine = recipe_from_dict(recipe_dict(moe_dirs["beam"], tmp_path, tmp_path / "o",
+                                        lora={"target_modules": ["q_proj", "self_attn.o_proj"], "dropout": 0.0}))
+    lora_config(fine, beam)
+
+
 def test_the_trainer_builds_the_preset_with_frozen_routers(moe_dirs, prepared_dir, tmp_path):
     from beam_sft.train.trainer import build
 

@@ -149,6 +149,17 @@ def test_the_recorded_recipe_holds_no_secret():
         ({"sft": {"num_train_epochs": 0}}, "sft.num_train_epochs"),
         ({"sft": {"router_aux_loss_coef": -0.1}}, "sft.router_aux_loss_coef"),
         ({"sft": {"learning_rate": float("nan")}}, "sft.learning_rate"),
+        # values TRL, transformers or numpy refused only after the model loaded, with a traceback
+        ({"sft": {"seed": 99999999999}}, "sft.seed"),
+        ({"sft": {"data_seed": 2**32}}, "sft.data_seed"),
+        ({"sft": {"logging_steps": 2.5}}, "sft.logging_steps"),
+        ({"sft": {"label_smoothing_factor": 2}}, "sft.label_smoothing_factor"),
+        ({"sft": {"neftune_noise_alpha": -1}}, "sft.neftune_noise_alpha"),
+        ({"sft": {"eval_accumulation_steps": 0}}, "sft.eval_accumulation_steps"),
+        ({"sft": {"dataloader_prefetch_factor": 0}}, "sft.dataloader_prefetch_factor"),
+        ({"sft": {"loss_type": "foo"}}, "sft.loss_type"),
+        ({"sft": {"report_to": "wandbx"}}, "sft.report_to"),
+        ({"sft": {"report_to": ["tensorboard", "nope"]}}, "sft.report_to"),
         ({"lora": {"r": -8}}, "lora.r"),
         ({"lora": {"r": 0}}, "lora.r"),
         ({"lora": {"dropout": 2.0}}, "lora.dropout"),
@@ -175,6 +186,8 @@ def test_out_of_range_values_fail_with_their_path(sections, path):
     [
         {"sft": {"max_steps": -1}},  # TRL's "unset": train num_train_epochs
         {"sft": {"warmup_steps": 0.03, "seed": 0, "max_length": None}},
+        {"sft": {"logging_steps": 0.1, "seed": 2**32 - 1, "loss_type": "dft", "report_to": ["tensorboard"],
+                 "label_smoothing_factor": 0.1, "neftune_noise_alpha": 5}},
         {"lora": {"r": 1, "dropout": 0.0, "experts": True}},
         {"preflight": {"packing_tolerance": 1e-3, "timeout": 30}},
     ],

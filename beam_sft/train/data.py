@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from pathlib import Path
 
 from beam_sft.errors import ConfigError, OutputRefused, PreflightError, PreparedError
@@ -204,3 +205,38 @@ def trainer_dataset(dataset, *, assistant_only_loss: bool):
     masks it turns into labels (-100 where the mask is 0). Without masks every token is trained."""
     columns = ["input_ids", "assistant_masks"] if assistant_only_loss else ["input_ids"]
     return dataset.select_columns(columns)
+
+
+def truncation_counts(dataset, max_length: int | None, truncation_mode: str = "keep_start") -> dict | None:
+    """How ``sft.max_length`` cuts the prepared rows, or None when it cuts none: TRL truncates each longer
+    row, then drops the rows left without a trained token ("Dropping fully masked examples"). Counted
+    before step 1 so that no row is lost unsaid; ``beam_run.json`` records it."""
+    import numpy as np
+
+    from beam_sft.arrow_arrays import numbers
+
+    if max_length is None or len(dataset) == 0:
+        return None
+    table = dataset.data if hasattr(dataset, "data") else None
+    if table is None or "num_tokens" not in table.column_names:
+        return None
+    lengths = np.asarray(numbers(table.column("num_tokens")), dtype=np.int64)
+    over = np.flatnonzero(lengths > max_length)
+    if not len(over):
+        return None
+    dropped = cut = 0
+    for row in dataset.select(over.tolist()).select_columns(["assistant_masks"]):
+        mask = np.asarray(row["assistant_masks"], dtype=np.int64)
+        kept = int(mask[-max_length:].sum() if truncation_mode == "keep_end" else mask[:max_length].sum())
+        cut += int(mask.sum()) - kept
+        dropped += kept == 0
+    return {"max_length": int(max_length), "rows": len(lengths), "truncated": len(over), "dropped": int(dropped),
+            "trained_tokens_cut": int(cut), "truncation_mode": truncation_mode}
+
+
+def say_truncation(counts: dict | None, split: str = "train") -> None:
+    if counts:
+        print(f"beam-sft train: sft.max_length {counts['max_length']} cuts {counts['truncated']} of the "
+              f"{counts['rows']} {split} rows ({counts['trained_tokens_cut']} trained tokens); "
+              f"{counts['dropped']} of them keep no trained token and are dropped (prepare with --max-length "
+              f"{counts['max_length']} to drop or trim them by turns, counted in the report)", file=sys.stderr)

@@ -123,22 +123,27 @@ def read_metrics(output_dir: str | Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def run_record(recipe, prepared_dir: Path, eval_data, *, prepared_data: dict[str, Any]) -> dict[str, Any]:
+def run_record(recipe, prepared_dir: Path, eval_data, *, prepared_data: dict[str, Any],
+               truncation: dict | None = None) -> dict[str, Any]:
     """What ``beam_run.json`` holds that is known before step 1 (the data by digest, not only by path:
-    ``prepared_data`` is ``provenance.folder_provenance`` as the run took it at the start)."""
+    ``prepared_data`` is ``provenance.folder_provenance`` as the run took it at the start; ``truncation``:
+    the rows ``sft.max_length`` cuts and drops, ``data.truncation_counts``)."""
     return {"recipe": recipe.to_record(), "prepared": str(prepared_dir), "lora": recipe.lora is not None,
             "prepared_data": prepared_data,
-            "eval": eval_data.summary if eval_data is not None else None}
+            "eval": eval_data.summary if eval_data is not None else None,
+            "truncation": truncation}
 
 
-def attach(trainer, recipe, eval_data, prepared_dir: Path, *, prepared_data: dict[str, Any]):
+def attach(trainer, recipe, eval_data, prepared_dir: Path, *, prepared_data: dict[str, Any],
+           truncation: dict | None = None):
     """Add the run-record and (when asked for) format-health callbacks; returns the latter or None."""
     from beam_sft.train.eval_set import eval_rows_json
     from beam_sft.train.format_health import FormatHealthCallback, select_prompts
 
     eval_dir = Path(eval_data.summary["eval_dir"]) if eval_data is not None and "eval_dir" in eval_data.summary \
         else None
-    trainer.add_callback(RunRecordCallback(trainer, run_record(recipe, prepared_dir, eval_data, prepared_data=prepared_data),
+    trainer.add_callback(RunRecordCallback(trainer, run_record(recipe, prepared_dir, eval_data, prepared_data=prepared_data,
+                                                               truncation=truncation),
                                            prepared_dir,
                                            eval_dir))
     trainer.add_callback(MetricsLogCallback(trainer.args.output_dir))

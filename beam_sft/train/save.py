@@ -42,6 +42,7 @@ def save_final(run, report=None) -> Path:
             "prepared": str(run.prepared_dir),
             "prepared_data": run.prepared_data,  # by digest, as taken at the start: the path may hold other data now
             "lora": run.recipe.lora is not None,
+            "truncation": run.truncation,  # the rows sft.max_length cut and dropped (data.truncation_counts)
             "checkpoint_format": sharded or "from_pretrained",
             "distributed": distributed_info(trainer),
             "routers": router_info(run),

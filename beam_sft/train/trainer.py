@@ -56,6 +56,7 @@ class TrainingRun:
     biases: Any = None  # routers.BiasSnapshot: the correction biases as loaded, compared at the save
     router_check: Any = None  # callbacks.RouterCallback: the routers on the wrapped model, before step 1
     model_changes: tuple[str, ...] = ()  # the MODEL_CHANGES made, in order
+    truncation: dict | None = None  # data.truncation_counts: the train rows sft.max_length cuts
 
 
 def trainer_class(use_cpu: bool = False):
@@ -311,11 +312,12 @@ def _build(recipe: Recipe, args, watch, resume, callbacks) -> TrainingRun:
     biases = routers.BiasSnapshot(changed.model)  # the correction biases as loaded, compared at the save
     trainer = make_trainer(recipe, args, changed, training, callbacks)
     router_check = check_the_trainer(trainer, recipe, changed.layout, biases, watch)
-    run_log.attach(trainer, recipe, training.eval, training.prepared_dir, prepared_data=training.prepared_data)
+    run_log.attach(trainer, recipe, training.eval, training.prepared_dir, prepared_data=training.prepared_data,
+                   truncation=training.truncation)
     return TrainingRun(trainer=trainer, tokenizer=training.tokenizer, dataset=training.dataset,
                        prepared_dir=training.prepared_dir, recipe=recipe, prepared_data=training.prepared_data,
                        eval=training.eval, watch=watch, resume=resume, layout=changed.layout, biases=biases,
-                       router_check=router_check, model_changes=changed.applied)
+                       router_check=router_check, model_changes=changed.applied, truncation=training.truncation)
 
 
 @dataclass
@@ -325,6 +327,7 @@ class TrainingData:
     dataset: Any
     tokenizer: Any
     eval: Any  # eval_set.EvalData, or None
+    truncation: dict | None = None  # data.truncation_counts of the train rows: what sft.max_length cuts
 
 
 def training_data(recipe: Recipe, args) -> TrainingData:
@@ -344,7 +347,13 @@ def training_data(recipe: Recipe, args) -> TrainingData:
         check_tokenizer(tokenizer)
         check_model_tokenizer(recipe.model.path, tokenizer, trust_remote_code=recipe.model.trust_remote_code)
     eval_data = eval_set.resolve_eval(recipe, dataset, prepared_dir, Path(args.output_dir), args.distributed_state)
-    return TrainingData(prepared_dir, prepared_data, dataset, tokenizer, eval_data)
+    truncation = None
+    if not args.packing or args.packing_strategy == "bfd":  # (bfd_split and wrapped split rows, cut none)
+        truncation = data.truncation_counts(eval_data.train if eval_data else dataset, args.max_length,
+                                            args.truncation_mode)
+        if args.process_index == 0:
+            data.say_truncation(truncation)
+    return TrainingData(prepared_dir, prepared_data, dataset, tokenizer, eval_data, truncation)
 
 
 def check_before_the_weights(recipe: Recipe, args) -> None:

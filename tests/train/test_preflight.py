@@ -330,3 +330,25 @@ def test_a_checkpoint_of_the_other_kind_is_refused_before_the_weights_load(fixtu
     assert resolve_checkpoint(str(lora), "x", adapter=True) == str(lora)
     with pytest.raises(ConfigError, match="LoRA adapter's checkpoint.* full fine-tune"):
         resolve_checkpoint(str(lora), "x", adapter=False)
+
+
+def test_rows_sft_max_length_cuts_are_counted_said_and_recorded(fixture_dir, prepared_dir, tmp_path, capsys):
+    """TRL truncates rows past sft.max_length and drops those left with no trained token, unsaid."""
+    import numpy as np
+
+    from beam_sft.train.data import truncation_counts
+    from beam_sft.train.trainer import train
+
+    run = _run(fixture_dir, prepared_dir, tmp_path / "a", sft={"max_length": 120})
+    lengths = np.asarray(run.dataset["num_tokens"])
+    counts = truncation_counts(run.dataset, 120)
+    assert counts["truncated"] == int((lengths > 120).sum()) > 0 and counts["rows"] == len(lengths)
+    masks = [np.asarray(m) for m, n in zip(run.dataset["assistant_masks"], lengths, strict=True) if n > 120]
+    assert counts["dropped"] == sum(int(m[:120].sum() == 0) for m in masks)
+    assert counts["trained_tokens_cut"] == sum(int(m[120:].sum()) for m in masks)
+    assert truncation_counts(run.dataset, int(lengths.max())) is None
+    capsys.readouterr()
+    out = train(recipe_from_dict(recipe_dict(fixture_dir, prepared_dir, tmp_path / "b", sft={"max_length": 120,
+                                                                                           "max_steps": 1})))
+    assert f"sft.max_length 120 cuts {counts['truncated']} of the {counts['rows']} train rows" in capsys.readouterr().err
+    assert json.loads((out / "beam_run.json").read_text())["truncation"] == counts

@@ -104,8 +104,14 @@ def launcher_of(environ: dict[str, str] | None = None) -> str:
     return "python (one process)"
 
 
+# Persistent buffers a checkpoint stores beside its parameters: not parameters (Beam's and DeepSeek-V3's
+# router correction bias, one value per expert per layer: 12,544 on the released Beam).
+BUFFER_NAMES = ("e_score_correction_bias",)
+
+
 def parameter_count(folder: Path) -> int | None:
-    """Parameters in the folder's safetensors files, from their headers (no tensor is read)."""
+    """Parameters in the folder's safetensors files, from their headers (no tensor is read); the
+    buffers of ``BUFFER_NAMES`` are not counted."""
     total, found = 0, False
     for path in sorted(folder.glob("*.safetensors")):
         try:
@@ -115,7 +121,7 @@ def parameter_count(folder: Path) -> int | None:
         except (OSError, ValueError, struct.error):
             return None
         for name, entry in header.items():
-            if name == "__metadata__" or not isinstance(entry, dict):
+            if name == "__metadata__" or not isinstance(entry, dict) or name.endswith(BUFFER_NAMES):
                 continue
             n = 1
             for d in entry.get("shape", []):

@@ -196,3 +196,16 @@ def test_doctests():
     import beam_sft.train.model_card as module
 
     assert doctest.testmod(module).failed == 0
+
+
+def test_the_parameter_count_is_the_models_not_its_buffers(tmp_path):
+    """Beam's checkpoint stores the routers' correction biases (buffers) beside the parameters."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.harmony.fixture import build_fixture
+    from beam_sft.train.model_card import parameter_count
+
+    folder = build_fixture(tmp_path / "beam", arch="beam")
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert any(name.endswith("e_score_correction_bias") for name, _ in model.named_buffers())
+    assert parameter_count(folder) == sum(p.numel() for p in model.parameters())

@@ -33,6 +33,7 @@ from beam_sft.verify.folder import PreparedFolder, open_prepared
 from beam_sft.verify.invariants import FOLDER_RULES, RULE_CODES, RULES, SAMPLED_PARTS, check_row
 from beam_sft.verify.provenance import check_provenance
 from beam_sft.verify.stats import STATS_VERSION, Aggregator, row_stats
+from beam_sft.verify.visible import visible
 
 CHUNK_ROWS = 128
 # A caller that may choose (prepare) checks fewer rows than this in one process: starting a pool (fork,
@@ -262,12 +263,15 @@ def _iter_checks(folder: PreparedFolder, positions: Sequence[int], num_proc: int
 
 
 def pool_procs(num_proc: int, rows: int, min_rows: int = MIN_POOL_ROWS) -> int:
-    """The processes worth starting to check ``rows`` rows with up to ``num_proc`` of them.
+    """The processes worth starting to check ``rows`` rows with up to ``num_proc`` of them: never more
+    than the rows, so every worker gets a chunk (``_iter_checks`` cuts at least one per process).
 
     >>> pool_procs(2, 10), pool_procs(2, MIN_POOL_ROWS), pool_procs(0, 10_000), pool_procs(2, 10, min_rows=0)
     (1, 2, 1, 2)
+    >>> pool_procs(99_999, 6, min_rows=0)
+    6
     """
-    return max(1, num_proc) if rows >= min_rows else 1
+    return max(1, min(num_proc, rows)) if rows >= min_rows else 1
 
 
 def configured_max_length(report: dict) -> int | None:
@@ -351,7 +355,8 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
         # A changed file can break its reader in any way (a tokenizer that does not parse, Arrow that
         # does not decode): the one line names the file, and what reading it then did.
         first = provenance[0]
-        raise VerificationError(f"{directory}: [{first.rule}] {first.message} (and so: {exc})") from exc
+        raise VerificationError(visible(f"{directory}: [{first.rule}] {first.message} (and so: {exc})",
+                                        newlines=False)) from exc  # (file names come from report.json)
 
 
 def _verify_folder(directory: Path, provenance: list[Violation], writable: bool, *, num_proc: int,

@@ -11,6 +11,7 @@ from pathlib import Path
 from beam_sft.cli_args import count
 from beam_sft.errors import BeamError, VerificationError
 from beam_sft.paths import Outputs, rewrites_own_files, writes
+from beam_sft.verify.visible import visible
 
 AUTO_PARALLEL_ROWS = 2000  # below this, starting worker processes costs more than it saves
 
@@ -25,7 +26,9 @@ def register(subparsers) -> None:
     verify.add_argument("--num-proc", type=count(0), default=0,
                         help="worker processes (default: all cores for large datasets, else 1)")
     verify.add_argument("--sample", type=count(1), default=None, metavar="N",
-                        help="check N random rows only: reported as a sample (report.json verify_sample); it never records a pass, only a failure it finds")
+                        help="check N random rows only: reported as a sample (report.json verify_sample); it never "
+                             "records a pass, only a failure it finds (N of at least the rows checks every row: a "
+                             "full run, recorded as one)")
     verify.add_argument("--seed", type=count(0), default=0, help="seed for --sample and the parity sample")
     verify.add_argument("--parity-sample", type=count(0), default=None, metavar="N",
                         help="rows that also get the sampled rules: re-tokenized, prompts re-rendered "
@@ -89,16 +92,27 @@ def folder_inputs(directory: Path, page: Path | None) -> dict:
     return inputs
 
 
+def available_cores() -> int:
+    """The cores this process may run on (its affinity, which a container or ``taskset`` narrows)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def _num_proc(requested: int, directory: Path) -> int:
+    """Worker processes for ``--num-proc``: never more than the cores (a worker more than them only
+    waits its turn, and ``--num-proc 99999`` forked thousands); ``verify_prepared`` also never starts
+    more than it has chunks of rows for (``api.pool_procs``)."""
     if requested > 0:
-        return requested
+        return min(requested, available_cores())
     from beam_sft.verify.api import load_prepared_dataset
 
     try:
         rows = len(load_prepared_dataset(directory))
     except VerificationError:
         return 1  # verify_prepared says what is wrong, naming the file
-    return 1 if rows < AUTO_PARALLEL_ROWS else max(1, min(os.cpu_count() or 1, 16))
+    return 1 if rows < AUTO_PARALLEL_ROWS else min(available_cores(), 16)
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -159,7 +173,11 @@ def run_inspect(args: argparse.Namespace) -> int:
         print(f"wrote {args.html}")
     else:
         sys.stdout.write(text)
-        line = _dataset_reasoning(args.directory)
+        try:
+            line = _dataset_reasoning(args.directory)
+        except ValueError as exc:  # the row is shown; the report's figures cannot be
+            print(f"beam-sft inspect: error: {args.directory / 'report.json'}: {exc}", file=sys.stderr)
+            return 1
         if line:
             print(line)
     return 0
@@ -167,17 +185,25 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 def _dataset_reasoning(directory) -> str | None:
     """The folder's trained turns by reasoning source and its teacher refusals (report.json), when
-    any turn's source was recorded (``beam-sft reason`` or a ``reasoning:`` block)."""
+    any turn's source was recorded (``beam-sft reason`` or a ``reasoning:`` block). ValueError, in
+    one line, when the section holds something else than counts by name (``counts.reasoning_problems``,
+    verify's ``report_count``): a sealed report can still have been written by other code."""
     from beam_sft.dataset_folder.report_json import read_report
+    from beam_sft.verify.counts import reasoning_problems
 
-    section = (read_report(directory) or {}).get("reasoning") or {}
+    report = read_report(directory) or {}
+    problems = reasoning_problems(report)
+    if problems:
+        raise ValueError(visible(f"{problems[0]}; the dataset's reasoning is not shown (beam-sft verify "
+                                 "lists every such value)", newlines=False))
+    section = report.get("reasoning") or {}
     turns, refused = section.get("turns") or {}, section.get("teacher_refused") or {}
     if not (set(turns) - {"unrecorded"} or refused):
         return None
     verdicts = ", ".join(f"{k} {v}" for k, v in (section.get("judge_verdicts") or {}).items())
-    return (f"dataset reasoning of trained turns: {', '.join(f'{k} {v}' for k, v in turns.items())}; "
-            f"teacher refused: {', '.join(f'{k} {v}' for k, v in refused.items()) or 'none'}"
-            + (f"; judge: {verdicts}" if verdicts else ""))
+    return visible(f"dataset reasoning of trained turns: {', '.join(f'{k} {v}' for k, v in turns.items())}; "
+                   f"teacher refused: {', '.join(f'{k} {v}' for k, v in refused.items()) or 'none'}"
+                   + (f"; judge: {verdicts}" if verdicts else ""), newlines=False)
 
 
 def _refresh_page(directory: Path, env=None) -> None:

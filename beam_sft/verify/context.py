@@ -30,6 +30,7 @@ from beam_sft.verify.spans import (
     turn_at,
 )
 from beam_sft.verify.template import Renderer
+from beam_sft.verify.visible import visible
 
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160
@@ -54,12 +55,13 @@ class Violation:
         return asdict(self)
 
     def format(self) -> str:
+        """For the terminal: the source, message and excerpt quote data, shown ``visible`` on one line each."""
         where = "dataset" if self.row is None else f"row {self.row}"
         where += f" ({self.source}:{self.row_index})" if self.row_index is not None else (
             f" ({self.source})" if self.source else "")
         tokens = f" tokens [{self.start}, {self.end})" if self.start is not None else ""
-        text = f"{where} [{self.rule}]{tokens}: {self.message}"
-        return text + (f"\n    {self.excerpt}" if self.excerpt else "")
+        text = visible(f"{where} [{self.rule}]{tokens}: {self.message}", newlines=False)
+        return text + (f"\n    {visible(self.excerpt, newlines=False)}" if self.excerpt else "")
 
 
 def strict_parser(text: str, tools: list | None) -> dict:
@@ -163,7 +165,8 @@ class CheckEnv:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def excerpt(self, ids: Sequence[int], start: int | None, end: int | None) -> str:
-        """Decoded text around ``ids[start:end]``, the region itself between ⟦ and ⟧, on one line."""
+        """Decoded text around ``ids[start:end]``, the region itself between ⟦ and ⟧, on one line, its
+        control and bidi characters escaped (``visible``): it is printed, and kept in the violations file."""
         if start is None:
             return ""
         end = max(end if end is not None else start + 1, start)
@@ -173,7 +176,7 @@ class CheckEnv:
             half = EXCERPT_REGION // 2
             region = region[:half] + " … " + region[-half:]
         right = self.decode(ids[end:end + 24])[:EXCERPT_CONTEXT]
-        return (left + "⟦" + region + "⟧" + right).replace("\n", "\\n")
+        return visible(left + "⟦" + region + "⟧" + right, newlines=False)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@
   code, and every line of it is readable.
 - ``report_count``: report.json's counts agree with each other (``dataset_folder.report_json.count_problems``:
   read = kept + rejected per source, the totals, the mix, ...) and its token statistics are the
-  rows' (every figure of ``tokens``, recomputed from the ``num_tokens``/``num_trained`` columns).
+  rows' (every figure of ``tokens``, recomputed from the ``num_tokens``/``num_trained`` columns);
+  the values other commands read are of their type (the mix seed, the ``reasoning`` counts).
 
 These run over every row even with ``--sample`` (they read only the small ``source`` and
 ``row_index`` columns). Memory: the row indices of each source, 16 bytes a row; nothing else
@@ -86,7 +87,8 @@ class FolderCounts:
 
         if not report:
             return []  # no report.json: report_seal says so
-        out = [Violation("report_count", None, "", None, f"report.json {problem}") for problem in count_problems(report)]
+        out = [Violation("report_count", None, "", None, f"report.json {problem}")
+               for problem in count_problems(report) + reasoning_problems(report)]
         if self.tokens is None:
             return out + [Violation("report_count", None, "", None, "the dataset lacks num_tokens/num_trained: "
                                     "report.json's token statistics cannot be checked")]
@@ -123,19 +125,25 @@ class FolderCounts:
         config = report.get("config") if isinstance(report.get("config"), dict) else {}
         seed = mix.get("seed", config.get("seed", 0))
         out: list[Violation] = []
+        if not _is_int(seed):  # a sealed report written by other code: said, never a traceback
+            out.append(Violation("report_count", None, "", None, f"report.json's mix.seed is {_short(seed)}, not an "
+                                 "integer: the copies planned for a source of fractional weight are not checked"))
+            seed = None
         extra_found = short_found = 0
         for name, arrays in sorted(self._index.items()):
             entry = sources.get(name)
             weight = entry.get("weight", 1.0) if isinstance(entry, dict) else None
             if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not math.isfinite(weight):
                 continue  # no plan to hold the rows to: row_count already says the source is unknown
+            if seed is None and not float(weight).is_integer():
+                continue  # its plan needs the seed (said above)
             index = np.concatenate(arrays)
             position = np.concatenate(self._position[name])
             known = index >= 0
             index, position = index[known], position[known]
             order = np.argsort(index, kind="stable")
             keys, first, counts = np.unique(index[order], return_index=True, return_counts=True)
-            expected = planned_copies(float(weight), int(seed), name, keys)
+            expected = planned_copies(float(weight), seed or 0, name, keys)  # (an integer weight needs no seed)
             for k in np.flatnonzero(counts > expected).tolist():
                 extra_found += 1
                 if extra_found <= MAX_KEY_VIOLATIONS:
@@ -149,6 +157,31 @@ class FolderCounts:
                     out.append(Violation("row_count", int(where), name, int(keys[k]), f"row {int(keys[k])} of {name} "
                                          f"appears {int(counts[k])} times; the mix planned {int(expected[k])}"))
         return out
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+REASONING_COUNTS = ("turns", "teacher_refused", "judge_verdicts")
+
+
+def reasoning_problems(report: dict) -> list[str]:
+    """What in report.json's ``reasoning`` section is not counts by name (``inspect`` prints them).
+
+    >>> reasoning_problems({"reasoning": {"turns": {"data": 3}, "teacher_refused": {}}})
+    []
+    >>> reasoning_problems({"reasoning": {"turns": 5, "teacher_refused": 1.5}})
+    ['reasoning.turns is 5, not counts by name', 'reasoning.teacher_refused is 1.5, not counts by name']
+    """
+    section = report.get("reasoning")
+    if section is None:
+        return []
+    if not isinstance(section, dict):
+        return [f"reasoning is {_short(section)}, not an object"]
+    return [f"reasoning.{key} is {_short(section[key])}, not counts by name" for key in REASONING_COUNTS
+            if section.get(key) is not None and not (
+                isinstance(section[key], dict) and all(_is_int(n) and n >= 0 for n in section[key].values()))]
 
 
 def _short(value, limit: int = 200) -> str:

@@ -11,7 +11,8 @@ What it shows, all read from the folder itself (``report.json``, ``rejects.jsonl
 
 The page needs no network: no scripts, no external style sheets, fonts or images. Every piece of
 text that comes from data (sources, rows, messages, reason messages, token text) goes through
-``html.escape``, so a hostile row renders as text. ``prepare`` writes it beside every folder it
+``html.escape``, so a hostile row renders as text, and its control and bidi characters are shown as
+escapes (``visible.html_text``), so an override cannot reverse what follows it. ``prepare`` writes it beside every folder it
 publishes (``REPORT_PAGE``; written after the digests are taken, so, like ``report.json``, it is not
 digested).
 """
@@ -21,13 +22,13 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Iterator, Mapping, Sequence
-from html import escape
 from pathlib import Path
 from typing import Any
 
 from beam_sft.dataset_folder.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.errors import BeamError, PreparedError
 from beam_sft.verify.page_head import page_head
+from beam_sft.verify.visible import html_text as escape  # html.escape, then controls shown
 
 EXAMPLES_PER_CODE = 3
 SAMPLE_ROWS = 4

@@ -10,6 +10,7 @@ from pathlib import Path
 from beam_sft.dataset_folder.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F401 (re-exported names)
 from beam_sft.dataset_folder.report_json import update_report
 from beam_sft.verify.png import write_lengths_png
+from beam_sft.verify.visible import visible
 
 
 def merge_verify_section(directory: Path, section: dict, *, key: str = "verify") -> Path:
@@ -48,7 +49,8 @@ class ViolationWriter:
 
 
 def format_table(section: dict) -> str:
-    """A short, plain-text summary of the verify section for the terminal."""
+    """A short, plain-text summary of the verify section for the terminal. Names come from data
+    (sources, channels, reject codes): shown ``visible``."""
     lengths = section["lengths"]
     lines = [
         f"rows {section['rows']} (checked {section['rows_checked']})   tokens {section['tokens']}   "
@@ -59,17 +61,19 @@ def format_table(section: dict) -> str:
         f"{'trained by channel':<22}{'tokens':>10}{'share':>9}",
     ]
     for name, entry in section["trained_by_channel"].items():
-        lines.append(f"  {name:<20}{entry['tokens']:>10}{100 * entry['fraction_of_trained']:>8.1f}%")
+        lines.append(f"  {visible(name, newlines=False):<20}{entry['tokens']:>10}{100 * entry['fraction_of_trained']:>8.1f}%")
     lines += ["", f"{'source':<30}{'rows':>7}{'tokens':>10}{'trained':>9}"]
     for name, entry in section["by_source"].items():
+        name = visible(name, newlines=False)
         shown = name if len(name) <= 28 else "…" + name[-27:]
         lines.append(f"  {shown:<28}{entry['rows']:>7}{entry['tokens']:>10}{100 * entry['trained_fraction']:>8.1f}%")
     rejected = section["rejections"]
     if rejected["total"]:
-        codes = ", ".join(f"{code} {n}" for code, n in rejected["by_code"].items())
+        codes = visible(", ".join(f"{code} {n}" for code, n in rejected["by_code"].items()), newlines=False)
         lines += ["", f"rejected {rejected['total']}: {codes}"]
     if section.get("notes"):
-        lines += ["", "notes (not violations): " + ", ".join(f"{k} {n}" for k, n in section["notes"].items())]
+        lines += ["", "notes (not violations): " + visible(", ".join(f"{k} {n}" for k, n in section["notes"].items()),
+                                                            newlines=False)]
     coverage = section.get("coverage")
     if coverage:
         sampled = coverage["sampled"]

@@ -1,17 +1,22 @@
 """``inspect --html``: a standalone page with the terminal view's colours, token ids on hover, and
 the source row beside it. Every token is one ``<span class="tok">`` carrying ``data-i`` (index)
-and ``data-id`` (token id), so the page can be checked mechanically."""
+and ``data-id`` (token id), so the page can be checked mechanically.
+
+Text from the row is escaped as markup and its control and bidi characters are shown as escapes
+(``visible.html_text``): an override in a row would otherwise reverse the tokens after it. Markers
+are also isolated, left to right, whatever the text around them. Tokens are not isolated one by one:
+that would lay a right-to-left sentence out token by token, left to right."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from html import escape
 
 from beam_sft.harmony import markers
 from beam_sft.verify.context import RowContext, Violation
 from beam_sft.verify.page_head import page_head
 from beam_sft.verify.view_terminal import provenance_lines, segments
+from beam_sft.verify.visible import html_text as escape  # html.escape, then controls shown
+from beam_sft.verify.visible import json_visible
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
@@ -27,7 +32,7 @@ body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }
 .body { font-family: ui-monospace, monospace; font-size: 13px; white-space: pre-wrap; word-break: break-word; }
 .tok.ctx { color: #999; }
 .tok.trained { background: #b7f5c4; color: #000; }
-.tok.marker { font-weight: bold; }
+.tok.marker { font-weight: bold; unicode-bidi: isolate; direction: ltr; }
 .tok:hover { outline: 1px solid #e76f51; }
 .legend span { padding: 0 0.4em; }
 .violations { color: #d62828; }
@@ -66,7 +71,8 @@ def render_html(ctx: RowContext, texts: list[str], raw_tokens: list[str],
     found = "".join(f"<li><code>{escape(v.rule)}</code> {escape(v.message)}</li>" for v in violations)
     verdict = (f'<ul class="violations">{found}</ul>' if violations
                else '<p class="ok">no violations in this row</p>')
-    source = json.dumps(ctx.row, indent=2, ensure_ascii=False) if ctx.row is not None else str(ctx.row_error)
+    # (still JSON: the characters escaped are written as JSON escapes, so the pane reads back as the row)
+    source = json_visible(ctx.row, indent=2) if ctx.row is not None else str(ctx.row_error)
     title = f"beam-sft inspect: row {ctx.position}"
     meta = (f"source {ctx.source} · row_index {ctx.row_index} · tokens {len(ctx.ids)} · "
             f"trained {trained}")

@@ -1,4 +1,7 @@
-"""``inspect`` in the terminal: one line per message, trained tokens highlighted, context dimmed."""
+"""``inspect`` in the terminal: one line per message, trained tokens highlighted, context dimmed.
+
+Everything drawn from the row (token text, labels, source, provenance, violation messages) goes
+through ``visible`` before our own colour codes are added: the only escape sequences written are ours."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from dataclasses import dataclass
 
 from beam_sft.verify.context import RowContext, Violation
 from beam_sft.verify.spans import Message
+from beam_sft.verify.visible import visible
 
 RESET = "\x1b[0m"
 TRAINED = "\x1b[1;30;102m"  # bold black on bright green
@@ -95,20 +99,20 @@ def render_terminal(ctx: RowContext, texts: list[str], *, color: bool = True,
     mask = ctx.mask if len(ctx.mask) == len(ctx.ids) else [0] * len(ctx.ids)
     trained = sum(1 for m in mask if m)
     share = 100 * trained / len(ctx.ids) if len(ctx.ids) else 0.0
-    lines = [f"row {ctx.position}  source {ctx.source}  row_index {ctx.row_index}  "
-             f"tokens {len(ctx.ids)}  trained {trained} ({share:.1f}%)"]
-    lines.extend(provenance_lines(ctx.row))
+    lines = [visible(f"row {ctx.position}  source {ctx.source}  row_index {ctx.row_index}  "
+                     f"tokens {len(ctx.ids)}  trained {trained} ({share:.1f}%)", newlines=False)]
+    lines.extend(visible(line, newlines=False) for line in provenance_lines(ctx.row))
     if color:
         lines.append(f"legend: {TRAINED}trained{RESET} {CONTEXT}context{RESET}")
     else:
         lines.append(f"legend: {PLAIN_OPEN}trained{PLAIN_CLOSE} context")
     for segment in segments(ctx):
-        label = f"[{segment.label}]"
+        label = visible(f"[{segment.label}]", newlines=False)
         if color:
             label = f"{LABEL_COLORS.get(segment.role, DEFAULT_LABEL_COLOR)}{label}{RESET}"
         pieces = []
         for a, b, is_trained in runs(mask, segment.start, segment.end):
-            text = "".join(texts[a:b])
+            text = visible("".join(texts[a:b]))  # (its newlines are the row's line breaks)
             if color:
                 pieces.append(_paint(text, TRAINED if is_trained else CONTEXT))
             else:
@@ -116,5 +120,5 @@ def render_terminal(ctx: RowContext, texts: list[str], *, color: bool = True,
         lines.append(f"{label} {''.join(pieces)}")
     lines.append("")
     lines.append(f"violations: {len(violations)}" if violations else "violations: none")
-    lines.extend(f"  [{v.rule}] {v.message}" for v in violations)
+    lines.extend(visible(f"  [{v.rule}] {v.message}", newlines=False) for v in violations)
     return "\n".join(lines) + "\n"

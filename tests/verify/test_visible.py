@@ -1,0 +1,94 @@
+"""A hostile row (terminal escapes, BEL, NUL, CR, C1 controls, bidi overrides) is shown, never acted on:
+in the terminal views, verify's output and the HTML pages (``beam_sft.verify.visible``)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from beam_sft.verify.api import inspect_row
+from beam_sft.verify.report_html import render_report_page
+from tests.verify.conftest import records_for
+from tests.verify.test_cli import run
+
+# Every character that acts on a terminal or reorders text, with the newline and tab the views keep.
+ACTIVE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+OUR_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+EVIL_SOURCE = "evil\x1b]0;pwned\x07\u202e.jsonl"
+EVIL_ROW = {"messages": [
+    {"role": "user", "content": "clear \x1b[2J\x1b[31mRED"},
+    {"role": "assistant", "reasoning_content": "title \x1b]0;pwned\x07 bidi \u202egnp.exe",
+     "content": "link \x1b]8;;http://evil.example/\x1b\\click\x1b]8;;\x1b\\ nul\x00 cr\rX \x9b31m bs\x08 \u2066i\u2069"}],
+    "meta": {"source": EVIL_SOURCE, "row": 0}}
+
+
+def with_evil_row(records, tokenizer):
+    """The clean rows and the hostile one, every token of it trained: it breaks rules (its excerpts hold
+    the hostile text) and its source is one report.json does not list (a violation naming it)."""
+    evil = records_for([EVIL_ROW], tokenizer)[0]
+    evil["assistant_masks"] = [1] * len(evil["input_ids"])
+    evil["num_trained"] = len(evil["input_ids"])
+    records.append(evil)
+
+
+@pytest.fixture()
+def evil_dir(make_prepared, tokenizer):
+    return make_prepared(mutate=lambda records: with_evil_row(records, tokenizer))
+
+
+def test_visible_escapes_what_acts_and_keeps_what_reads():
+    from beam_sft.verify.visible import html_text, visible
+
+    text = "a\x1b[2J\x07\x00\r\x08\x7f\x9b\u202e\u202a\u2066\u2069\u200e\u200f\u061c\u2028\ud800z"
+    assert visible(text) == ("a\\x1b[2J\\x07\\x00\\r\\x08\\x7f\\x9b\\u202e\\u202a\\u2066\\u2069\\u200e\\u200f"
+                             "\\u061c\\u2028\\ud800z")
+    kept = "tab\there\nnew line, é, 中文, 😀, 👩\u200d💻, back\\slash"  # (a joiner inside an emoji stays)
+    assert visible(kept) == kept
+    assert visible(kept, newlines=False) == kept.replace("\n", "\\n")
+    assert html_text("<b>\u202e&</b>") == "&lt;b&gt;\\u202e&amp;&lt;/b&gt;"
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_inspect_shows_the_hostile_row_escaped(evil_dir, color):
+    position = 6  # (after the six clean rows)
+    text, _ = inspect_row(evil_dir, position, color=color)
+    shown = OUR_COLOURS.sub("", text)  # our own codes are the only escape sequences written
+    assert not ACTIVE.findall(shown)
+    for escaped in ("\\x1b[2J", "\\x1b]0;pwned\\x07", "\\u202egnp.exe", "\\x1b]8;;http://evil.example/",
+                    "nul\\x00 cr\\rX \\x9b31m bs\\x08 \\u2066i\\u2069"):
+        assert escaped in shown
+    assert "source evil\\x1b]0;pwned\\x07\\u202e.jsonl" in shown
+    if color:
+        assert OUR_COLOURS.search(text)
+
+
+def test_verify_prints_the_hostile_row_escaped(evil_dir, capsys):
+    assert run(["verify", str(evil_dir), "--num-proc", "1", "--no-histogram", "--max-violations", "50"]) == 1
+    out, err = capsys.readouterr()
+    assert not ACTIVE.findall(out) and not ACTIVE.findall(err)
+    assert "pwned\\x07\\u202e.jsonl" in out  # the by-source table (the name's end)
+    assert "(evil\\x1b]0;pwned\\x07\\u202e.jsonl" in err  # a violation's source
+    assert "⟦" in err and "\\x1b[2J" in err  # an excerpt of the hostile text
+
+
+def test_html_pages_show_the_hostile_row_escaped(evil_dir):
+    _, page = inspect_row(evil_dir, 6, html=True)
+    report_page = render_report_page(evil_dir, sample_rows=8)
+    for html in (page, report_page):
+        assert not ACTIVE.findall(html)
+        assert ">\\u202e<" in html or "\\u202egnp" in html  # the override, as text
+        assert "\\x1b" in html or "\\u001b" in html
+    # the source pane is still JSON, and still the row
+    pane = re.search(r"<pre>(.*?)</pre>", page, flags=re.S).group(1)
+    import html as html_module
+
+    assert json.loads(html_module.unescape(pane))["messages"] == EVIL_ROW["messages"]
+    assert re.search(r"\.tok\.marker \{[^}]*unicode-bidi: isolate", page)  # markers read left to right
+
+
+def test_report_names_from_data_are_shown_escaped(evil_dir):
+    page = render_report_page(evil_dir)
+    assert not ACTIVE.findall(page)
+    assert "evil\\x1b]0;pwned\\x07\\u202e.jsonl" in page

@@ -83,28 +83,46 @@ def test_same_folder_as_local(cluster, setup, shards):
     assert report["engine"]["attempts"] == {str(i): 1 for i in range(shards)} and not report["engine"]["retried"]
 
 
-def raises_once(config, attempts):
+def _beside_root(attempts, suffix: str) -> Path:
+    """A test's own note about a shard, beside the shards' folder (not in it: a file no run of ours
+    writes would keep that folder from being removed after the publish)."""
+    root = Path(attempts).parents[1]
+    return root.parent / f"{root.name}.{suffix}"
+
+
+def raises_once(config, attempts, *run):
     """Shard 1's first attempt raises inside its prepare; every other attempt is the real task."""
-    flag = Path(attempts).with_suffix(".raised")
+    flag = _beside_root(attempts, "raised")
     if config.shard_index != 1 or flag.exists():
-        return ray_engine.run_shard(config, attempts)
+        return ray_engine.run_shard(config, attempts, *run)
     flag.touch()
-    return _with_prepare_raising(config, attempts)
+    return _with_prepare_raising(config, attempts, *run)
 
 
-def always_raises(config, attempts):
-    return _with_prepare_raising(config, attempts) if config.shard_index == 1 else ray_engine.run_shard(config, attempts)
+def always_raises(config, attempts, *run):
+    if config.shard_index == 1:
+        return _with_prepare_raising(config, attempts, *run)
+    return ray_engine.run_shard(config, attempts, *run)
 
 
-def _with_prepare_raising(config, attempts):
+def refuses(config, attempts, *run):
+    """Shard 1's prepare refuses as a bad config does: the same on every attempt."""
+    from beam_sft.errors import ConfigError
+
+    if config.shard_index == 1:
+        return _with_prepare_raising(config, attempts, *run, error=ConfigError("max_length", "injected refusal"))
+    return ray_engine.run_shard(config, attempts, *run)
+
+
+def _with_prepare_raising(config, attempts, *run, error=None):
     from beam_sft.prepare import pipeline
 
     def broken(*args, **kwargs):
-        raise RuntimeError("injected: the shard's prepare failed")
+        raise error or RuntimeError("injected: the shard's prepare failed")
 
     real, pipeline.prepare = pipeline.prepare, broken
     try:
-        return ray_engine.run_shard(config, attempts)
+        return ray_engine.run_shard(config, attempts, *run)
     finally:
         pipeline.prepare = real
 
@@ -123,10 +141,13 @@ def test_a_shard_that_raises_once_is_retried_by_ray(cluster, setup, caplog):
 
 
 def test_a_shard_that_always_raises_publishes_nothing_and_the_rerun_reuses_the_sealed(cluster, setup, caplog):
+    """Each driver run counts its own attempts: a second failing run says 3 attempts, not 6, and the
+    run that succeeds reports none of the earlier runs' attempts as its retries."""
     root, config, local = setup
     target = dataclasses.replace(config, output=str(root / "raised-always"))
-    with pytest.raises(PreparedError, match=r"shard 1 of 3 failed after 3 attempt\(s\): RuntimeError: injected"):
-        ray_engine.prepare_on_ray(target, shards=3, task=always_raises)
+    for _ in range(2):
+        with pytest.raises(PreparedError, match=r"shard 1 of 3 failed after 3 attempt\(s\): RuntimeError: injected"):
+            ray_engine.prepare_on_ray(target, shards=3, task=always_raises)
     assert not Path(target.output).exists()
     shards_root = ray_engine.shards_root(Path(target.output).absolute())
     sealed = {i: (shards_root / f"shard-{i}" / "report.json").stat().st_mtime_ns for i in (0, 2)}
@@ -135,20 +156,56 @@ def test_a_shard_that_always_raises_publishes_nothing_and_the_rerun_reuses_the_s
     caplog.set_level(logging.INFO, logger="beam_sft.prepare")
     out = ray_engine.prepare_on_ray(target, shards=3)
     report = _check_published(out, local, 3)
-    assert report["engine"]["reused"] == [0, 2] and report["engine"]["attempts"]["1"] == 1 + 3
+    assert report["engine"]["reused"] == [0, 2] and report["engine"]["attempts"]["1"] == 1
+    assert report["engine"]["retried"] == []  # the earlier runs' 6 attempts are theirs, not this run's
     messages = [r.getMessage() for r in caplog.records]
     for i in (0, 2):
         assert f"ray: shard {i}: sealed by an earlier run, reused (not recomputed)" in messages
-    assert report["engine"]["attempts"]["0"] == report["engine"]["attempts"]["2"] == 1  # no second attempt
+    assert report["engine"]["attempts"]["0"] == report["engine"]["attempts"]["2"] == 0  # reused: not run
     assert sealed  # (merged as they were: the merge checked their seals)
 
 
-def killed_mid_shard(config, attempts):
+def test_a_deterministic_refusal_in_a_shard_is_not_retried(cluster, setup):
+    """A ConfigError (as any of ray_engine.DETERMINISTIC) would refuse the same way on every attempt:
+    the shard ends at its first, named with its own type."""
+    root, config, local = setup
+    target = dataclasses.replace(config, output=str(root / "refused"))
+    with pytest.raises(PreparedError, match=r"shard 1 of 3 failed after 1 attempt\(s\): ConfigError: max_length: "
+                                            "injected refusal"):
+        ray_engine.prepare_on_ray(target, shards=3, task=refuses)
+    assert not Path(target.output).exists()
+    attempts = ray_engine.shards_root(Path(target.output).absolute()) / "attempts" / "shard-1.jsonl"
+    assert [json.loads(line)["event"] for line in attempts.read_text().splitlines()] == ["start", "refused"]
+
+
+def test_a_users_file_in_the_shards_folder_keeps_it(cluster, setup, caplog):
+    """The shards' folder of an earlier (failed) run, ours by its marker, with a user's files put in
+    it since: the run publishes, and the folder stays whole, said in a warning naming those files."""
+    root, config, local = setup
+    target = dataclasses.replace(config, output=str(root / "user-files"))
+    shards_root = ray_engine.shards_root(Path(target.output).absolute())
+    from beam_sft.dataset_folder import owner
+
+    shards_root.mkdir()
+    owner.write_marker(shards_root)
+    (shards_root / "notes.txt").write_text("mine\n")
+    (shards_root / "keep").mkdir()
+    (shards_root / "keep" / "important.jsonl").write_text("{}\n")
+    caplog.set_level(logging.INFO, logger="beam_sft.prepare")
+    out = ray_engine.prepare_on_ray(target, shards=3)
+    assert_same_folder(out, local)
+    assert (shards_root / "notes.txt").read_text() == "mine\n"
+    assert (shards_root / "keep" / "important.jsonl").read_text() == "{}\n"
+    [warning] = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.startswith(f"left {shards_root} (the Ray shards' folder): it also holds keep/, notes.txt")
+
+
+def killed_mid_shard(config, attempts, *run):
     """Shard 1's first attempt stops just before its publish (its staging folder written, its lock
     held) and names its pid, for the test to kill it there."""
-    pid_file = Path(attempts).with_suffix(".pid")
+    pid_file = _beside_root(attempts, "pid")
     if config.shard_index != 1 or pid_file.exists():
-        return ray_engine.run_shard(config, attempts)
+        return ray_engine.run_shard(config, attempts, *run)
     from beam_sft.prepare import pipeline
 
     real = pipeline.verify_then_publish
@@ -159,7 +216,7 @@ def killed_mid_shard(config, attempts):
         return real(*args, **kwargs)
 
     pipeline.verify_then_publish = stall
-    return ray_engine.run_shard(config, attempts)
+    return ray_engine.run_shard(config, attempts, *run)
 
 
 def test_a_worker_killed_mid_shard_is_retried_and_its_leftovers_cleared(cluster, setup, caplog):
@@ -171,7 +228,7 @@ def test_a_worker_killed_mid_shard_is_retried_and_its_leftovers_cleared(cluster,
     driver = threading.Thread(target=lambda: result.update(
         out=_run_catching(lambda: ray_engine.prepare_on_ray(target, shards=3, task=killed_mid_shard))))
     driver.start()
-    pid_file = shards_root / "attempts" / "shard-1.pid"
+    pid_file = shards_root.parent / f"{shards_root.name}.pid"
     deadline = time.time() + 240
     while not pid_file.is_file() or not pid_file.read_text():
         assert time.time() < deadline and driver.is_alive(), result
@@ -224,7 +281,7 @@ def test_driver_killed_and_started_again_reuses_the_sealed_shards(setup, tmp_pat
     assert again.returncode == 0, again.stderr[-3000:]
     for name in sealed:
         index = int(name.split("-")[1])
-        assert f"ray: shard {index}: sealed by an earlier run, reused (not recomputed)" in again.stderr
+        assert f"ray: shard {index}: sealed by an earlier run, reused (not recomputed)" in again.stderr, again.stderr
     report = _check_published(out, local, 7)
     assert sorted(report["engine"]["reused"]) == sorted(int(n.split("-")[1]) for n in sealed)
     assert len(sealed) < 7  # some shards were computed by the second driver
@@ -246,28 +303,30 @@ def _end_group(process) -> None:
         pass
 
 
+def runs_twice(config, attempts, *run):
+    """Shard 0's task runs a second time once it has sealed its folder (as a retry of a task that had
+    in fact finished would); the second run must be its cache hit, the folder unchanged."""
+    first = ray_engine.run_shard(config, attempts, *run)
+    if config.shard_index != 0:
+        return first
+    before = (Path(first["path"]) / "report.json").read_bytes()
+    second = ray_engine.run_shard(config, attempts, *run)
+    assert (Path(second["path"]) / "report.json").read_bytes() == before
+    return second
+
+
 def test_a_task_that_ran_twice_is_merged_once(cluster, setup, caplog):
-    """Shard 0's task run a second time (as a retry of a task that had in fact finished would) finds its
-    sealed folder and reuses it: one folder per shard, each row merged once."""
+    """Shard 0's task run a second time finds its sealed folder and reuses it: one folder per shard,
+    each row merged once, and the log says it ran twice."""
     root, config, local = setup
     target = dataclasses.replace(config, output=str(root / "twice"))
-    shards_root = ray_engine.shards_root(Path(target.output).absolute())
-    shard0 = dataclasses.replace(config, num_shards=3, shard_index=0, output=str(shards_root / "shard-0"))
-    shards_root.mkdir()
-    from beam_sft.dataset_folder import owner
-
-    owner.write_marker(shards_root)
-    attempts = str(shards_root / "attempts" / "shard-0.jsonl")
-    ray.get(ray.remote(ray_engine.run_shard).remote(shard0, attempts))
-    before = (shards_root / "shard-0" / "report.json").read_bytes()
-    ray.get(ray.remote(ray_engine.run_shard).remote(shard0, attempts))  # the second run: a cache hit
-    assert (shards_root / "shard-0" / "report.json").read_bytes() == before
     caplog.set_level(logging.INFO, logger="beam_sft.prepare")
-    out = ray_engine.prepare_on_ray(target, shards=3)
+    out = ray_engine.prepare_on_ray(target, shards=3, task=runs_twice)
     report = _check_published(out, local, 3)
-    assert report["engine"]["reused"] == [0]
-    assert "attempt 1 (pid" in report["engine"]["retried"][0]["why"]  # the log says it ran twice
-    assert "sealed the shard and ran again" in report["engine"]["retried"][0]["why"]
+    assert report["engine"]["attempts"] == {"0": 2, "1": 1, "2": 1}
+    [retried] = report["engine"]["retried"]
+    assert retried["shard"] == 0 and "attempt 1 (pid" in retried["why"]
+    assert "sealed the shard and ran again" in retried["why"]
 
 
 def test_a_shard_folder_of_another_run_is_replaced_and_a_changed_one_never_merged(cluster, setup, caplog):

@@ -111,6 +111,9 @@ def _check_engine(args: argparse.Namespace) -> None:
     if args.engine == "ray" and (args.num_shards is not None or args.shard_index is not None):
         raise ConfigError("engine", "--engine ray plans the shards itself: give --shards N, not "
                                     "--num-shards/--shard-index")
+    if (args.num_shards or 1) > 1 and args.shard_index is None:  # shard 0 alone, unsaid, looked like the whole run
+        raise ConfigError("shard_index", f"--num-shards {args.num_shards} needs --shard-index I: which of the "
+                                         f"{args.num_shards} shards this run prepares (0 to {args.num_shards - 1})")
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, Any]:

@@ -78,3 +78,9 @@ def test_merge_command_reports_a_bad_set(tmp_path, capsys):
     (tmp_path / "shard").mkdir()  # beside the output: an output inside a shard is refused first (the guard)
     assert main(["merge-shards", str(tmp_path / "shard"), "--output", str(tmp_path / "merged")]) == 2
     assert "not a prepared dataset" in capsys.readouterr().err
+
+
+def test_num_shards_without_a_shard_index_is_refused(capsys):
+    """It prepared shard 0 alone, and its summary read like the whole source's."""
+    assert main(["prepare", "--data", "a.jsonl", "--tokenizer", "t", "--output", "o", "--num-shards", "2"]) == 2
+    assert "--num-shards 2 needs --shard-index I" in capsys.readouterr().err

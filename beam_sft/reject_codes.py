@@ -160,7 +160,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("tail_mismatch", "verify", "the tokens after the last trained span are not what the template renders"),
     ("reasoning_markup", "verify", "reasoning markup (<think>, <thinking>, <reasoning>) in a trained analysis message"),
     ("template_parity", "verify", "(sampled) apply_chat_template's ids and mask differ from the row's"),
-    ("row_count", "verify", "rows per source differ from the report's counts or the mix's plan"),
+    ("row_count", "verify", "rows per source differ from the report's counts or the mix's plan, or a record "
+                            "is neither kept nor rejected, or both, or twice"),
     ("duplicate_row", "verify", "more copies of a source row than the mix planned"),
     ("rejects_count", "verify", "rejects.jsonl holds more or fewer lines than the report counts"),
     ("report_count", "verify", "a count of report.json disagrees with another (read = kept + rejected, totals, "

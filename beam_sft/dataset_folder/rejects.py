@@ -26,26 +26,31 @@ def reject_json(record: Mapping[str, Any]) -> str:
     return line
 
 
-def reject_line(source: str, row: int, code: str, message: str, raw: Any, file: str | None = None) -> str:
+def reject_line(source: str, row: int, code: str, message: str, raw: Any, file: str | None = None,
+                index: int | None = None) -> str:
     """One line of rejects.jsonl (``raw`` is the input as read, or the converted row).
 
     >>> reject_line("a.jsonl", 3, "too_long", "12 > 8 tokens", {"messages": []})
     '{"source": "a.jsonl", "row": 3, "code": "too_long", "message": "12 > 8 tokens", "raw": {"messages": []}}'
     """
     return reject_json(placed({"source": source, "row": row, "code": code, "message": message, "raw": raw},
-                              source, file))
+                              source, file, index))
 
 
-def placed(record: Mapping[str, Any], source: str, file: str | None) -> dict[str, Any]:
+def placed(record: Mapping[str, Any], source: str, file: str | None, index: int | None = None) -> dict[str, Any]:
     """A rejects record of ``prepare``: ``source`` is the source's label, as report.json counts it (and
     verify's ``rejects_count`` reads it); a folder source's line also names its ``file``, in which
-    ``row`` is the row.
+    ``row`` is the row, and a line whose ``row`` is not the record's number in the whole source (a
+    folder's, a Batch API pair's) its ``index``, that number (the dataset's ``row_index``: verify holds
+    every index of a source to be kept or rejected, once).
 
-    >>> placed({"source": "data/a.jsonl", "row": 1, "code": "c"}, "data", "data/a.jsonl")
-    {'source': 'data', 'file': 'data/a.jsonl', 'row': 1, 'code': 'c'}
+    >>> placed({"source": "data/a.jsonl", "row": 1, "code": "c"}, "data", "data/a.jsonl", 7)
+    {'source': 'data', 'file': 'data/a.jsonl', 'index': 7, 'row': 1, 'code': 'c'}
     """
-    out = {"source": source}
+    out: dict[str, Any] = {"source": source}
     if file is not None and file != source:
         out["file"] = file
+    if index is not None and ("file" in out or record.get("row") != index):  # (a Batch API pair's row is a line)
+        out["index"] = index
     out.update((k, v) for k, v in record.items() if k != "source")
     return out

@@ -169,7 +169,7 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
             if isinstance(row_text, Rejection):
                 result = row_text.at(source=label, row=row, raw=raw)
         if isinstance(result, Rejection):
-            line = reject_json(placed(result.to_json(), source.label, label))
+            line = reject_json(placed(result.to_json(), source.label, label, row_index))
             out.append(Done(source.label, row_index, result.code, line, fmt))
             continue
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
@@ -246,7 +246,7 @@ def _reject(item: Pending, exc: Rejection) -> str:
     """The rejects.jsonl line of a converted row: named by its own file and row (its ``meta``)."""
     meta = item.row.get("meta") or {}
     return reject_line(item.source, meta.get("row", item.row_index), exc.code, exc.detail, item.row,
-                       file=meta.get("source"))
+                       file=meta.get("source"), index=item.row_index)
 
 
 def process_batch(batch, *, job: EncodeJob, index: int | None = None, skip: int = 0):

@@ -1,6 +1,7 @@
 """Folder rules: the dataset's rows and rejects.jsonl against the counts report.json gives for them.
 
-- ``row_count``: per source, the dataset holds the rows report.json says it kept (``rows_out``),
+- ``row_count``: per source, the dataset holds the rows report.json says it kept (``rows_out``), every
+  record it read is kept or rejected once and nothing else is (``FolderCounts._accounting``),
   in all the rows ``tokens.rows`` says; a row kept with fewer copies than the mix planned.
 - ``duplicate_row``: no (source, row_index) appears more often than the mix planned for it
   (``copies(weight, seed, source, row)``: floor(weight), plus one for a seeded share of rows).
@@ -79,8 +80,47 @@ class FolderCounts:
         """Violations of the folder rules, and report.json's ``rejections`` summary."""
         sources = report.get("sources") if isinstance(report.get("sources"), dict) else {}
         out = self._row_counts(report, sources) + self._duplicates(report, sources) + self._report_counts(report)
-        found, section = check_rejects(sources, rejects)
-        return out + found, section
+        found, section, rejected = check_rejects(sources, rejects)
+        # A corruption the counts already name is said once, by them: the accounting holds the rest
+        # (each source's records kept or rejected once) where every count agrees.
+        named = {v.source for v in out + found if v.rule in ("row_count", "duplicate_row", "rejects_count")}
+        if "" in named:  # a count of the whole folder (rejects.jsonl's, tokens.rows) is off
+            return out + found, section
+        return out + found + self._accounting(report, {k: v for k, v in sources.items() if k not in named},
+                                              rejected), section
+
+    def _accounting(self, report: dict, sources: dict, rejected: dict[str, list[int] | None]) -> list[Violation]:
+        """Every record a source read is kept (its ``row_index`` in the dataset) or rejected (its index in
+        rejects.jsonl), once, and nothing else: counts alone let a kept row be relabelled as a rejected
+        one, or a rejects line point at a row that does not exist. A row of a source of fractional
+        weight that is neither is one the mix planned no copy of."""
+        mix = report.get("mix") if isinstance(report.get("mix"), dict) else {}
+        config = report.get("config") if isinstance(report.get("config"), dict) else {}
+        seed = mix.get("seed", config.get("seed", 0))
+        out: list[Violation] = []
+        for name, entry in sorted(sources.items()):
+            read, weight = (entry.get("read"), entry.get("weight", 1.0)) if isinstance(entry, dict) else (None, None)
+            refused = rejected.get(name, [])
+            if not _is_int(read) or refused is None or not isinstance(weight, (int, float)) or isinstance(weight, bool) \
+                    or not math.isfinite(weight) or (not float(weight).is_integer() and not _is_int(seed)):
+                continue  # nothing to hold the rows to (row_count, rejects_count and report_count say why)
+            kept = np.unique(np.concatenate(self._index[name])) if name in self._index else np.zeros(0, np.int64)
+            refused_at = np.asarray(refused, dtype=np.int64)
+            # A shard holds a contiguous range of each source's records (shard_plan), which its report
+            # does not record: held from the first index it holds; a merged or whole run from 0.
+            shard = report.get("shard") if isinstance(report.get("shard"), dict) else {}
+            one_shard = _is_int(shard.get("count")) and shard["count"] > 1 and "merged" not in shard
+            held = np.concatenate([kept, refused_at])
+            first = int(held.min()) if one_shard and len(held) else 0
+            # (a shard's first record of a fractional-weight source may be one the mix planned no copy
+            # of: there only doubles are held, not the range)
+            bounded = not (one_shard and not float(weight).is_integer())
+            problems = _accounting_problems(name, int(read), float(weight), seed if _is_int(seed) else 0, kept - first,
+                                            refused_at - first, first, bounded=bounded)
+            out += [Violation("row_count", None, name, None, p) for p in problems[:MAX_KEY_VIOLATIONS]]
+            if len(problems) > MAX_KEY_VIOLATIONS:
+                out.append(Violation("row_count", None, name, None, f"... {len(problems)} such problems in all"))
+        return out
 
     def _report_counts(self, report: dict) -> list[Violation]:
         from beam_sft.dataset_folder.report_json import count_problems
@@ -189,8 +229,51 @@ def _short(value, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict]:
-    """rejects.jsonl (streamed line by line) against report.json's per-source rejection counts."""
+def _accounting_problems(name: str, read: int, weight: float, seed: int, kept: np.ndarray,
+                         refused: np.ndarray, first: int = 0, *, bounded: bool = True) -> list[str]:
+    """``FolderCounts._accounting`` for one source: what is wrong with its kept and rejected indices
+    (given less ``first``, the source's first record in this folder); ``bounded=False``: only rows
+    rejected twice or both kept and rejected."""
+    out = []
+    for what, values in (("kept", kept), ("rejected", refused)) if bounded else ():
+        outside = values[(values < 0) | (values >= read)]
+        if len(outside):
+            out.append(f"{len(outside)} {what} row(s) of {name} are not records it read ({first}..{first + read - 1}): "
+                       f"{(outside[:5] + first).tolist()}")
+    keys, counts = np.unique(refused, return_counts=True)
+    if (counts > 1).any():
+        out.append(f"rejects.jsonl rejects row(s) {(keys[counts > 1][:5] + first).tolist()} of {name} more than once")
+    both = np.intersect1d(kept, keys)
+    if len(both):
+        out.append(f"row(s) {(both[:5] + first).tolist()} of {name} are both kept and rejected")
+    if not bounded:
+        return out
+    seen = np.zeros(read, dtype=bool)
+    for values in (kept, keys):
+        inside = values[(values >= 0) & (values < read)]
+        seen[inside] = True
+    missing = np.flatnonzero(~seen) + first
+    if len(missing) and not float(weight).is_integer():  # the mix may have planned none of them
+        missing = missing[planned_copies(weight, seed, name, missing) > 0]
+    elif len(missing) and weight == 0:
+        missing = missing[:0]
+    if len(missing):
+        out.append(f"{len(missing)} row(s) of {name} are neither kept nor rejected: {missing[:5].tolist()}")
+    return out
+
+
+def _reject_index(record: dict):
+    """The record number in its source a rejects line names: its ``index`` where it has one (a folder
+    source's line, whose ``row`` is the row in its ``file``; a Batch API pair's, whose ``row`` is a
+    line of one of its two files), else ``row``; None when the line does not say."""
+    value = record["index"] if "index" in record else None if "file" in record else record.get("row")
+    return value if _is_int(value) else None
+
+
+def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict, dict[str, list[int] | None]]:
+    """rejects.jsonl (streamed line by line) against report.json's per-source rejection counts; also
+    the record indices rejected per source (None for a source with a line that does not say one)."""
+    indices: dict[str, list[int] | None] = {}
     by_source_code: Counter = Counter()
     unreadable = 0
     lines = 0
@@ -207,7 +290,14 @@ def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict]:
                 except ValueError:
                     unreadable += 1
                     continue
-                by_source_code[(str(record.get("source", "")), str(record.get("code", "unknown")))] += 1
+                source = str(record.get("source", ""))
+                by_source_code[(source, str(record.get("code", "unknown")))] += 1
+                index, known = _reject_index(record), indices.setdefault(source, [])
+                if known is not None:
+                    if index is None:
+                        indices[source] = None
+                    else:
+                        known.append(index)
     by_code: Counter = Counter()
     for (_, code), n in by_source_code.items():
         by_code[code] += n
@@ -235,4 +325,4 @@ def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict]:
         "by_source": reported,
         "consistent": consistent,
     }
-    return out, section
+    return out, section, indices

@@ -35,7 +35,7 @@ from beam_sft.errors import Rejection
 from beam_sft.reject_codes import codes
 
 KEPT = "kept"
-MIXED_OUT = "mixed_out"  # valid, but the mix gave it 0 copies: counted as kept, never encoded
+MIXED_OUT = "mixed_out"  # valid by every rule (encoded and length-checked), but the mix gave it 0 copies: kept
 TEACHER_CODES = frozenset(codes("reason"))  # the teacher's refusals (teacher_*, judge_failed)
 # column -> kind (COLUMNS' notation) of what the encode pass adds to each row; dropped before saving
 STATUS_COLUMNS = {"status": "string", "copy": "int32", "trimmed_messages": "int32", "fallback": "int8",
@@ -97,7 +97,7 @@ class Pending:
 
 @dataclass(frozen=True)
 class Done:
-    """A record that needs no encoding: rejected by conversion, or mixed out."""
+    """A record with its verdict and no row to write: rejected, or valid and mixed out."""
 
     source: str
     row_index: int
@@ -172,9 +172,10 @@ def convert_records(columns: tuple[list, ...], job: EncodeJob) -> list[Pending |
             line = reject_json(placed(result.to_json(), source.label, label, row_index))
             out.append(Done(source.label, row_index, result.code, line, fmt))
             continue
+        # A row the mix gives no copy is still encoded and length-checked: its verdict (kept, too_long,
+        # no_trained_tokens) must not depend on its source's weight.
         n = copies(source.weight, seed=job.seed, source=source.label, row=row_index)
-        out.append(Pending(result, source.label, row_index, n, len(text), fmt, row_text) if n
-                   else Done(source.label, row_index, MIXED_OUT, format=fmt))
+        out.append(Pending(result, source.label, row_index, n, len(text), fmt, row_text))
     return out
 
 
@@ -225,6 +226,9 @@ def encode_items(items: list[Pending | Done], job: EncodeJob, encoder):
                 raise Rejection("no_trained_tokens", "no token is left in the loss after weights")
         except Rejection as exc:
             out.done(Done(item.source, item.row_index, exc.code, _reject(item, exc), item.format), fallback)
+            continue
+        if not item.copies:  # valid by every rule, and the mix gave it no copy
+            out.done(Done(item.source, item.row_index, MIXED_OUT, format=item.format), fallback)
             continue
         row_text = item.row_json if row is item.row and item.row_json is not None else json.dumps(row, ensure_ascii=False)
         out.kept(encoded, row_text, item, trained, dropped, fallback,

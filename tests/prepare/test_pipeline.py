@@ -201,3 +201,27 @@ def test_native_rows_count_what_the_python_render_did(tmp_path, tokenizer_dir, d
     assert all(r["verify"]["ok"] for r in reports)
     assert load(native)["input_ids"] == load(jinja)["input_ids"]
     assert load(native)["assistant_masks"] == load(jinja)["assistant_masks"]
+
+
+def test_a_rows_verdict_does_not_depend_on_its_sources_weight(tmp_path, tokenizer_dir):
+    """A row the mix gives no copy was never encoded, so it counted as kept however long it was: the
+    same row was too_long at weight 1 and kept at weight 0."""
+    rows = [{"messages": [{"role": "user", "content": f"question {i} " + "word " * (3 * i)},
+                          {"role": "assistant", "reasoning_content": f"think {i}", "content": f"answer {i}"}]}
+            for i in range(30)]
+    data = tmp_path / "d.jsonl"
+    write_jsonl(data, rows)
+    other = tmp_path / "o.jsonl"
+    write_jsonl(other, [simple_row(0)])
+    verdicts = {}
+    for weight in (1.0, 0.7, 0.0):
+        out = prepare(PrepareConfig(sources=[SourceSpec(path=str(data), weight=weight, name="d"),
+                                             SourceSpec(path=str(other), name="o")],
+                                    tokenizer=str(tokenizer_dir), output=str(tmp_path / f"w{weight}"),
+                                    max_length=160, num_proc=1))
+        entry = json.loads((out / "report.json").read_text())["sources"]["d"]
+        lines = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+        rejected_rows = sorted((r["row"], r["code"]) for r in lines if r["source"] == "d")
+        verdicts[weight] = (entry["kept"], entry["rejected"], rejected_rows)
+    assert verdicts[1.0][1].get("too_long", 0) > 0
+    assert verdicts[0.7] == verdicts[0.0] == verdicts[1.0]

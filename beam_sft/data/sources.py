@@ -177,9 +177,29 @@ def _refuse_unsupported(path: Path) -> None:
                         "transcript, or a datasets folder): convert it to JSON Lines first")
 
 
+def _reader(path: Path) -> str:
+    """The reader of a file: its kind's (data/file_kinds.py's table), except that a JSON Lines file
+    whose first line is not a whole value but opens one (a pretty-printed array or object saved as
+    ``.jsonl``) is read as JSON: line by line, each of its lines would be one invalid_json record."""
+    reader = reader_of(kind(path))
+    if reader == "lines" and _opens_a_document(path):  # (one line read: the fast path keeps its speed)
+        return "json"
+    return reader
+
+
+def _opens_a_document(path: Path) -> bool:
+    sniff(path)
+    with _corrupt_stream(path), _open_text(path) as fh:
+        first = next((line for line in fh if line.strip(JSON_SPACE)), "")
+    # Only a line of nothing but opening brackets ("[", "{", "[{": how pretty printers start): a line
+    # of JSON Lines cut or broken is that line's record, never a reason to read the rest as one value.
+    text = first.strip(JSON_SPACE)
+    return bool(text) and not text.strip("[{" + JSON_SPACE)
+
+
 def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
     _refuse_unsupported(path)
-    reader = reader_of(kind(path))  # data/file_kinds.py's table
+    reader = _reader(path)
     if reader == "parquet":
         yield from enumerate(_iter_parquet(path))
         return
@@ -404,7 +424,7 @@ def iter_raw_located(path: str | Path | hub.DatasetRef) -> Iterator[RawRecord]:
     the same lone surrogates and is rejected as ``invalid_text``, never replaced."""
     files, _ = expand_source(path)
     for file in files:
-        if isinstance(file, Path) and file.is_file() and kind(file) in LINE_KINDS:
+        if isinstance(file, Path) and file.is_file() and kind(file) in LINE_KINDS and _reader(file) == "lines":
             for index, text, bad, start in _raw_lines(file):
                 yield RawRecord(str(file), index, text, start, bad)
             continue

@@ -296,3 +296,21 @@ def test_a_kind_of_file_no_reader_reads_is_one_clear_error(tmp_path, name):
     path.write_bytes(b"prompt,answer\nhi,yo\n")
     with pytest.raises(BeamError, match=r"is not read here .*convert it to JSON Lines"):
         records(path)
+
+
+def test_a_pretty_printed_document_named_jsonl_is_read_as_json(tmp_path):
+    """An array (or objects) pretty-printed into a .jsonl file: line by line, each of its lines was one
+    invalid_json record (41 rejections for 3 rows). A broken first line of real JSON Lines stays one
+    record, and the lines after it are read."""
+    rows = [{"messages": [{"role": "user", "content": f"q{i}"}]} for i in range(3)]
+    array = tmp_path / "array.jsonl"
+    array.write_text(json.dumps(rows, indent=2))
+    objects = tmp_path / "objects.jsonl"
+    objects.write_text("\n".join(json.dumps(r, indent=2) for r in rows))
+    for path in (array, objects):
+        assert [v for _, v in records(path)] == rows
+        assert [json.loads(r.text) for r in sources.iter_raw_located(path)] == rows
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"messages": oops\n' + json.dumps(rows[0]) + "\n")
+    out = records(broken)
+    assert isinstance(out[0][1], BadRecord) and out[1] == (1, rows[0])

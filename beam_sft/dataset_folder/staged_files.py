@@ -98,3 +98,24 @@ def _publish(staged: Path, final: Path) -> None:
         os.replace(staged, final)
     except OSError as exc:
         raise unwritable(final.parent, exc) from exc
+
+
+@contextlib.contextmanager
+def staged_folder(final: Path, what: str = "staging") -> Iterator[Path]:
+    """A new folder beside ``final`` to write a whole output into (``merge``'s, ``export``'s), renamed to
+    ``final`` when the block ends without an error, else removed (it holds only what the block wrote):
+    a failure (a load that fails after the first shards were written, a full disk, Ctrl-C) leaves no
+    half-written folder that would block a retry. ``final`` is new or empty (the caller checked)."""
+    import shutil
+    import tempfile
+
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.{what}-", dir=final.parent))
+    try:
+        yield staging
+        if final.is_dir():
+            final.rmdir()  # empty, as checked before any work
+        os.replace(staging, final)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -27,6 +27,7 @@ import re
 import shutil
 from pathlib import Path
 
+from beam_sft.dataset_folder.staged_files import staged_folder
 from beam_sft.errors import BeamError
 from beam_sft.train.model_shape import load_model_config, meta_model
 
@@ -221,34 +222,51 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | 
     sizes = {name: _numel(shape) * torch.empty((), dtype=out_dtype(name)).element_size()
              for name, (shape, _) in expected.items()}
     shards = plan_shards(sizes, max_shard_bytes)
-    out.mkdir(parents=True, exist_ok=True)
-    weight_map, total = {}, 0
-    for index, names in enumerate(shards, start=1):
-        file = "model.safetensors" if len(shards) == 1 else f"model-{index:05d}-of-{len(shards):05d}.safetensors"
+    with staged_folder(out, "exporting") as staging:  # a shard that does not read leaves no half folder
+        weight_map, total = {}, 0
+        for index, names in enumerate(shards, start=1):
+            file = "model.safetensors" if len(shards) == 1 else f"model-{index:05d}-of-{len(shards):05d}.safetensors"
+            tensors = _read_tensors(kind, checkpoint, names, shapes, expected)
+            tensors = {n: t.to(out_dtype(n)).contiguous() for n, t in tensors.items()}
+            save_file(tensors, str(staging / file), metadata={"format": "pt"})
+            for name in names:
+                weight_map[name] = file
+            total += sum(sizes[n] for n in names)
+            del tensors
+            gc.collect()
+        if len(shards) > 1:
+            index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+            (staging / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+        model_config.dtype = dtype
+        model_config.save_pretrained(str(staging))
+        _copy_side_files(checkpoint, staging)
+        if any((folder / "beam_run.json").is_file() for folder in (checkpoint, checkpoint.parent)):
+            # The run's card, saying the folder was exported.
+            from beam_sft.train.model_card import write_model_card
+
+            write_model_card(staging, run_folder=checkpoint, derived="exported")
+    return out
+
+
+def _read_tensors(kind: str, checkpoint: Path, names: list[str], shapes: dict, expected: dict) -> dict:
+    """One output shard's tensors from the sharded checkpoint; a damaged file is one error naming the
+    checkpoint (torch's readers raise RuntimeError, OSError, ValueError or pickle's errors)."""
+    import pickle
+
+    import torch
+    from torch.distributed.checkpoint.api import CheckpointException  # (a BaseException: dcp's per-rank errors)
+
+    try:
         if kind == "fsdp":
             dtypes = {n: expected[n][1] if not expected[n][1].is_floating_point else torch.float32 for n in names}
-            tensors = _fsdp_tensors(checkpoint, names, shapes, dtypes)
-        else:
-            tensors = _deepspeed_tensors(checkpoint, names)
-        tensors = {n: t.to(out_dtype(n)).contiguous() for n, t in tensors.items()}
-        save_file(tensors, str(out / file), metadata={"format": "pt"})
-        for name in names:
-            weight_map[name] = file
-        total += sum(sizes[n] for n in names)
-        del tensors
-        gc.collect()
-    if len(shards) > 1:
-        index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-        (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
-    model_config.dtype = dtype
-    model_config.save_pretrained(str(out))
-    _copy_side_files(checkpoint, out)
-    if any((folder / "beam_run.json").is_file() for folder in (checkpoint, checkpoint.parent)):
-        # The run's card, saying the folder was exported.
-        from beam_sft.train.model_card import write_model_card
-
-        write_model_card(out, run_folder=checkpoint, derived="exported")
-    return out
+            return _fsdp_tensors(checkpoint, names, shapes, dtypes)
+        return _deepspeed_tensors(checkpoint, names)
+    except (RuntimeError, OSError, ValueError, EOFError, KeyError, pickle.UnpicklingError, CheckpointException) as exc:
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        first = (lines[-1] if isinstance(exc, CheckpointException) and lines else
+                 lines[0] if lines else type(exc).__name__)[:300]
+        raise BeamError(f"{checkpoint}: a shard of the checkpoint does not read ({type(exc).__name__}: {first}); "
+                        "nothing was written") from None
 
 
 def _ignorable(available: set[str], expected: dict) -> set[str]:

@@ -8,13 +8,9 @@ record (``beam_run.json``: the data it trained on, by digest).
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
+from beam_sft.dataset_folder.staged_files import staged_folder
 from beam_sft.errors import BeamError
 
 
@@ -62,7 +58,7 @@ def merge_adapter(adapter_dir: str | Path, out_dir: str | Path, *, base: str | N
     if (adapter_dir / "generation_config.json").is_file():
         model.generation_config = GenerationConfig.from_pretrained(str(adapter_dir))
     model.config.use_cache = True
-    with _staged(out) as staging:
+    with staged_folder(out, "merging") as staging:
         model.save_pretrained(str(staging))
         tokenizer.save_pretrained(str(staging))
         _carry_run_record(adapter_dir, staging, base)
@@ -90,22 +86,6 @@ def check_adapter_fits(peft_model, adapter_dir: Path, base: str) -> None:
         raise BeamError(f"{adapter_dir}: the adapter does not fit {base}: {len(saved) - loaded} of its {len(saved)} "
                         "tensors found no module there (another architecture or size than the one it was trained "
                         "on?); nothing was written")
-
-
-@contextmanager
-def _staged(out: Path) -> Iterator[Path]:
-    """A staging folder beside ``out``, renamed to ``out`` when the block ends without an error (``out``
-    is new or empty: ``check_new_or_empty_folder``), else removed (it holds only what this merge wrote)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.merging-", dir=out.parent))
-    try:
-        yield staging
-        if out.is_dir():
-            out.rmdir()  # empty, checked before the weights loaded
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def _carry_run_record(adapter_dir: Path, out: Path, base: str) -> None:

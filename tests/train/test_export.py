@@ -98,6 +98,12 @@ def test_export_refuses_what_it_must(fixture_dir, tmp_path):
     _tiny_model("gpt_oss", fixture_dir).config.save_pretrained(str(other))
     with pytest.raises(BeamError, match="disagree"):
         export_checkpoint(checkpoint, tmp_path / "y", config=other)
+    # a damaged shard file: one error naming the checkpoint, and no half-written -o left to block a retry
+    (shard,) = sorted((checkpoint / FSDP_DIR).glob("*.distcp"))[:1]
+    shard.write_bytes(shard.read_bytes()[:1000])
+    with pytest.raises(BeamError, match="a shard of the checkpoint does not read"):
+        export_checkpoint(checkpoint, tmp_path / "z", max_shard_bytes=64_000)
+    assert not (tmp_path / "z").exists() and not list(tmp_path.glob(".z.*"))
 
 
 def test_sizes_and_shard_plan():

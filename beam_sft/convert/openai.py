@@ -39,6 +39,7 @@ from typing import Any
 from beam_sft.convert.assemble import DROPPED, add_call_turn, convert_with, missing_content, read_call_value
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import (
+    LOSS_FLAGS,
     canonical_role,
     check_untrained_weight,
     read_content,
@@ -90,6 +91,8 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
     nested = raw.get("answer_generation")
     if isinstance(nested, dict) and isinstance(nested.get("train_messages"), list):
         return _toolbench(nested)
+    if is_prompt_completion(raw):
+        return prompt_completion(raw), {k: v for k, v in raw.items() if k not in PROMPT_COMPLETION}
     keys = message_keys(raw, columns)
     if len(keys) == 1:
         return raw[keys[0]], {k: v for k, v in raw.items() if k != keys[0]}
@@ -97,6 +100,32 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
         raise Rejection("malformed_row", f"the row holds role-bearing message lists under {keys[0]!r} and "
                         f"{keys[1]!r}: which conversation is meant is unclear; map one with columns: {{messages: KEY}}")
     raise Rejection("malformed_row", no_list_message(columns.messages, raw))
+
+
+PROMPT_COMPLETION = ("prompt", "completion")
+
+
+def _role_list(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
+
+
+def is_prompt_completion(raw: Any) -> bool:
+    """TRL's conversational prompt-completion row: ``prompt`` and ``completion``, each a list of messages."""
+    return isinstance(raw, dict) and all(_role_list(raw.get(key)) for key in PROMPT_COMPLETION)
+
+
+def prompt_completion(raw: dict) -> list[dict]:
+    """The conversation of a prompt-completion row: the prompt, then the completion. As in TRL (its
+    completion-only loss), only the completion trains: an assistant turn of the prompt is context
+    (weight 0) unless it carries a loss flag of its own.
+
+    >>> prompt_completion({"prompt": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+    ...                    "completion": [{"role": "assistant", "content": "b"}]})[1]
+    {'role': 'assistant', 'content': 'a', 'weight': 0}
+    """
+    context = [{**m, "weight": 0} if m.get("role") == "assistant" and not any(f in m for f in LOSS_FLAGS) else m
+               for m in raw["prompt"]]
+    return context + list(raw["completion"])
 
 
 def message_keys(raw: dict, columns: ColumnMap) -> list[str]:
@@ -117,6 +146,8 @@ def messages_key_note(raw: Any, columns: ColumnMap) -> str | None:
         return None
     if isinstance(raw.get(columns.conversations), list) or isinstance(raw.get("answer_generation"), dict):
         return None
+    if is_prompt_completion(raw):
+        return "messages_key:prompt+completion"
     keys = message_keys(raw, columns)
     return f"messages_key:{keys[0]}" if len(keys) == 1 else None
 

@@ -454,3 +454,19 @@ def test_a_loss_weight_on_a_message_that_is_never_trained(role, weight, expected
 def test_a_text_part_that_also_carries_media_is_not_text_only(key):
     part = {"type": "text", "text": "look", key: {"url": "data:..."}}
     assert code(convert({"messages": [{"role": "user", "content": [part]}, turn(content="ok")]})) == "non_text_content"
+
+
+def test_trls_conversational_prompt_completion_rows():
+    """TRL's prompt-completion format (``prompt`` and ``completion``, each a message list) was rejected
+    as two conversations; as in TRL only the completion trains: the prompt's assistant turns are context."""
+    from beam_sft.convert import ConvertOptions, convert_row
+
+    raw = {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"},
+                      {"role": "assistant", "content": "4"}, {"role": "user", "content": "and 3+3?"}],
+           "completion": [{"role": "assistant", "reasoning_content": "Add.", "content": "6"}]}
+    for fmt in ("openai", "auto"):
+        row = convert_row(raw, format=fmt, options=ConvertOptions())
+        assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant", "user", "assistant"]
+        assert row["messages"][2] == {"role": "assistant", "content": "4", "weight": 0}
+        assert row["messages"][4] == {"role": "assistant", "reasoning_content": "Add.", "content": "6"}
+        assert row["meta"]["notes"] == {"messages_key:prompt+completion": 1}

@@ -91,7 +91,7 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
     nested = raw.get("answer_generation")
     if isinstance(nested, dict) and isinstance(nested.get("train_messages"), list):
         return _toolbench(nested)
-    if is_prompt_completion(raw):
+    if holds_prompt_completion(raw):
         return prompt_completion(raw), {k: v for k, v in raw.items() if k not in PROMPT_COMPLETION}
     keys = message_keys(raw, columns)
     if len(keys) == 1:
@@ -109,7 +109,7 @@ def _role_list(value: Any) -> bool:
     return isinstance(value, list) and bool(value) and all(isinstance(m, dict) and "role" in m for m in value)
 
 
-def is_prompt_completion(raw: Any) -> bool:
+def holds_prompt_completion(raw: Any) -> bool:
     """TRL's conversational prompt-completion row: ``prompt`` and ``completion``, each a list of messages."""
     return isinstance(raw, dict) and all(_role_list(raw.get(key)) for key in PROMPT_COMPLETION)
 
@@ -146,7 +146,7 @@ def messages_key_note(raw: Any, columns: ColumnMap) -> str | None:
         return None
     if isinstance(raw.get(columns.conversations), list) or isinstance(raw.get("answer_generation"), dict):
         return None
-    if is_prompt_completion(raw):
+    if holds_prompt_completion(raw):
         return "messages_key:prompt+completion"
     keys = message_keys(raw, columns)
     return f"messages_key:{keys[0]}" if len(keys) == 1 else None

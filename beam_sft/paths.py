@@ -205,6 +205,10 @@ def check_local_or_hub_id(value: str | os.PathLike, key: str) -> None:
     if os.path.lexists(text):
         return
     if _HUB_ID.fullmatch(text) and "--" not in text and ".." not in text and not text.endswith((".", "-")):
+        head = text.split("/", 1)[0]
+        if "/" in text and os.path.isdir(head):  # `out/fixtur`: a typo of a local path, not a hub id to query
+            raise ConfigError(key, f"{text} does not exist ({head}/ is a local folder, so this is a path in it, "
+                                   "not a hub id)")
         return
     raise ConfigError(key, f"{text} does not exist (and is not a hub id ORG/NAME)")
 

@@ -119,3 +119,20 @@ def test_any_oserror_that_reaches_the_cli_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(convert_cli, "run", boom)  # the parser takes ``run`` when main builds it
     assert main(["convert", "x", "-o", "y"]) == 2
     assert_one_line_error(capsys.readouterr().err, "convert", "somewhere/out: a folder is where a file goes")
+
+
+def test_a_mistyped_local_tokenizer_path_is_not_looked_up_on_the_hub(tmp_path, monkeypatch, capsys):
+    """``out/fixtur`` (``out`` a local folder) spelled like ORG/NAME was queried on the hub: about 46 s of
+    retries offline, then a two-line error."""
+    import time
+
+    from beam_sft.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "a.jsonl").write_text("{}\n")
+    began = time.monotonic()
+    assert main(["prepare", "--tokenizer", "out/fixtur", "--data", "a.jsonl", "--output", "o"]) == 2
+    assert time.monotonic() - began < 20
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "out/fixtur does not exist (out/ is a local folder" in err

@@ -32,8 +32,8 @@ def load_tokenizer(name: str | Path | None, *, key: str = "tokenizer"):
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(str(name))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(key, f"cannot load {str(name)!r}: {exc}") from exc
+    except (OSError, ValueError) as exc:  # (the hub client's message runs over several lines)
+        raise ConfigError(key, f"cannot load {str(name)!r}: {' '.join(str(exc).split())}") from exc
 
 
 def prepared_tokenizer(directory: str | Path):

@@ -113,3 +113,12 @@ def test_a_bad_key_is_said_with_the_file_it_is_in(tmp_path, command, text, key, 
     extra = ["x.jsonl", "-o", str(tmp_path / "o.jsonl")] if command == "convert" else []
     assert main([command, *extra, "--config", str(path)]) == 2
     assert_one_line_error(capsys.readouterr().err, command, f"{path}: ", key)
+
+
+def test_a_bad_key_a_flag_set_is_not_blamed_on_the_file(tmp_path, capsys):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model: {path: m}\ndata: {prepared: p}\nsft: {learning_rate: 1.0e-4}\n")
+    assert main(["train", "--config", str(path), "--sft.learnig_rate", "1"]) == 2
+    err = capsys.readouterr().err
+    assert_one_line_error(err, "train", "sft.learnig_rate")
+    assert str(path) not in err

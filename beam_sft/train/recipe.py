@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,13 +191,27 @@ def _plain(value: Any) -> Any:
 def load_recipe(path: str | Path | None = None, overrides: list[str] | dict[str, Any] | None = None) -> Recipe:
     """Read a recipe YAML, apply overrides (``["--sft.learning_rate", "1e-4"]`` or a nested dict), validate."""
     data = load_yaml(path) if path is not None else {}
+    extra: dict[str, Any] = {}
     if overrides:
         extra = parse_recipe_overrides(list(overrides)) if isinstance(overrides, list) else overrides
         data = deep_merge(data, extra)
     try:
         return recipe_from_dict(data)
-    except ConfigError as exc:  # which file, then which key
-        raise exc.in_file(path) from None
+    except ConfigError as exc:  # which file, then which key; a key a flag set is the flag's, not the file's
+        raise (exc if _from_flags(exc.path, extra) else exc.in_file(path)) from None
+
+
+def _from_flags(path: str, extra: dict[str, Any]) -> bool:
+    """True when the key path ``path`` (``sft.foo``, ``data.prepare.sources[0].x``) lies in what the
+    command-line overrides ``extra`` set."""
+    node: Any = extra
+    for part in re.split(r"\.|(?=\[)", path):
+        if not part:
+            continue
+        if not isinstance(node, dict) or part not in node:
+            return node is not extra and not isinstance(node, dict)  # below a value a flag set whole
+        node = node[part]
+    return node is not extra
 
 
 def parse_recipe_overrides(pairs: list[str]) -> dict[str, Any]:

@@ -144,7 +144,9 @@ def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, 
                 yield from ((str(file), i, r) for i, r in _iter_file(file))
         return
     if not path.is_file():
-        raise BeamError(f"{_shown(named)}: no such file or directory")
+        raise BeamError(f"{_shown(named)}: " + ("not a regular file (a pipe, a device or a socket: a source is "
+                                                "read more than once, so save it to a file first)"
+                                                if path.exists() else "no such file or directory"))
     yield from ((str(path), i, r) for i, r in _iter_file(path))
 
 

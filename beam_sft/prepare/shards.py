@@ -59,11 +59,41 @@ def check_verified_shard(shard: Path, report: dict) -> None:
         check_verified(shard, report)
 
 
+def _first_difference(shards: list[Path], reports: list[dict]) -> str:
+    """Which shard differs from the first, and in what part of the fingerprint (data, options,
+    tokenizer, template, code, ...), for the refusal to say."""
+    def parts(report: dict) -> dict:
+        value = report.get("fingerprint_parts")
+        return value if isinstance(value, dict) else {}
+
+    first = parts(reports[0])
+    for shard, report in zip(shards[1:], reports[1:], strict=True):
+        if report.get("fingerprint_base") == reports[0].get("fingerprint_base"):
+            continue
+        other = parts(report)
+        keys = sorted(k for k in set(first) | set(other) if k != "shard_index" and first.get(k) != other.get(k))
+        detail = _source_difference(first, other) if keys == ["sources"] else ", ".join(keys) or "its base"
+        return f"{shard} differs from {shards[0]} in {detail}"
+    return "their fingerprints differ"
+
+
+def _source_difference(first: dict, other: dict) -> str:
+    a, b = first.get("sources") or [], other.get("sources") or []
+    if len(a) != len(b):
+        return f"sources ({len(a)} against {len(b)})"
+    for i, (x, y) in enumerate(zip(a, b, strict=True)):
+        if x != y and isinstance(x, dict) and isinstance(y, dict):
+            keys = sorted(k for k in set(x) | set(y) if x.get(k) != y.get(k))
+            return f"sources[{i}] ({', '.join(keys)})"
+    return "sources"
+
+
 def check_shards(shards: list[Path], reports: list[dict]) -> None:
     """Same run, every shard index exactly once."""
     bases = {r.get("fingerprint_base") for r in reports}
     if len(bases) != 1:
-        raise ConfigError("shards", "the shards come from different runs (their fingerprint_base differ)")
+        raise ConfigError("shards", "the shards come from different runs (their fingerprint_base differ): "
+                                    + _first_difference(shards, reports))
     counts = {r["shard"]["count"] for r in reports}
     if len(counts) != 1:
         raise ConfigError("shards", f"the shards disagree on the number of shards: {sorted(counts)}")

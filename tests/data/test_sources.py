@@ -314,3 +314,14 @@ def test_a_pretty_printed_document_named_jsonl_is_read_as_json(tmp_path):
     broken.write_text('{"messages": oops\n' + json.dumps(rows[0]) + "\n")
     out = records(broken)
     assert isinstance(out[0][1], BadRecord) and out[1] == (1, rows[0])
+
+
+def test_a_pipe_as_a_source_is_said_to_be_one(tmp_path):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(BeamError, match="not a regular file"):
+        records(fifo)
+    with pytest.raises(BeamError, match="no such file or directory"):
+        records(tmp_path / "missing.jsonl")

@@ -122,3 +122,10 @@ def test_a_bad_key_a_flag_set_is_not_blamed_on_the_file(tmp_path, capsys):
     err = capsys.readouterr().err
     assert_one_line_error(err, "train", "sft.learnig_rate")
     assert str(path) not in err
+
+
+def test_no_sources_in_a_recipes_prepare_names_the_recipes_key(tmp_path, capsys):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("model: {path: m}\ndata: {prepare: {sources: []}}\nsft: {use_cpu: true, output_dir: " + str(tmp_path / "o") + "}\n")
+    assert main(["train", "--config", str(path)]) == 2
+    assert_one_line_error(capsys.readouterr().err, "train", "data.prepare.sources: no data sources given")

@@ -124,6 +124,8 @@ def resolve_prepared(recipe, state=None) -> Path:
     if not spec.get("tokenizer"):  # the model's own tokenizer, as training will use it
         spec["tokenizer"] = recipe.model.path
     config = from_dict(PrepareConfig, spec, "data.prepare")
+    if not config.sources:  # (prepare says "sources": here the key is the recipe's)
+        raise ConfigError("data.prepare.sources", "no data sources given")
     state = state or PartialState()
     with state.main_process_first():
         path = Path(prepare(config))

@@ -29,13 +29,12 @@ import re
 from typing import Any
 
 from beam_sft.convert.assemble import finish_row, parse_envelope
-from beam_sft.convert.literals import NotJSON, RepeatedKey, TooSmall, read_literal
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import canonical_role, reject_media
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.sharegpt import read_sharegpt_row
-from beam_sft.convert.tools import NOT_JSON, maybe_json, parse_tool_call, parse_xml_function
+from beam_sft.convert.tools import NOT_JSON, maybe_json, parse_tool_call, parse_xml_function, python_literal
 
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
 _RESPONSE_RE = re.compile(r"<tool_response>(?P<body>.*?)</tool_response>", re.DOTALL)
@@ -158,18 +157,12 @@ def parse_call_body(body: str, where: str) -> dict:
 
 
 def _literal(text: str, where: str) -> Any:
-    """A Python-literal dict as JSON (convert/literals.py); a key twice in one dict is rejected as in
-    JSON (``duplicate_key``); None when the text is not one, or holds a value JSON has no form for."""
+    """A Python-literal dict as JSON (``tools.python_literal``); None when the text is not one, or holds a
+    value JSON has no form for."""
     if len(text) > _MAX_LITERAL_CHARS or not text.startswith("{"):
         return None
-    try:
-        return read_literal(text)
-    except RepeatedKey:
-        raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict") from None
-    except TooSmall as exc:
-        raise Rejection("non_standard_number", f"{where}: {exc}") from None
-    except NotJSON:
-        return None
+    value = python_literal(text, where)
+    return None if value is NOT_JSON else value
 
 
 def _take_responses(content: str, where: str) -> list[dict]:

@@ -213,19 +213,25 @@ def extract_system_tools(text: str, where: str) -> tuple[str, list[dict]]:
 def _literal_tools(body: str, where: str) -> Any:
     """A ``<tools>`` block written as a Python literal (hermes-function-calling-v1 writes
     ``[{'type': 'function', ...}]``, as it writes its ``<tool_call>`` bodies), else ``NOT_JSON``."""
-    if not body.startswith(("[", "{")) or len(body) > _MAX_LITERAL_TOOLS_CHARS:
+    if not body.startswith(("[", "{")) or len(body) > MAX_LITERAL_CHARS:
         return NOT_JSON
+    return python_literal(body, f"{where}: <tools> block")
+
+
+MAX_LITERAL_CHARS = 1_000_000  # ast's time and recursion on hostile text
+
+
+def python_literal(text: str, where: str) -> Any:
+    """``text`` read as a Python literal into JSON (convert/literals.py), else ``NOT_JSON``: a key twice
+    in one dict is ``duplicate_key`` and a number that underflows ``non_standard_number``, as in JSON."""
     try:
-        return read_literal(body)
+        return read_literal(text)
     except RepeatedKey:
-        raise Rejection("duplicate_key", f"{where}: <tools> block: a key appears twice in one dict") from None
+        raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict") from None
     except TooSmall as exc:
-        raise Rejection("non_standard_number", f"{where}: <tools> block: {exc}") from None
+        raise Rejection("non_standard_number", f"{where}: {exc}") from None
     except NotJSON:
         return NOT_JSON
-
-
-_MAX_LITERAL_TOOLS_CHARS = 1_000_000  # ast's time and recursion on hostile text
 
 
 # --- tool calls -----------------------------------------------------------------------------------

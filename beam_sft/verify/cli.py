@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from beam_sft.cli_args import count
+from beam_sft.dataset_folder.layout import REPORT_FILE
 from beam_sft.errors import BeamError, VerificationError
 from beam_sft.paths import Outputs, rewrites_own_files, writes
 from beam_sft.verify.visible import visible
@@ -176,7 +177,7 @@ def run_inspect(args: argparse.Namespace) -> int:
         try:
             line = _dataset_reasoning(args.directory)
         except ValueError as exc:  # the row is shown; the report's figures cannot be
-            print(f"beam-sft inspect: error: {args.directory / 'report.json'}: {exc}", file=sys.stderr)
+            print(f"beam-sft inspect: error: {args.directory / REPORT_FILE}: {exc}", file=sys.stderr)
             return 1
         if line:
             print(line)

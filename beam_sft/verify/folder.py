@@ -11,7 +11,7 @@ from functools import cached_property
 from pathlib import Path
 
 from beam_sft.dataset_folder import report_json as prepared_report
-from beam_sft.dataset_folder.arrow_dataset import SavedDataset, open_saved
+from beam_sft.dataset_folder.arrow_dataset import SavedDataset, data_files, open_saved
 from beam_sft.dataset_folder.layout import REJECTS_FILE
 from beam_sft.dataset_folder.tokenizer import prepared_tokenizer
 from beam_sft.errors import PreparedError, VerificationError
@@ -73,8 +73,6 @@ def unreadable_data_file(directory: Path) -> str | None:
     """``NAME: why`` for the first of the dataset's Arrow files that does not read to its end (each
     read whole: called only once opening the dataset failed), None when every one reads."""
     import pyarrow as pa
-
-    from beam_sft.dataset_folder.arrow_dataset import data_files
 
     try:
         files = data_files(directory)

@@ -124,10 +124,17 @@ def _named_splits(root: Path) -> dict[str, list[str]]:
     from datasets.data_files import get_data_patterns
 
     try:
-        patterns = get_data_patterns(str(root))
+        patterns = {str(split): list(p) for split, p in get_data_patterns(str(root)).items()}
     except Exception:  # noqa: BLE001 (datasets finds no data files it knows: not a repository to it)
         return {}
-    return {str(split): list(p) for split, p in patterns.items()}
+    if len(patterns) < 2:
+        return {}
+    # Only a folder every data file of which is in a split: `drone_training.jsonl` beside `test_case.json`
+    # and `chat.jsonl` is a plain folder whose names happen to hold split words, and read by split it
+    # would lose `chat.jsonl` unsaid.
+    covered = {p.resolve() for pats in patterns.values() for pattern in pats for p in _resolve(root, pattern)}
+    every = {(root / n).resolve() for n in names}
+    return patterns if every <= covered else {}
 
 
 def _is_hidden(path: Path, root: Path) -> bool:

@@ -102,20 +102,40 @@ def _publish(staged: Path, final: Path) -> None:
 
 @contextlib.contextmanager
 def staged_folder(final: Path, what: str = "staging") -> Iterator[Path]:
-    """A new folder beside ``final`` to write a whole output into (``merge``'s, ``export``'s), renamed to
-    ``final`` when the block ends without an error, else removed (it holds only what the block wrote):
-    a failure (a load that fails after the first shards were written, a full disk, Ctrl-C) leaves no
-    half-written folder that would block a retry. ``final`` is new or empty (the caller checked)."""
+    """A new folder to write a whole output into (``merge``'s, ``export``'s), published when the block
+    ends without an error, else removed (it holds only what the block wrote): a failure (a load that
+    fails after the first shards were written, a full disk, Ctrl-C) leaves no half-written folder that
+    would block a retry. ``final`` is new or empty (the caller checked).
+
+    A new ``final``: staged beside it, with the mode a folder made now gets (``mkdtemp`` makes 0700,
+    which would hide a model from the other users of a cluster), and renamed into place. An existing
+    empty ``final`` (``-o .``, a mount point, a folder with the user's mode or ACLs) is the user's and
+    stays: staged inside it, and its entries moved up one by one when complete."""
     import shutil
     import tempfile
 
-    final.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.{what}-", dir=final.parent))
+    final = Path(final)
+    existing = final.is_dir()
+    if existing:
+        staging = Path(tempfile.mkdtemp(prefix=f".{what}-", dir=final))
+    else:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{final.name}.{what}-", dir=final.parent))
+        os.chmod(staging, 0o777 & ~_umask())
     try:
         yield staging
-        if final.is_dir():
-            final.rmdir()  # empty, as checked before any work
-        os.replace(staging, final)
+        if existing:
+            for entry in sorted(staging.iterdir()):
+                os.replace(entry, final / entry.name)
+            staging.rmdir()
+        else:
+            os.replace(staging, final)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # (read by setting: the only way; set back at once)
+    os.umask(mask)
+    return mask

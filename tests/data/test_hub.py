@@ -392,3 +392,14 @@ def test_card_patterns_resolve_as_datasets_resolves_them(tmp_path):
     ref = parse_data_arg(str(repo))
     assert isinstance(ref, DatasetRef)
     assert _tags(ref) == ["a0", "b0"]
+
+
+def test_a_plain_folder_whose_names_hold_split_words_reads_every_file(tmp_path):
+    """`drone_training.jsonl` beside `test_case.jsonl` and `chat.jsonl` (../shared/corpus/openai's names):
+    read by split, `chat.jsonl` and the test file were lost unsaid. Only a folder every data file of
+    which is in a split is read split by split."""
+    folder = tmp_path / "plain"
+    for name in ("drone_training.jsonl", "test_case.jsonl", "chat.jsonl", "more.jsonl"):
+        _rows(folder / name, 1, name.split(".")[0])
+    assert parse_data_arg(str(folder)) == str(folder)
+    assert len(_tags(str(folder))) == 4

@@ -190,13 +190,27 @@ def _reader(path: Path) -> str:
 
 
 def _opens_a_document(path: Path) -> bool:
+    """The file's first line is nothing but opening brackets ("[", "{", "[{": how pretty printers
+    start) and its second is not a whole JSON value: a line of JSON Lines cut or broken is that line's
+    record, and a stray "[" above whole lines of JSON Lines is one bad line, never a reason to read the
+    rest as one value."""
     sniff(path)
+    lines: list[str] = []
     with _corrupt_stream(path), _open_text(path) as fh:
-        first = next((line for line in fh if line.strip(JSON_SPACE)), "")
-    # Only a line of nothing but opening brackets ("[", "{", "[{": how pretty printers start): a line
-    # of JSON Lines cut or broken is that line's record, never a reason to read the rest as one value.
-    text = first.strip(JSON_SPACE)
-    return bool(text) and not text.strip("[{" + JSON_SPACE)
+        for line in fh:
+            if line.strip(JSON_SPACE):
+                lines.append(line.strip(JSON_SPACE))
+                if len(lines) == 2:
+                    break
+    if not lines or lines[0].strip("[{" + JSON_SPACE):
+        return False
+    if len(lines) < 2:
+        return True
+    try:
+        jsontext.loads(lines[1])
+    except (ValueError, RecursionError) as exc:
+        return not jsontext.semantic(exc)  # JSON syntax breaking the rule is still a whole line
+    return False
 
 
 def _iter_file(path: Path) -> Iterator[tuple[int, Any]]:
@@ -560,8 +574,7 @@ def _iter_array(fh: IO[str], path: Path, consumed: int) -> Iterator[Any]:
     or an array then objects) are read on as ``_iter_concatenated`` reads them, each array among
     them the same way; text that is not JSON there is one ``unreadable_rest``."""
     tail: list[_Tail] = []
-    for item in _iter_one_array(_iter_array_items(fh, path, consumed), tail):
-        yield item
+    yield from _iter_one_array(_iter_array_items(fh, path, consumed), tail)
     if tail:
         yield from _iter_concatenated(tail[0].text, path, start=tail[0].byte)
 

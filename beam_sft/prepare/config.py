@@ -21,7 +21,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from beam_sft.config_utils import from_dict, load_yaml, shown
-from beam_sft.convert.options import COLUMN_MAP_DEPRECATED, FORMAT_CHOICES, ColumnMap, MissingReasoning, options_from_dict
+from beam_sft.convert.options import (
+    COLUMN_MAP_DEPRECATED,
+    FORMAT_CHOICES,
+    ColumnMap,
+    MissingReasoning,
+    options_from_dict,
+)
 from beam_sft.data.hub import source_label
 from beam_sft.errors import ConfigError
 from beam_sft.reason.config import TeacherConfig

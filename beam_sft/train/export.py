@@ -254,7 +254,9 @@ def _read_tensors(kind: str, checkpoint: Path, names: list[str], shapes: dict, e
     import pickle
 
     import torch
-    from torch.distributed.checkpoint.api import CheckpointException  # (a BaseException: dcp's per-rank errors)
+    from torch.distributed.checkpoint.api import (
+        CheckpointException,  # (a BaseException: dcp's per-rank errors)
+    )
 
     try:
         if kind == "fsdp":

@@ -325,3 +325,16 @@ def test_a_pipe_as_a_source_is_said_to_be_one(tmp_path):
         records(fifo)
     with pytest.raises(BeamError, match="no such file or directory"):
         records(tmp_path / "missing.jsonl")
+
+
+def test_a_stray_bracket_above_json_lines_is_one_bad_line(tmp_path):
+    """A first line of "[" above whole lines of JSON Lines is one bad record; the rows after it are read
+    (read as one JSON value, 999 of 1000 rows were one unreadable rest)."""
+    row = {"messages": [{"role": "user", "content": "q"}]}
+    path = tmp_path / "stray.jsonl"
+    path.write_text("[\n" + "".join(json.dumps(row) + "\n" for _ in range(50)))
+    out = records(path)
+    assert isinstance(out[0][1], BadRecord) and [v for _, v in out[1:]] == [row] * 50
+    compact = tmp_path / "compact.jsonl"
+    compact.write_text("[\n" + ",\n".join(json.dumps(row) for _ in range(3)) + "\n]\n")
+    assert [v for _, v in records(compact)] == [row] * 3

@@ -272,8 +272,9 @@ def _reject_index(record: dict):
 
 def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict, dict[str, list[int] | None]]:
     """rejects.jsonl (streamed line by line) against report.json's per-source rejection counts; also
-    the record indices rejected per source (None for a source with a line that does not say one)."""
+    the record indices rejected per source (a line that names none is a rejects_count violation)."""
     indices: dict[str, list[int] | None] = {}
+    unplaced: list[str] = []
     by_source_code: Counter = Counter()
     unreadable = 0
     lines = 0
@@ -292,12 +293,11 @@ def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict, dic
                     continue
                 source = str(record.get("source", ""))
                 by_source_code[(source, str(record.get("code", "unknown")))] += 1
-                index, known = _reject_index(record), indices.setdefault(source, [])
-                if known is not None:
-                    if index is None:
-                        indices[source] = None
-                    else:
-                        known.append(index)
+                index = _reject_index(record)
+                if index is None:  # a line that names no record could stand for any: said, not skipped
+                    unplaced.append(f"line {lines} ({source})")
+                else:
+                    indices.setdefault(source, []).append(index)
     by_code: Counter = Counter()
     for (_, code), n in by_source_code.items():
         by_code[code] += n
@@ -311,7 +311,11 @@ def check_rejects(sources: dict, path: Path) -> tuple[list[Violation], dict, dic
     if unreadable:
         out.append(Violation("rejects_count", None, "", None, f"{unreadable} of {lines} lines of {path.name} are not "
                              "JSON objects"))
-    consistent = not reported or (from_report == by_source_code and not unreadable)
+    if unplaced:
+        out.append(Violation("rejects_count", None, "", None, f"{len(unplaced)} lines of {path.name} name no record "
+                             f"of their source (a file's line needs its whole-number index, any other a whole-number "
+                             f"row): {', '.join(unplaced[:3])}"))
+    consistent = not reported or (from_report == by_source_code and not unreadable and not unplaced)
     if reported and from_report != by_source_code:
         missing = from_report - by_source_code
         extra = by_source_code - from_report

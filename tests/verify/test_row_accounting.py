@@ -72,6 +72,25 @@ def _relabel(records):
     first["row_index"] = 1  # a rejected row's index; row 0 of a is now neither kept nor rejected
 
 
+def _file_line(lines):
+    line = next(r for r in lines if "file" in r)
+    return line
+
+
+@pytest.mark.parametrize("change", [
+    lambda lines: _file_line(lines).pop("index"),
+    lambda lines: _file_line(lines).update(index="1"),
+    lambda lines: lines[0].update(row=0.0),
+    lambda lines: lines[0].update(row=0, file="somewhere/else.jsonl"),
+])
+def test_a_rejects_line_that_names_no_record_is_a_violation_never_a_skip(prepared, tmp_path, change):
+    """One line without a whole-number index (a folder's line) or row switched the accounting off for
+    its whole source, and a kept row relabelled as a rejected one passed."""
+    result = verify_prepared(forged(prepared, tmp_path, _relabel, change))
+    assert not result.ok
+    assert any(v.rule in ("rejects_count", "row_count") for v in result.violations)
+
+
 @pytest.mark.parametrize(("rows", "rejects", "said"), [
     (_relabel, None, "both kept and rejected"),
     (None, lambda lines: lines[0].update(row=0), "both kept and rejected"),

@@ -152,7 +152,12 @@ def _partial(result, directory: Path) -> int:
     if result.recorded_ok is None:
         print("the folder has no full verification: train refuses it until `beam-sft verify DIR` checks every row")
         return 0
-    print(f"beam-sft verify: error: {directory}: its recorded full verification FAILED; a partial run cannot clear "
+    from beam_sft.dataset_folder.report_json import read_report
+
+    recorded = (read_report(directory) or {}).get("verify")
+    full = isinstance(recorded, dict) and recorded.get("full") is True
+    what = "full verification" if full else "verification (a partial run's: only a full `beam-sft verify DIR` clears it)"
+    print(f"beam-sft verify: error: {directory}: its recorded {what} FAILED; a partial run cannot clear "
           "it (see report.json verify and verify_violations.jsonl)", file=sys.stderr)
     return 1
 

@@ -125,3 +125,12 @@ def test_a_sample_of_every_row_is_a_full_run(clean_dir, tmp_path):
     assert result.ok and result.stats["full"] and result.stats["sample"] is None
     recorded = json.loads((directory / "report.json").read_text())
     assert recorded["verify"]["ok"] and recorded["verify"]["full"] and "verify_sample" not in recorded
+
+
+def test_a_partial_runs_recorded_failure_is_not_called_a_full_ones(clean_dir, tmp_path, capsys):
+    directory = copy_of(clean_dir, tmp_path)
+    assert run(["verify", str(directory), "--max-length", "5"]) == 1  # partial (another max_length), fails
+    capsys.readouterr()
+    assert run(["verify", str(directory), "--sample", "2"]) == 1
+    err = capsys.readouterr().err
+    assert "its recorded verification (a partial run's" in err and "full verification FAILED" not in err

@@ -245,10 +245,15 @@ class TeacherClient:
         self._aborted.set()
         if self._stopped is None:
             self._stopped = TeacherStopped("the run was interrupted; no further request is sent")
-        self._http.close()
+        # Closed from a daemon thread, waited for a moment only: closing the pool takes locks a worker
+        # thread may hold in the middle of a request, and Ctrl-C must not wait out its timeout.
+        closer = threading.Thread(target=self._http.close, name="teacher-abort", daemon=True)
+        closer.start()
+        closer.join(2.0)
 
     def close(self) -> None:
-        self._http.close()
+        if not self._aborted.is_set():  # (abort closed it, or is closing it)
+            self._http.close()
         for name in HTTP_LOGGERS:
             logging.getLogger(name).removeFilter(self._log_filter)
 

@@ -84,15 +84,24 @@ def run() -> None:
         sys.stderr.flush()
         os._exit(INTERRUPTED)
     code = dispatch(args)
-    if code == INTERRUPTED:
-        # Ctrl-C has been said and every output left as it was; a worker thread still blocked in a
-        # request (reason's teacher) would hold the interpreter's exit for its whole timeout
+    if code == INTERRUPTED or (code != 0 and _threads_left()):
+        # Ctrl-C, or a failure, has been said and every output left as it was (published or not); a
+        # worker thread still blocked in a request (reason's teacher, whose run ended with a refusal or
+        # an interrupt turned into one) would hold the interpreter's exit for its whole timeout: closing
+        # a socket does not end a recv() another thread is blocked in
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
     if getattr(args, "quick_exit", False):
         quick_exit()
     raise SystemExit(code)
+
+
+def _threads_left() -> bool:
+    """Threads the interpreter's exit would wait for (not daemons), other than this one."""
+    import threading
+
+    return any(t.is_alive() and not t.daemon for t in threading.enumerate() if t is not threading.current_thread())
 
 
 def quick_exit() -> None:

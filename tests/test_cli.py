@@ -58,3 +58,19 @@ def test_every_error_pickles_to_itself():
     for error in cases:
         back = pickle.loads(pickle.dumps(error))
         assert type(back) is type(error) and str(back) == str(error)
+
+
+def test_a_failed_command_does_not_wait_for_a_thread_blocked_in_a_request():
+    """reason's worker threads can stay blocked in recv() after the run ended with a refusal (or an
+    interrupt that became one): closing a socket does not end a recv() in another thread, and the
+    interpreter's exit joined them for the whole request timeout."""
+    code = ("import threading, time, beam_sft.cli as c\n"
+            "def dispatch(args):\n"
+            "    threading.Thread(target=time.sleep, args=(60,)).start()\n"
+            "    return 2\n"
+            "c.dispatch = dispatch\n"
+            "import sys; sys.argv = ['beam-sft', 'fixture', '--out', 'unused']\n"
+            "c.run()\n")
+    began = __import__("time").monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and __import__("time").monotonic() - began < 30

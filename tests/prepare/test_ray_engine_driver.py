@@ -23,17 +23,21 @@ from tests.encode.conftest import simple_row, write_jsonl
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]  # nothing listens there once this socket is closed
+def _closed_port() -> socket.socket:
+    """A port that refuses connections for as long as the socket is held: bound, never listening. (A
+    port bound and closed again is free for the next bind: another test's server on the other worker
+    took it, and its requests were this test's connection attempts.)"""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 def test_an_address_where_no_cluster_answers_is_one_line_and_exit_2(tmp_path, tokenizer_dir):
     """ray.init alone retries such an address for many minutes; the driver says so at once."""
     pytest.importorskip("ray", reason="needs pip install 'beam-sft[ray]'")
     data = write_jsonl(tmp_path / "rows.jsonl", [simple_row(i) for i in range(3)])
-    address = f"127.0.0.1:{_closed_port()}"
+    held = _closed_port()
+    address = f"127.0.0.1:{held.getsockname()[1]}"
     argv = [sys.executable, "-m", "beam_sft", "prepare", "--data", str(data), "--tokenizer", str(tokenizer_dir),
             "--engine", "ray", "--ray-address", address, "--output", str(tmp_path / "out"), "-q"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)}
@@ -51,12 +55,15 @@ def test_an_address_where_no_cluster_answers_is_one_line_and_exit_2(tmp_path, to
     assert len(lines) == 1 and lines[0].startswith(f"beam-sft prepare: error: ray_address: no Ray cluster answers "
                                                    f"at {address} (")
     assert not (tmp_path / "out").exists()
+    held.close()
 
 
 def test_check_answers_names_the_address_and_where_it_came_from():
-    address = f"127.0.0.1:{_closed_port()}"
+    held = _closed_port()
+    address = f"127.0.0.1:{held.getsockname()[1]}"
     with pytest.raises(ConfigError, match=rf"^RAY_ADDRESS: no Ray cluster answers at {address} \("):
         ray_engine.check_answers(address, "RAY_ADDRESS", timeout=5)
+    held.close()
     ray_engine.check_answers("auto", "ray_address")  # not host:port: ray.init judges it
     with socket.socket() as sock:  # a port that takes connections passes
         sock.bind(("127.0.0.1", 0))

@@ -3,12 +3,23 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("BEAM_SHARED_DIR", REPO_ROOT.parent / "shared"))
+
+
+def pytest_configure(config) -> None:
+    """Tests that press Ctrl-C on a child (reason, prepare) need it to arrive as a terminal sends it. A
+    shell without job control starts background commands with SIGINT ignored (``make test &``), every
+    child inherits that across exec, and a Python started so never installs its KeyboardInterrupt
+    handler: those tests then waited out their timeouts (stop 45's clean-clone failures). A handler, unlike
+    an ignored disposition, is reset to the default by exec, so children start as from a terminal."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def reference_template_path() -> Path | None:

@@ -58,10 +58,6 @@ def test_the_session_closes_the_client_when_the_pass_raises(monkeypatch):
     assert teacher.client.closed and teacher.client.aborted  # in-flight requests and retry waits end at once
 
 
-# In the slow tier for now (one process, CI reruns a failure once): in the whole default tier of a clean
-# clone (make test, two workers) the reason process was, four runs in four, still alive 30 s after its
-# SIGINT; alone, in-tree and with -p no:cacheprovider it passes. Cause not found yet (closing note, stop 45).
-@pytest.mark.slow
 def test_ctrl_c_against_a_hanging_server_ends_in_seconds(tmp_path):
     """Found in a review: with a hung server, Ctrl-C waited out every in-flight request and retry
     (minutes at the defaults). abort() closes the connections and ends the backoff waits."""

@@ -256,6 +256,22 @@ def parse_arguments(args: Any, where: str) -> dict:
     return args
 
 
+# Where a call's arguments are written, in the order they are looked for: OpenAI's ``arguments``,
+# Llama's ``parameters``, Gemini's ``args``, Anthropic's and the AI SDK's ``input``. A call that
+# writes them under any of these keys keeps them (never read as no arguments at all).
+ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
+
+
+def _call_arguments(*holders: dict) -> Any:
+    """The arguments of a call: the first of ``ARGUMENT_KEYS`` present, in the function object
+    first, then in the call around it; None when none is."""
+    for holder in holders:
+        for key in ARGUMENT_KEYS:
+            if key in holder:
+                return holder[key]
+    return None
+
+
 def parse_tool_call(call: Any, where: str) -> dict:
     """One call in OpenAI (``function: {name, arguments}``) or flat (``name, arguments``) shape.
 
@@ -267,11 +283,11 @@ def parse_tool_call(call: Any, where: str) -> dict:
     fn = call.get("function")
     if isinstance(fn, dict):
         name = fn.get("name")
-        args = fn["arguments"] if "arguments" in fn else call.get("arguments")
+        args = _call_arguments(fn, call)
         kind = call.get("type") or fn.get("type")
     elif fn is None:
         name = call.get("name")
-        args = call["arguments"] if "arguments" in call else call.get("parameters")
+        args = _call_arguments(call)
         kind = call.get("type")
     else:
         raise Rejection("malformed_tool_call", f"{where}.function is not an object")

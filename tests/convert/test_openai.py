@@ -121,6 +121,21 @@ def test_empty_or_missing_arguments_are_an_empty_object():
     assert [c["function"]["arguments"] for c in row["messages"][1]["tool_calls"]] == [{}, {}]
 
 
+@pytest.mark.parametrize(
+    "raw_call",
+    [
+        {"id": "c1", "name": "f", "args": {"a": 1}},  # Gemini's key
+        {"id": "c1", "name": "f", "input": {"a": 1}},  # Anthropic's / the AI SDK's key
+        {"id": "c1", "function": {"name": "f", "parameters": {"a": 1}}},  # Llama's key, nested
+        {"id": "c1", "function": {"name": "f", "args": '{"a": 1}'}},
+    ],
+)
+def test_arguments_under_another_key_are_read_never_dropped(raw_call):
+    # they were read as no arguments at all: the call trained as f({}), the values lost unsaid
+    row = convert({"messages": [{"role": "user", "content": "q"}, turn(tool_calls=[raw_call])]})
+    assert row["messages"][1]["tool_calls"][0]["function"] == {"name": "f", "arguments": {"a": 1}}
+
+
 def test_legacy_functions_function_call_and_function_role():
     row = convert(
         {

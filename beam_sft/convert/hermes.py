@@ -115,7 +115,7 @@ def untag(drafts: list[dict]) -> list[dict]:
             text, after, calls = _take_calls(content, where)
             out.append({**draft, "content": text, "tool_calls": calls, "text_after_calls": after})
         elif draft["role"] in ("user", "tool") and "<tool_response>" in content:
-            out.extend(_take_responses(content, where))
+            out.extend(_carry_ids(_take_responses(content, where), draft, where))
         else:
             out.append(draft)
     return out
@@ -163,6 +163,20 @@ def _literal(text: str, where: str) -> Any:
         return None
     value = python_literal(text, where)
     return None if value is NOT_JSON else value
+
+
+def _carry_ids(results: list[dict], draft: dict, where: str) -> list[dict]:
+    """The message's own ``tool_call_id`` and ``name`` on the results its ``<tool_response>`` blocks
+    hold, where a block does not say them itself (as a ShareGPT result takes its turn's): without
+    them a result answering a later call would be matched to the call at its position, unsaid. One
+    id on several blocks answers several calls with one id, which Beam cannot express."""
+    carried = {k: draft[k] for k in ("tool_call_id", "name") if isinstance(draft.get(k), str) and draft[k]}
+    if not carried:
+        return results
+    if "tool_call_id" in carried and len(results) > 1:
+        raise Rejection("tool_result_unmatched", f"{where} answers {len(results)} calls with one tool_call_id "
+                        f"{carried['tool_call_id']!r}")
+    return [{**result, **{k: v for k, v in carried.items() if k not in result}} for result in results]
 
 
 def _take_responses(content: str, where: str) -> list[dict]:

@@ -6,6 +6,7 @@ import json
 
 from beam_sft.convert import ConvertOptions
 from beam_sft.convert.hermes import convert_hermes
+from beam_sft.convert.pipeline import convert_row
 
 OPTIONS = ConvertOptions()
 CALC = {"type": "function", "function": {"name": "calc", "parameters": {"type": "object"}}}
@@ -146,3 +147,37 @@ def test_a_python_literal_tools_block_with_a_key_twice_or_a_set_is_refused():
     assert isinstance(twice, Rejection) and twice.code == "duplicate_key"
     a_set = convert_hermes(system("[{'type': 'function', 'function': {'name': 'f', 'x': {1}}}]"), options=OPTIONS)
     assert isinstance(a_set, Rejection) and a_set.code == "invalid_json"
+
+
+def test_a_tool_message_keeps_its_own_id_and_name_around_its_tool_response_block():
+    # The message's tool_call_id and name were dropped with the <tool_response> wrapper: results given
+    # in another order than their calls were then matched by position, each to the other's call, unsaid.
+    calls = [{"id": "c1", "function": {"name": "f", "arguments": {}}},
+             {"id": "c2", "function": {"name": "g", "arguments": {}}}]
+    tools = [{"name": "f"}, {"name": "g"}]
+
+    def row(*results):
+        return {"messages": [{"role": "user", "content": "q"},
+                             {"role": "assistant", "reasoning_content": "r", "tool_calls": calls}, *results,
+                             {"role": "assistant", "reasoning_content": "r", "content": "done"}], "tools": tools}
+
+    def result(call_id, name, text):
+        return {"role": "tool", "tool_call_id": call_id, "name": name,
+                "content": f"<tool_response>\n{text}\n</tool_response>"}
+
+    swapped = convert_row(row(result("c2", "g", "G"), result("c1", "f", "F")), format="hermes", options=OPTIONS)
+    assert swapped.code == "tool_result_order"
+    kept = convert_hermes(row(result("c1", "f", "F"), result("c2", "g", "G")), options=OPTIONS)
+    assert kept["messages"][2:4] == [{"role": "tool", "tool_call_id": "c1", "name": "f", "content": "F"},
+                                     {"role": "tool", "tool_call_id": "c2", "name": "g", "content": "G"}]
+    both = {"role": "tool", "tool_call_id": "c1", "content": "<tool_response>F</tool_response>"
+                                                             "<tool_response>G</tool_response>"}
+    assert convert_hermes(row(both), options=OPTIONS).code == "tool_result_unmatched"
+    named = {"from": "observation", "name": "g", "value": "<tool_response>G</tool_response>"}
+    share = {"conversations": [{"from": "human", "value": "q"},
+                               {"from": "function_call", "value": json.dumps([{"name": "f", "arguments": {}},
+                                                                              {"name": "g", "arguments": {}}]),
+                                "reasoning_content": "r"},
+                               named, {**named, "name": "f", "value": "<tool_response>F</tool_response>"}],
+             "tools": tools}
+    assert convert_row(share, format="hermes", options=OPTIONS).code == "tool_result_order"

@@ -155,8 +155,11 @@ def messages_key_note(raw: Any, columns: ColumnMap) -> str | None:
 def no_list_message(key: str, raw: dict) -> str:
     """Why a row has no conversation: the key looked for, the keys found, and the option to map them."""
     found = ", ".join(repr(k) for k in list(raw)[:12]) or "none"
+    flat = sum(isinstance(v, str) for v in raw.values()) >= 2  # a prompt and an answer column, unmapped
     return (f"no {key!r} list in the row (keys found: {found}); if the conversation is under another "
-            f"key, map it with the convert option columns: {{messages: KEY}} (or conversations: KEY)")
+            f"key, map it with the convert option columns: {{messages: KEY}} (or conversations: KEY)"
+            + ("; a flat row of text columns names its prompt and answer columns: columns: {prompt: COLUMN, "
+               "answer: COLUMN} (--columns prompt=COLUMN answer=COLUMN)" if flat else ""))
 
 
 def _toolbench(nested: dict) -> tuple[list, dict]:

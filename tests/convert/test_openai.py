@@ -485,3 +485,13 @@ def test_trls_conversational_prompt_completion_rows():
         assert row["messages"][2] == {"role": "assistant", "content": "4", "weight": 0}
         assert row["messages"][4] == {"role": "assistant", "reasoning_content": "Add.", "content": "6"}
         assert row["meta"]["notes"] == {"messages_key:prompt+completion": 1}
+
+
+def test_a_flat_row_with_unmapped_columns_is_told_how_to_map_them():
+    # The message pointed only at a message list under another key, where the row is flat text columns
+    # (prompt/completion, question/response): the mapping that reads it was never named.
+    for raw in ({"prompt": "2+2?", "completion": "4"}, {"question": "q", "response": "a", "reasoning": "r"}):
+        result = convert(raw)
+        assert code(result) == "malformed_row"
+        assert "--columns prompt=COLUMN answer=COLUMN" in result.message
+    assert "prompt=COLUMN" not in convert({"id": "x", "turns": 3}).message

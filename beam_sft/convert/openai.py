@@ -225,6 +225,11 @@ def _dropped(msg: dict) -> dict:
 
 def read_assistant(msg: dict, where: str) -> dict:
     text, reasoning_parts, part_calls, late = read_content(msg.get("content"), where, role="assistant")
+    refusal = msg.get("refusal")
+    if isinstance(refusal, str) and refusal.strip() and not text:
+        # OpenAI's refusal: the model's answer, written in ``refusal`` with ``content`` null. Never
+        # dropped for ``empty_assistant`` ("neither an answer nor a tool call") when it is the answer.
+        text = refusal
     carriers = read_reasoning_fields(msg, where) + [("reasoning part", "".join(reasoning_parts))]
     calls = read_calls(msg, where, part_calls)
     return {

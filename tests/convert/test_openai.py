@@ -495,3 +495,18 @@ def test_a_flat_row_with_unmapped_columns_is_told_how_to_map_them():
         assert code(result) == "malformed_row"
         assert "--columns prompt=COLUMN answer=COLUMN" in result.message
     assert "prompt=COLUMN" not in convert({"id": "x", "turns": 3}).message
+
+
+def test_an_openai_refusal_is_the_turns_answer():
+    # content null beside a refusal (OpenAI's chat completions): the turn was rejected as
+    # empty_assistant, "neither an answer nor a tool call", its answer never read
+    from beam_sft.convert.pipeline import convert_row
+
+    refused = turn(content=None, refusal="I can't help with that.")
+    row = convert({"messages": [{"role": "user", "content": "q"}, refused]})
+    assert row["messages"][1] == {"role": "assistant", "reasoning_content": "r", "content": "I can't help with that."}
+    log = {"request": {"messages": [{"role": "user", "content": "q"}]},
+           "response": {"choices": [{"message": {**refused, "tool_calls": None}, "finish_reason": "stop"}]}}
+    assert convert_row(log, format="chat_log", options=LOOSE)["messages"][1]["content"] == "I can't help with that."
+    answered = convert({"messages": [{"role": "user", "content": "q"}, turn(content="Sure.", refusal=None)]})
+    assert answered["messages"][1]["content"] == "Sure."

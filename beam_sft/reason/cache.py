@@ -67,6 +67,10 @@ def parse_entry(data: Any) -> Cached | None:
     text, finish, tokens = data["text"], data["finish_reason"], data["tokens"]
     if not isinstance(text, str) or not (finish is None or isinstance(finish, str)):
         return None
+    try:
+        text.encode("utf-8")  # a lone surrogate (a "\\ud800" escape written in by hand): no row can hold it
+    except UnicodeEncodeError:
+        return None
     if not isinstance(tokens, int) or isinstance(tokens, bool) or tokens < 0:
         return None
     origin = data.get("origin")

@@ -210,6 +210,21 @@ def join_content(content: Any) -> str | None:
     return "".join(texts)
 
 
+def unicode_problem(text: str, where: str) -> None:
+    """``ValueError`` when ``text`` is not valid Unicode (a lone surrogate, sent as a ``"\\ud800"`` escape):
+    no row, no cache file, no output line can hold it.
+
+    >>> unicode_problem("bad \\ud800", "message.content")
+    Traceback (most recent call last):
+    ...
+    ValueError: message.content is not valid Unicode text (surrogates not allowed at character 4)
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where} is not valid Unicode text ({exc.reason} at character {exc.start})") from None
+
+
 class TeacherClient:
     """One endpoint and model; thread-safe (one pooled ``httpx.Client``)."""
 
@@ -338,6 +353,8 @@ class TeacherClient:
             if not isinstance(message, dict):
                 raise ValueError("choices[0].message is not an object")
             text = join_content(message.get("content"))
+            if text:
+                unicode_problem(text, "message.content")
             finish = choice.get("finish_reason")
             if finish is not None and not isinstance(finish, str):
                 raise ValueError(f"finish_reason is {_describe(finish)}, not a string")

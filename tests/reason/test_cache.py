@@ -34,6 +34,7 @@ GOOD = {"text": "I add them.", "finish_reason": "stop", "tokens": 5}
     '{"text": "t", "text": "u", "finish_reason": "stop", "tokens": 5}',
     '{"text": "t", "finish_reason": "stop", "tokens": 5, "origin": {"endpoint_host": 1, "model": "m", "at": "x"}}',
     '{"text": "t", "finish_reason": "stop", "tokens": 5, "origin": "somewhere"}',
+    '{"text": "t \\ud800", "finish_reason": "stop", "tokens": 5}',  # a lone surrogate: no row can hold it
     '["t"]',
     'not json',
 ])

@@ -224,6 +224,8 @@ def test_a_200_that_cannot_be_read_is_counted_at_max_tokens(tmp_path):
     (hostile.completion(7), "teacher_failed", "content is 7, not text"),
     (hostile.completion("x", finish=["stop"]), "teacher_failed", "finish_reason"),
     (b"\xff\xfe not utf-8", "teacher_failed", "not strict JSON"),
+    # a lone surrogate escape: strict JSON, but no row (nor cache file) can hold it: refused, not converter_error
+    (hostile.completion("I add \ud800 two."), "teacher_failed", "not valid Unicode text"),
 ])
 def test_reply_decoding_refuses_with_the_rule(tmp_path, body, code, words):
     with StubServer(always(Reply(write=hostile.send(body)))) as stub:

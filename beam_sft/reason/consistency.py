@@ -38,9 +38,10 @@ from typing import Any
 
 _SEPARATORS = re.compile(r"[\s_\-.]+")
 # A stated intent to call: "I will call X", "let me use the X tool", "I'll invoke `X`", "I need to run X".
-_INTENT = (r"(?:\b(?:i|we)\s*(?:'ll|\u2019ll|\s+will|\s+shall|\s+should|\s+need\s+to|\s+must|\s+am\s+going\s+to"
-           r"|\s+are\s+going\s+to|'m\s+going\s+to|\u2019m\s+going\s+to|'re\s+going\s+to|\u2019re\s+going\s+to"
-           r"|\s+have\s+to)|\blet\s+me|\blet's|\blet\u2019s|\b(?:i|we)\s+now)\s+(?:now\s+|first\s+|then\s+)?"
+# (No "\s*" straight before a "\s+": on a long run of blanks the two split it every way, quadratic.)
+_INTENT = (r"(?:\b(?:i|we)(?:\s*(?:'ll|\u2019ll|'m\s+going\s+to|\u2019m\s+going\s+to|'re\s+going\s+to"
+           r"|\u2019re\s+going\s+to)|\s+(?:will|shall|should|need\s+to|must|am\s+going\s+to|are\s+going\s+to"
+           r"|have\s+to|now))|\blet\s+me|\blet's|\blet\u2019s)\s+(?:now\s+|first\s+|then\s+)?"
            r"(?:call|use|invoke|run|query|make\s+a\s+call\s+to)\s+(?:the\s+)?(?:(?:function|tool)\s+)?(?:[`'\"*]+)?")
 
 

@@ -100,6 +100,20 @@ def test_plain_turn_that_announces_a_call(text, refused):
     assert (problem is not None and problem[0] == "teacher_inconsistent") == refused, text
 
 
+@pytest.mark.parametrize("blank", [" ", "\n"])
+def test_a_long_run_of_blanks_is_checked_in_linear_time(blank):
+    """A degenerate reply ("I" then thousands of blanks, within --max-reasoning-chars) against ten
+    declared tools: the intent pattern once split the run between two blank-matching parts every way
+    (quadratic: 87 s a turn, paid again on every rerun from the cache)."""
+    import time
+
+    tools = [{"type": "function", "function": {"name": f"tool_{i}"}} for i in range(10)]
+    started = time.monotonic()
+    assert check_consistency("I" + blank * 19990 + "x", PLAIN, tools) is None
+    assert check_consistency("We" + blank * 19990 + "will call tool_3.", PLAIN, tools)[0] == "teacher_inconsistent"
+    assert time.monotonic() - started < 5
+
+
 _WORD = st.text(alphabet="abcdefghijklmnopqrstuvwxyz", min_size=3, max_size=8)
 
 

@@ -8,6 +8,8 @@ cut-off answer is half a thought, and an overlong one is a runaway generation.
 >>> check_text("I add 2 and 2.", "stop", max_chars=100)
 >>> check_text("  ", "stop", max_chars=100)[0]
 'teacher_empty'
+>>> check_text("\\u200b\\ufeff\\n", "stop", max_chars=100)[1]  # zero-width characters show nothing either
+'the teacher wrote no reasoning (only whitespace or invisible characters)'
 >>> check_text("<think>hm</think>", "stop", max_chars=100)[0]
 'teacher_markup'
 >>> check_text('I write <rfl:parameter name="a">2</rfl:parameter>.', "stop", max_chars=100)[0]
@@ -20,6 +22,8 @@ cut-off answer is half a thought, and an overlong one is a runaway generation.
 
 from __future__ import annotations
 
+import unicodedata
+
 from beam_sft.convert.reasoning import REASONING_MARKUP
 from beam_sft.convert.validate import TOOL_CALL_MARKUP
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE
@@ -30,6 +34,11 @@ BEAM_CALL_MARKUP = ("<rfl:parameter", PARAM_CLOSE)
 DEFAULT_MAX_CHARS = 20000
 
 
+def _visible(char: str) -> bool:
+    """Not whitespace, a format character (zero-width space, joiners, a BOM) nor a control character."""
+    return not char.isspace() and unicodedata.category(char) not in ("Cf", "Cc")
+
+
 def _first(needles, text: str) -> str | None:
     return next((n for n in needles if n in text), None)
 
@@ -38,8 +47,9 @@ def check_text(text: str, finish_reason: str | None, *, max_chars: int = DEFAULT
                forbidden_tokens: tuple[str, ...] = ()) -> tuple[str, str] | None:
     if finish_reason == "length":
         return "teacher_cut_off", f"the answer was cut off (finish_reason length, {len(text)} characters)"
-    if not text.strip():
-        return "teacher_empty", "the teacher wrote no reasoning" + (" (only whitespace)" if text else "")
+    if not any(_visible(c) for c in text):
+        return "teacher_empty", "the teacher wrote no reasoning" + (
+            "" if not text else " (only whitespace)" if not text.strip() else " (only whitespace or invisible characters)")
     found = _first(ALL_MARKERS, text) or _first(forbidden_tokens, text)
     if found:
         return "teacher_control_token", f"the reasoning holds {found!r}"

@@ -164,6 +164,7 @@ def test_server_dies_mid_run_and_the_rerun_asks_only_what_is_missing(tmp_path):
     (Reply(text="call <tool_call>{}</tool_call>"), "teacher_markup"),
     (Reply(text='I call it: <rfl:parameter name="a">\n2\n</rfl:parameter>'), "teacher_markup"),  # Beam's own call markup
     (Reply(text="   \n"), "teacher_empty"),
+    (Reply(text="\u200b\u200d\ufeff \n"), "teacher_empty"),  # zero-width characters: nothing to read either
     (Reply(text="I start to", finish_reason="length"), "teacher_cut_off"),
     (Reply(text="x" * 101), "teacher_too_long"),
 ])

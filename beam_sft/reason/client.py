@@ -363,7 +363,7 @@ class TeacherClient:
             self._tokens(None, params, "the reply could not be read")  # a 200 still cost tokens: counted
             raise self._error("teacher_failed", f"the reply is not a chat completion: {exc}") from None
         tokens = self._tokens(payload.get("usage"), params)
-        if not text:
+        if not (text or "").strip():  # "\n\n" beside the reasoning (a reasoning parser's split) is no content either
             thought = next((message[k] for k in ("reasoning_content", "reasoning")
                             if isinstance(message.get(k), str) and message[k].strip()), None)
             if thought is not None:

@@ -220,6 +220,8 @@ def test_a_200_that_cannot_be_read_is_counted_at_max_tokens(tmp_path):
      "non_standard_number"),
     (hostile.completion(None, reasoning_content="I think it is 4."), "teacher_reasoning_only", "no content"),
     (hostile.completion("", reasoning="I think it is 4."), "teacher_reasoning_only", "no content"),
+    # the "\n\n" a reasoning parser leaves in content beside what it took: no content either, not teacher_empty
+    (hostile.completion("\n\n", reasoning_content="I think it is 4."), "teacher_reasoning_only", "no content"),
     (hostile.completion([{"type": "image_url", "image_url": {"url": "x"}}]), "teacher_failed", "not a text part"),
     (hostile.completion(7), "teacher_failed", "content is 7, not text"),
     (hostile.completion("x", finish=["stop"]), "teacher_failed", "finish_reason"),

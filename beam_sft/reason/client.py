@@ -39,7 +39,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 from beam_sft.data import jsontext
-from beam_sft.errors import RunStopped
+from beam_sft.errors import BeamError, RunStopped
 from beam_sft.reason.transport import DeadlineTransport
 from beam_sft.redact import LogFilter, Redactor
 
@@ -241,6 +241,10 @@ class TeacherClient:
         self.max_response_bytes = max_response_bytes
         self.budget = budget or Budget()
         self.redact = Redactor.for_endpoint(base_url, api_key)
+        if api_key and not all("!" <= c <= "~" for c in api_key):  # said in one line, never sent, never quoted
+            raise BeamError("the API key holds whitespace, a line break, a control or a non-ASCII character, which "
+                            "an Authorization header cannot carry (a trailing newline or \\r from a key file?); "
+                            "set the variable to the key alone")
         self._sleep = sleep
         self._aborted = threading.Event()
         self._stopped: TeacherStopped | None = None

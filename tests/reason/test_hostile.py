@@ -287,6 +287,22 @@ def test_reason_refuses_plain_http_in_one_line_before_any_output(tmp_path, capsy
     assert not (tmp_path / "o.jsonl").exists()
 
 
+@pytest.mark.parametrize("key", [KEY + "\n", KEY + "\r", " " + KEY, KEY[:6] + "\u00dc" + KEY[6:]],
+                         ids=["newline", "cr", "space", "non-ascii"])
+def test_a_key_no_header_can_carry_is_one_line_before_any_request(tmp_path, capsys, monkeypatch, key):
+    """A key read from a file with its newline (or CRLF), or pasted with a blank or a non-ASCII
+    character: one line, exit 2, nothing sent, nothing written, the key not quoted. (It made every
+    turn teacher_failed, quoting the header, and a non-ASCII key a traceback.)"""
+    monkeypatch.setenv("BEAM_TEACHER_API_KEY", key)
+    with StubServer() as stub:
+        code = main(["reason", str(one_row(tmp_path)), "-o", str(tmp_path / "o.jsonl"), "--base-url",
+                     stub.base_url, "--model", "m", "--cache-dir", str(tmp_path / "c"), "-q", "--retries", "0"])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.err.count("\n") == 1 and "API key" in captured.err, captured
+    assert KEY[6:] not in captured.err + captured.out and not stub.requests
+    assert not (tmp_path / "o.jsonl").exists()
+
+
 def test_prepare_refuses_plain_http_and_names_the_config_key(tmp_path, fixture_dir, capsys, monkeypatch):
     monkeypatch.setenv("BEAM_TEACHER_API_KEY", KEY)
     cfg = _prepare_config(tmp_path, write_rows(tmp_path / "r.jsonl"), "http://10.255.255.1:9/v1")

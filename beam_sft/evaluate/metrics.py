@@ -42,7 +42,8 @@ Which turns each metric counts (its denominator), and what makes a turn count as
 * ``distinct_ratio``: per kind, distinct generations / turns of that kind (overall: the sum of the
   kinds' distinct counts / all turns). The collapse detector: a model answering every prompt alike
   reads ``1/n``. Generations are compared by their parsed message (reasoning, answer, calls with
-  coerced arguments) when they parse, else by their raw text, so local and served runs count alike.
+  coerced arguments) when they parse, else by their raw text, so local and served runs count alike;
+  texts are compared after ``normalize_answer`` (whitespace runs, ends, case), as answers are.
 
 Every metric is a ``Fraction`` with its numerator and denominator; ``value`` is ``None`` when no turn
 counts (``0/0``), never a made-up 0 or 1.
@@ -434,10 +435,13 @@ def _calls(message: dict | None, schemas: dict[str, Any]) -> list[tuple[str, str
 
 
 def _key(reading: _Reading, schemas: dict[str, Any]) -> str:
+    # Texts compared as answer_exact_match compares them (whitespace runs, case): a model writing one
+    # answer to every prompt, once with a trailing newline and once capitalised, has still collapsed.
     message = reading.message
     if message is None:
-        return "text:" + reading.raw
-    return json.dumps({"thinking": message.get("thinking") or "", "content": message.get("content") or "",
+        return "text:" + normalize_answer(reading.raw)
+    return json.dumps({"thinking": normalize_answer(message.get("thinking") or ""),
+                       "content": normalize_answer(message.get("content") or ""),
                        "calls": _calls(message, schemas), "stop": reading.stop}, sort_keys=True, ensure_ascii=False)
 
 

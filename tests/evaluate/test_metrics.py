@@ -307,3 +307,12 @@ def test_a_generation_writing_the_reference_call_is_right_locally_and_served(dra
         as_text = ServedTurn({"reasoning_content": "r", "tool_calls": [
             {"function": {"name": "f", "arguments": {**args, **untyped}}}]}, "call")
         assert score_turn(as_text, ref, tools).arguments is True
+
+
+def test_distinct_ratio_is_not_fooled_by_whitespace_or_case():
+    # one answer to every prompt, written with a trailing newline, a double space or capitals: a collapse
+    answers = ["The answer is 42.", "The answer is 42.\n", "the  answer is 42.", "THE ANSWER IS 42. "]
+    scores = [score_turn(final("Think.", a), ref_answer(f"{i} is it."), TOOLS) for i, a in enumerate(answers)]
+    assert aggregate(scores).values()["distinct_ratio"] == 1 / 4
+    unread = [score_turn(t, ref_answer("x"), TOOLS) for t in ("no stop here", "no  stop here\n", "NO STOP HERE")]
+    assert aggregate(unread).values()["distinct_ratio"] == 1 / 3

@@ -80,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     from beam_sft.evaluate.turns import read_rows, select_turns
 
     _check_args(args)
+    if args.json_out is not None:
+        prepare_json_target(Path(args.json_out))
     selection = select_turns(read_rows(args.data, args.rows))
     if not selection.turns:
         raise BeamError(f"{args.data}: no trained assistant turn in the first {selection.rows} rows")
@@ -139,6 +141,14 @@ def sample(turn, generated, score) -> dict:
             "reference": turn.reference, "format_valid": score.format_valid, "problem": score.format_problem,
             "tool_name": score.tool_name, "arguments": score.arguments, "answer_exact": score.answer_exact,
             "answer_f1": score.answer_f1, "stop": score.stop}
+
+
+def prepare_json_target(path: Path) -> None:
+    """Before any turn is generated: the folder of ``--json`` made (as ``convert -o`` makes its own) and
+    found writable, so that a run of hours never ends failing to write its result."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise BeamError(f"--json {path}: its folder {path.parent} is not writable")
 
 
 def write_json(path: Path, data: dict) -> None:

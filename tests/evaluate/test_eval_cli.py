@@ -61,6 +61,13 @@ def test_local_eval_writes_the_table_and_the_json(fixture_dir, eval_prepared, tm
     assert data["metrics"]["distinct_ratio"] == data["counts"]["distinct_ratio"]["value"]
 
 
+def test_json_in_a_new_folder_is_written_not_lost_after_the_run(fixture_dir, eval_prepared, tmp_path, capsys):
+    # the folder is made before any turn is generated: a run of hours must not end failing to write its result
+    out = tmp_path / "new" / "sub" / "eval.json"
+    assert _eval(fixture_dir, eval_prepared, "--rows", "1", "--json", str(out)) == 0
+    assert json.loads(out.read_text())["run"]["rows"] == 1
+
+
 @pytest.mark.parametrize("target", ["model", "data", "inside_data"])
 def test_json_never_overwrites_an_input(fixture_dir, eval_prepared, target, capsys):
     path = {"model": fixture_dir / "config.json", "data": eval_prepared,

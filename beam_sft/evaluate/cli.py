@@ -57,9 +57,12 @@ def register(subparsers) -> None:
 def _check_args(args: argparse.Namespace) -> None:
     if args.base_url is None:
         given = [flag for flag, value, default in (("--timeout", args.timeout, DEFAULT_TIMEOUT),
-                                                   ("--retries", args.retries, DEFAULT_RETRIES)) if value != default]
+                                                   ("--retries", args.retries, DEFAULT_RETRIES),
+                                                   ("--api-key-env", args.api_key_env, None),
+                                                   ("--allow-insecure-http", args.allow_insecure_http, False))
+                 if value != default]
         if given:
-            raise BeamError(f"{' and '.join(given)} bound a served model's requests: use with --base-url")
+            raise BeamError(f"{' and '.join(given)} only concern a served model's requests: use with --base-url")
         if args.model_dir is None:
             raise BeamError("give MODEL_DIR, or --base-url URL --model NAME for a served model")
         if args.model is not None:

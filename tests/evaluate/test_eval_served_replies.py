@@ -151,7 +151,8 @@ def test_a_401_stops_at_once_without_retrying(eval_prepared, tmp_path, capsys):
     assert "HTTP 401" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", [["--timeout", "5"], ["--retries", "1"]])
+@pytest.mark.parametrize("flag", [["--timeout", "5"], ["--retries", "1"], ["--api-key-env", "SOME_KEY"],
+                                  ["--allow-insecure-http"]])
 def test_served_only_flags_need_base_url(fixture_dir, eval_prepared, flag, capsys):
     assert main(["eval", str(fixture_dir), "--data", str(eval_prepared), *flag]) == 2
     assert "use with --base-url" in capsys.readouterr().err

@@ -87,7 +87,9 @@ def run(args: argparse.Namespace) -> int:
         prepare_json_target(Path(args.json_out))
     selection = select_turns(read_rows(args.data, args.rows))
     if not selection.turns:
-        raise BeamError(f"{args.data}: no trained assistant turn in the first {selection.rows} rows")
+        raise BeamError(f"{args.data}: no trained assistant turn in the first {selection.rows} rows"
+                        + (f" ({selection.unprompted} open their row: no prompt before them)"
+                           if selection.unprompted else ""))
     turns = selection.turns
 
     redact = None  # a served run's: the key and the URL's credentials out of everything written
@@ -124,7 +126,8 @@ def run(args: argparse.Namespace) -> int:
     scores = [score_turn(g, t.reference, t.tools) for g, t in zip(generated, turns, strict=True)]
     result = aggregate(scores)
     run_info.update({"data": str(args.data), "rows": selection.rows, "turns": len(turns),
-                     "duplicate_turns_skipped": selection.duplicates, "max_new_tokens": args.max_new_tokens})
+                     "duplicate_turns_skipped": selection.duplicates,
+                     "unprompted_turns_skipped": selection.unprompted, "max_new_tokens": args.max_new_tokens})
     print(table(result, run_info))
     if args.json_out is not None:
         samples = [sample(t, g, s) for t, g, s in zip(turns, generated, scores, strict=True)]
@@ -178,7 +181,9 @@ def table(result: TaskMetrics, run_info: dict) -> str:
     head = (f"eval of {run_info['model']} ({run_info['mode']}) on {run_info.get('data')}: {run_info.get('turns')} "
             f"turns from {run_info.get('rows')} rows"
             + (f", {run_info['duplicate_turns_skipped']} repeated turns skipped"
-               if run_info.get("duplicate_turns_skipped") else ""))
+               if run_info.get("duplicate_turns_skipped") else "")
+            + (f", {run_info['unprompted_turns_skipped']} trained turns skipped that open their row (no prompt)"
+               if run_info.get("unprompted_turns_skipped") else ""))
     columns = [("overall", result.overall)] + [(f"{k} turns", result.by_kind[k]) for k in KINDS]
     width = 22
     lines = [head, f"{'metric':<22}" + "".join(f"{c:>{width}}" for c, _ in columns)]

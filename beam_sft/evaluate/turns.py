@@ -6,7 +6,8 @@ and in each row every assistant message whose weight is not 0, in order; the pro
 before it (earlier assistant turns included, as the model saw them in training), with the row's tools
 and chat-template arguments. A turn exactly equal to one already taken (same prompt, tools, arguments
 and reference: the mix step can repeat a row) is taken once, or repeated prompts would read as a
-collapse in ``distinct_ratio``; how many were skipped is reported.
+collapse in ``distinct_ratio``; how many were skipped is reported. A trained turn that opens its row
+has no prompt to generate from (a chat completion needs a message): it is skipped and counted too.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Selection:
     turns: list[EvalTurn]
     rows: int  # rows read
     duplicates: int  # turns skipped as exact repeats
+    unprompted: int = 0  # trained turns skipped as the first message of their row (nothing to prompt with)
 
 
 def turns_of_row(row: dict) -> list[EvalTurn]:
@@ -71,9 +73,11 @@ def select_turns(rows: Iterable[dict]) -> Selection:
     """All trained turns of ``rows`` in order, exact repeats skipped."""
     seen: set[str] = set()
     turns: list[EvalTurn] = []
-    count = duplicates = 0
+    count = duplicates = unprompted = 0
     for row in rows:
         count += 1
+        first = (row.get("messages") or [{}])[0]
+        unprompted += first.get("role") == "assistant" and first.get("weight", 1) != 0
         for turn in turns_of_row(row):
             key = _identity(turn)
             if key in seen:
@@ -81,7 +85,7 @@ def select_turns(rows: Iterable[dict]) -> Selection:
                 continue
             seen.add(key)
             turns.append(turn)
-    return Selection(turns, count, duplicates)
+    return Selection(turns, count, duplicates, unprompted)
 
 
 def read_rows(prepared_dir: str | Path, limit: int | None = None) -> list[dict]:

@@ -73,7 +73,8 @@ class Prompt:
 
 
 def prompt_of(row: dict) -> Prompt | None:
-    """The prompt of one canonical BeamRow: every message before its first trained assistant turn.
+    """The prompt of one canonical BeamRow: every message before its first trained assistant turn that
+    has one (a trained turn opening the row has nothing to prompt with; the row's next one is taken).
 
     >>> prompt_of({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo",
     ...            "reasoning_content": "r"}]}).messages
@@ -81,9 +82,7 @@ def prompt_of(row: dict) -> Prompt | None:
     """
     messages = row.get("messages") or []
     for i, message in enumerate(messages):
-        if message.get("role") == "assistant" and message.get("weight", 1) != 0:
-            if i == 0:
-                return None
+        if message.get("role") == "assistant" and message.get("weight", 1) != 0 and i > 0:
             meta = row.get("meta") or {}
             return Prompt([dict(m) for m in messages[:i]], row.get("tools") or None,
                           dict(row.get("chat_template_kwargs") or {}), f"{meta.get('source')}:{meta.get('row')}",

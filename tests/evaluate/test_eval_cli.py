@@ -34,6 +34,22 @@ def test_repeated_turns_are_taken_once():
     assert selection.rows == 5 and len(selection.turns) == 4 and selection.duplicates == 2
 
 
+def test_a_trained_turn_opening_its_row_is_counted_as_skipped_not_lost(fixture_dir, tmp_path, tokenizer, capsys):
+    from tests.train.conftest import write_prepared
+
+    row = {"messages": [{"role": "assistant", "reasoning_content": "Greet.", "content": "Hello!"},
+                        {"role": "user", "content": "2+2?"},
+                        {"role": "assistant", "reasoning_content": "Add.", "content": "4"}],
+           "meta": {"source": "a.jsonl", "row": 0}}
+    selection = select_turns([row])
+    assert len(selection.turns) == 1 and selection.unprompted == 1
+    prepared = write_prepared(tmp_path / "prep", [row], tokenizer)
+    out = tmp_path / "eval.json"
+    assert _eval(fixture_dir, prepared, "--json", str(out)) == 0
+    assert "1 trained turns skipped that open their row" in capsys.readouterr().out
+    assert json.loads(out.read_text())["run"]["unprompted_turns_skipped"] == 1
+
+
 def test_the_prompt_ends_with_the_generation_header(tokenizer):
     turn = turns_of_row(train_rows(3)[2])[0]
     text = render_prompt(tokenizer, turn)

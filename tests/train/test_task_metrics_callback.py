@@ -78,6 +78,14 @@ def test_prompt_of_keeps_the_reference_turn():
     assert prompt_of(row).reference == {"role": "assistant", "reasoning_content": "r", "content": "Yo"}
 
 
+def test_a_row_opening_with_a_trained_turn_gives_its_next_turn_as_the_prompt():
+    row = {"messages": [{"role": "assistant", "reasoning_content": "g", "content": "Hello!"},
+                        {"role": "user", "content": "Hi"},
+                        {"role": "assistant", "reasoning_content": "r", "content": "Yo"}]}
+    prompt = prompt_of(row)
+    assert prompt is not None and prompt.reference["content"] == "Yo" and len(prompt.messages) == 2
+
+
 def test_varied_generations_score_right_and_raise_no_warning(tmp_path, caplog):
     trainer = run_callback(tmp_path, VARIED, caplog)
     logged = trainer.logged[0]

@@ -37,6 +37,8 @@ def _bounded(clock: _Clock, timeout: float | None) -> float | None:
     left = clock.deadline - time.monotonic()
     if left <= 0:
         raise httpcore.ReadTimeout("the request's total deadline passed")
+    # a socket takes no wait past TIMEOUT_MAX (OverflowError): `--timeout 1e300` means no deadline to speak of
+    left = min(left, threading.TIMEOUT_MAX)
     return left if timeout is None else min(timeout, left)
 
 

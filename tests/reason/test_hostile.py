@@ -421,6 +421,16 @@ def test_a_url_httpx_refuses_is_teacher_failed_and_redacted():
     assert URL_PASSWORD not in exc.value.message
 
 
+def test_a_timeout_past_what_a_socket_takes_is_no_traceback():
+    """--timeout 1e300 (a finite number above 0, as the flag asks) once raised OverflowError from the socket."""
+    with StubServer(always(Reply(text="fine"))) as stub:
+        client = TeacherClient(stub.base_url, "m", retries=0, timeout=1e300)
+        try:
+            assert b"fine" in client.send({"model": "m", "messages": [{"role": "user", "content": "q"}]})
+        finally:
+            client.close()
+
+
 def test_a_key_cut_by_the_error_bodys_bound_leaves_no_prefix():
     """A 500 whose body passes the bound inside an echoed key: the start of the key that the cut left at
     the end is masked too (whole-secret matching cannot see it)."""

@@ -17,7 +17,9 @@ Which turns each metric counts (its denominator), and what makes a turn count as
   the message the server parsed (raw ``<|start|>assistant to=...`` text in ``content``, which a server
   without Beam's tool parser returns, is not a valid turn), and the server said it stopped
   (``finish_reason`` ``stop`` or ``tool_calls``). A served turn stopped by
-  ``length`` is read like a local one cut off before its stop token: unreadable, wrong wherever counted.
+  ``length`` is read like a local one cut off before its stop token: unreadable, wrong wherever counted;
+  so is one whose ``finish_reason`` disagrees with its calls (``tool_calls`` without a call, ``stop``
+  with calls), as its local twin (an answer ending ``<|call|>``) does not parse.
 * ``tool_name_accuracy``: turns where the reference calls a tool or the generation does. Right when
   the SET of called function names is the same (how often a name is called does not count here).
 * ``argument_exact_match``: turns where the reference calls a tool. Right when the calls are equal as
@@ -413,11 +415,14 @@ def _read(generated: ParsedOrText, tools: Sequence[dict] | None) -> _Reading:
             finish = generated.finish_reason if isinstance(generated.finish_reason, str) else "null"
             return _Reading(Verdict(False, f"the turn does not end (finish_reason: {finish})"), None, None, raw)
         message = _served_message(generated.message)
-        verdict = check_message(message, tools)
-        if verdict.valid and (generated.stop == STOP_CALL) != bool(message.get("tool_calls")):
-            verdict = Verdict(False, f"stopped with {generated.stop} but "
-                                     f"{'calls' if message.get('tool_calls') else 'calls no'} tool", message)
-        return _Reading(verdict, message, generated.stop, raw)
+        if (generated.stop == STOP_CALL) != bool(message.get("tool_calls")):
+            # A reply that says it stopped to call but calls nothing (or calls, said stopped): the local
+            # twin (an answer ending <|call|>, a call ending <|return|>) does not parse, so this is not a
+            # turn either: wrong wherever it counts, its stop included, its answer or calls not scored.
+            return _Reading(Verdict(False, f"stopped with {generated.stop} but "
+                                           f"{'calls' if message.get('tool_calls') else 'calls no'} tool"),
+                            None, None, raw)
+        return _Reading(check_message(message, tools), message, generated.stop, raw)
     verdict = format_verdict(generated, tools)
     return _Reading(verdict, verdict.message, _stop_of_text(generated), generated)
 

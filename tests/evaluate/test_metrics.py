@@ -256,6 +256,27 @@ def test_a_served_turn_cut_off_or_inconsistent_is_not_valid():
     assert score_turn(odd, ref_answer("Hello"), TOOLS).format_valid is False
 
 
+def test_a_served_stop_that_disagrees_with_its_calls_is_unreadable_as_its_local_twin():
+    ref_call = ref_calls(("add", {"a": 1, "b": 2}))
+    cases = [  # (served, local twin, reference)
+        (ServedTurn({"content": "Hello", "reasoning_content": "Hi."}, "call"), final("Hi.", "Hello")[:-len("<|return|>")]
+         + "<|call|>", ref_call),
+        (ServedTurn({"content": "", "reasoning_content": "Hi.", "tool_calls": []}, "call"), None, ref_call),
+        (ServedTurn({"content": None, "reasoning_content": "Add.", "tool_calls": [
+            {"function": {"name": "add", "arguments": '{"a": 1, "b": 2}'}}]}, "return"),
+         calls("Add.", ("add", {"a": 1, "b": 2}))[:-len("<|call|>")] + "<|return|>", ref_call),
+        (ServedTurn({"content": "Hello", "reasoning_content": "Hi."}, "call"), None, ref_answer("Hello")),
+    ]
+    for served_form, local_form, ref in cases:
+        s = score_turn(served_form, ref, TOOLS)
+        marks = (s.format_valid, s.stop, s.tool_name, s.arguments, s.answer_exact, s.message)
+        assert marks == ((False, False, False, False, None, None) if ref.get("tool_calls")
+                         else (False, False, None, None, False, None)), marks
+        if local_form is not None:
+            t = score_turn(local_form, ref, TOOLS)
+            assert marks == (t.format_valid, t.stop, t.tool_name, t.arguments, t.answer_exact, t.message)
+
+
 # ---------------------------------------------------------------------------- the written form, any schema
 
 _PARAM_SCHEMAS = st.sampled_from([

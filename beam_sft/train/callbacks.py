@@ -128,7 +128,6 @@ class LossLogCallback(TrainerCallback):
 
 def read_losses(output_dir: str | Path) -> list[dict]:
     """The records ``LossLogCallback`` wrote, in order."""
-    path = Path(output_dir) / LOSS_LOG
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from beam_sft.train.run_log import read_records
+
+    return read_records(Path(output_dir) / LOSS_LOG)

@@ -292,7 +292,6 @@ class FormatHealthCallback(TrainerCallback):
 
 def read_health(output_dir: str | Path) -> list[dict]:
     """The records ``FormatHealthCallback`` wrote, in order."""
-    path = Path(output_dir) / HEALTH_LOG
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    from beam_sft.train.run_log import read_records
+
+    return read_records(Path(output_dir) / HEALTH_LOG)

@@ -115,12 +115,28 @@ class MetricsLogCallback(TrainerCallback):
                 fh.write(json.dumps({"step": state.global_step, **record}) + "\n")
 
 
-def read_metrics(output_dir: str | Path) -> list[dict]:
-    """The records ``MetricsLogCallback`` wrote, in order."""
-    path = Path(output_dir) / METRICS_LOG
+def read_records(path: str | Path) -> list[dict]:
+    """The records of one of a run's appended JSON-lines logs (``metrics.jsonl``, ``losses.jsonl``,
+    ``format_health.jsonl``), in order. A last line cut short (the run killed, or the disk full, while
+    it appended it: the run a resume continues) is left out instead of failing the resume or the card;
+    a bad line before the last is no such accident and still raises.
+    """
+    path = Path(path)
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
+    out = [json.loads(line) for line in lines[:-1]]
+    if lines:
+        try:
+            out.append(json.loads(lines[-1]))
+        except ValueError:
+            pass
+    return out
+
+
+def read_metrics(output_dir: str | Path) -> list[dict]:
+    """The records ``MetricsLogCallback`` wrote, in order."""
+    return read_records(Path(output_dir) / METRICS_LOG)
 
 
 def run_record(recipe, prepared_dir: Path, eval_data, *, prepared_data: dict[str, Any],

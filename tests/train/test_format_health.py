@@ -144,6 +144,28 @@ def test_callback_logs_the_fraction_and_a_sample(tmp_path):
     assert json.loads(json.dumps(records[0]))["outputs"][1]["valid"] is True
 
 
+def test_a_resume_after_a_line_cut_short_keeps_the_records_before_it(tmp_path):
+    """A run killed (or out of disk) while appending leaves half a line; the resume once died reading it
+    (JSONDecodeError in on_train_begin), here and in losses.jsonl and metrics.jsonl alike."""
+    from beam_sft.train.callbacks import LossLogCallback, read_losses
+    from beam_sft.train.run_log import MetricsLogCallback, read_metrics
+
+    whole = json.dumps({"step": 2, "format_health": 1.0, "counts": {}, "outputs": []})
+    (tmp_path / "format_health.jsonl").write_text(whole + '\n{"step": 4, "format_he', encoding="utf-8")
+    (tmp_path / "losses.jsonl").write_text('{"step": 2, "loss": 1.5}\n{"step": 4, "lo', encoding="utf-8")
+    (tmp_path / "metrics.jsonl").write_text('{"step": 2, "eval_loss": 1.5}\n{"step": 4', encoding="utf-8")
+    state = SimpleNamespace(global_step=2, max_steps=5, is_world_process_zero=True)
+    FormatHealthCallback(FakeTrainer(tmp_path), [], every=2).on_train_begin(None, state, None)
+    LossLogCallback(tmp_path).on_train_begin(None, state, None)
+    MetricsLogCallback(tmp_path).on_train_begin(None, state, None)
+    assert [r["step"] for r in read_health(tmp_path)] == [2]
+    assert read_losses(tmp_path) == [{"step": 2, "loss": 1.5}]
+    assert read_metrics(tmp_path) == [{"step": 2, "eval_loss": 1.5}]
+    (tmp_path / "losses.jsonl").write_text('{"step": 2, "lo\n{"step": 3, "loss": 1.0}\n', encoding="utf-8")
+    with pytest.raises(ValueError):  # a bad line before the last is no interrupted append: still said
+        read_losses(tmp_path)
+
+
 # --- generation on Beam's own architecture (the beam fixture) -------------------------------------
 
 

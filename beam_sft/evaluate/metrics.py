@@ -30,7 +30,8 @@ Which turns each metric counts (its denominator), and what makes a turn count as
   (``coerce``). So ``"3"`` equals ``3`` for an integer parameter, ``"true"`` equals ``true`` for a
   boolean, ``3`` equals ``3.0`` for any number, key order does not count, and for a parameter the
   schema gives no type, ``3`` equals ``"3"``: the format writes both as ``3``, and a local generation
-  could not say which it meant, so a served one is not held to it either. Arguments that are not a
+  could not say which it meant, so a served one is not held to it either (such a value's text is read
+  as the JSON value it spells, so there too ``3.0`` equals ``3`` and an object's key order is free). Arguments that are not a
   JSON object (text a server could not parse, a key twice) equal nothing.
 * ``answer_exact_match``: turns where the reference gives a final answer (plain turns). Right when the
   generated final text equals the reference's after whitespace runs become one space, ends are
@@ -330,7 +331,17 @@ def canonical_arguments(arguments: Any, schema: Any) -> str:
     out = {}
     for key, value in arguments.items():
         prop = properties.get(key)
-        out[key] = coerce(read_written(render_argument_value(value), schema_types(prop)), prop)
+        types = schema_types(prop)
+        read = read_written(render_argument_value(value), types)
+        if not types and isinstance(read, str):
+            # No declared type: the text the format carries, read as the JSON value it writes (an object
+            # whatever its key order, 3.0 as 3); text that is no JSON value, or a JSON string, stays text.
+            try:
+                decoded = json.loads(read)
+            except ValueError:
+                decoded = read
+            read = read if isinstance(decoded, str) else decoded
+        out[key] = coerce(read, prop)
     return json.dumps(out, sort_keys=True, ensure_ascii=False)
 
 

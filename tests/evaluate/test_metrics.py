@@ -156,6 +156,17 @@ def test_boolean_number_array_string_and_order():
     assert canonical_arguments('{"b": "4", "a": 3}', ADD["function"]["parameters"]) == '{"a": 3, "b": 4}'
 
 
+def test_a_parameter_without_a_type_keeps_key_order_free_and_3_equal_to_3_0():
+    untyped = {"type": "object", "properties": {"filter": {"description": "no type"}, "n": {}}}
+    same = [({"filter": {"a": 1, "b": [2, 3]}}, {"filter": {"b": [2.0, 3], "a": 1}}),  # nested, keys reordered
+            ({"n": 3}, {"n": 3.0}), ({"n": 3}, {"n": "3"}), ({"extra": {"x": 1, "y": 2}}, {"extra": {"y": 2, "x": 1}})]
+    for ref, gen in same:
+        assert canonical_arguments(gen, untyped) == canonical_arguments(ref, untyped), (ref, gen)
+    differ = [({"n": "x"}, {"n": '"x"'}), ({"filter": {"a": 1}}, {"filter": {"a": 2}}), ({"n": 3}, {"n": 4})]
+    for ref, gen in differ:
+        assert canonical_arguments(gen, untyped) != canonical_arguments(ref, untyped), (ref, gen)
+
+
 def test_a_served_string_for_a_number_equals_the_reference_through_the_scorer():
     served = ServedTurn({"reasoning_content": "Add.", "tool_calls": [
         {"id": "c", "type": "function", "function": {"name": "add", "arguments": '{"a": "117", "b": 935.0}'}}]}, "call")

@@ -262,13 +262,18 @@ def parse_arguments(args: Any, where: str) -> dict:
 ARGUMENT_KEYS = ("arguments", "parameters", "args", "input")
 
 
-def _call_arguments(*holders: dict) -> Any:
-    """The arguments of a call: the first of ``ARGUMENT_KEYS`` present, in the function object
-    first, then in the call around it; None when none is."""
+def _call_arguments(where: str, *holders: dict) -> Any:
+    """The arguments of a call: the one of ``ARGUMENT_KEYS`` present, in the function object first,
+    then in the call around it; None when none is. Two of them in one object that differ are
+    ``malformed_tool_call``: which one the writer meant cannot be told, and keeping either loses the
+    other unsaid."""
     for holder in holders:
-        for key in ARGUMENT_KEYS:
-            if key in holder:
-                return holder[key]
+        found = [key for key in ARGUMENT_KEYS if key in holder]
+        if found:
+            if any(holder[key] != holder[found[0]] for key in found[1:]):
+                raise Rejection("malformed_tool_call",
+                                f"{where} writes its arguments twice, differently ({' and '.join(found)})")
+            return holder[found[0]]
     return None
 
 
@@ -283,11 +288,11 @@ def parse_tool_call(call: Any, where: str) -> dict:
     fn = call.get("function")
     if isinstance(fn, dict):
         name = fn.get("name")
-        args = _call_arguments(fn, call)
+        args = _call_arguments(where, fn, call)
         kind = call.get("type") or fn.get("type")
     elif fn is None:
         name = call.get("name")
-        args = _call_arguments(call)
+        args = _call_arguments(where, call)
         kind = call.get("type")
     else:
         raise Rejection("malformed_tool_call", f"{where}.function is not an object")

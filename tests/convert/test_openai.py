@@ -136,6 +136,15 @@ def test_arguments_under_another_key_are_read_never_dropped(raw_call):
     assert row["messages"][1]["tool_calls"][0]["function"] == {"name": "f", "arguments": {"a": 1}}
 
 
+def test_arguments_written_twice_differently_are_refused_not_one_picked():
+    both = {"function": {"name": "f", "arguments": '{"a": 1}', "input": {"a": 2}}}
+    assert code(convert({"messages": [{"role": "user", "content": "q"}, turn(tool_calls=[both])]})) == \
+        "malformed_tool_call"
+    same = {"name": "f", "arguments": {"a": 1}, "parameters": {"a": 1}}
+    row = convert({"messages": [{"role": "user", "content": "q"}, turn(tool_calls=[same])]})
+    assert row["messages"][1]["tool_calls"][0]["function"]["arguments"] == {"a": 1}
+
+
 def test_legacy_functions_function_call_and_function_role():
     row = convert(
         {

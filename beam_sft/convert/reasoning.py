@@ -69,10 +69,31 @@ REASONING_TAGS: tuple[tuple[str, str], ...] = (
     ("<thinking>", "</thinking>"),
     ("<reasoning>", "</reasoning>"),
 )
-# Every reasoning tag string: none of them may be left in a trained text (validate.py checks).
+# Every reasoning tag string, as usually written.
 REASONING_MARKUP: tuple[str, ...] = tuple(tag for pair in REASONING_TAGS for tag in pair)
-_TAG_RE = re.compile("|".join(re.escape(t) for t in sorted(REASONING_MARKUP, key=len, reverse=True)))
-_CLOSE_OF = dict(REASONING_TAGS)
+# A tag as written in the wild: any case, blanks inside the brackets (``<THINK>``, ``< /think >``).
+# verify's reasoning_markup rule finds these in trained reasoning, so a converter that knew only the
+# lower-case forms kept rows whose one stray ``<Think>`` then failed the whole run; every tag this
+# matches is read as a tag here and refused in trained text (validate.py).
+_TAG_RE = re.compile(r"<\s*(/?)\s*(thinking|think|reasoning)\s*>", re.IGNORECASE)
+
+
+def find_reasoning_markup(text: str) -> str | None:
+    """The first reasoning tag in ``text``, in any case and spacing, as written; None when there is none.
+
+    >>> find_reasoning_markup("a </ Thinking > b"), find_reasoning_markup("think about it")
+    ('</ Thinking >', None)
+    """
+    found = _TAG_RE.search(text)
+    return found.group() if found else None
+
+
+def _is_close(tag: re.Match) -> bool:
+    return tag.group(1) == "/"
+
+
+def _close_re(tag: re.Match) -> re.Pattern:
+    return re.compile(r"<\s*/\s*" + re.escape(tag.group(2)) + r"\s*>", re.IGNORECASE)
 REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "reasoning", "thinking")
 ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
 
@@ -131,7 +152,7 @@ def read_inline(content: str) -> InlineText:
         return InlineText((("text", content),), False)
     segments: list[tuple[str, str]] = []
     pos = 0
-    if first.group() not in _CLOSE_OF:  # a closing tag first: the opening one was in the prompt
+    if _is_close(first):  # a closing tag first: the opening one was in the prompt
         before, after = content[: first.start()].rstrip(" \t"), content[first.end():].lstrip(" \t")
         if not (before == "" or before.endswith("\n") or after == "" or after.startswith(("\n", "\r"))):
             raise Rejection("reasoning_markup_in_text", f"a stray {first.group()} inside a line of text, with no opening "
@@ -144,19 +165,18 @@ def read_inline(content: str) -> InlineText:
             segments.append(("text", content[pos:]))
             break
         tag = m.group()
-        if tag not in _CLOSE_OF:
+        if _is_close(m):
             raise Rejection("interleaved_reasoning", f"a stray {tag} outside a reasoning block")
         segments.append(("text", content[pos : m.start()]))
-        close = _CLOSE_OF[tag]
-        end = content.find(close, m.end())
-        if end < 0:
-            raise Rejection("unclosed_reasoning_tag", f"{tag} is never closed by {close}")
-        body = content[m.end() : end]
+        close = _close_re(m).search(content, m.end())
+        if close is None:
+            raise Rejection("unclosed_reasoning_tag", f"{tag} is never closed by </{m.group(2)}>")
+        body = content[m.end() : close.start()]
         inner = _TAG_RE.search(body)
         if inner is not None:
             raise Rejection("interleaved_reasoning", f"{tag} block holds another reasoning tag ({inner.group()})")
         segments.append(("reasoning", body))
-        pos = end + len(close)
+        pos = close.end()
     return InlineText(tuple((k, t) for k, t in segments if t), True)
 
 

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from beam_sft.convert.options import ConvertOptions
-from beam_sft.convert.reasoning import REASONING_MARKUP
+from beam_sft.convert.reasoning import find_reasoning_markup
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
 from beam_sft.harmony.spans import is_trained
@@ -372,7 +372,7 @@ def _trained_markup(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | 
             continue
         for key in ("content", "reasoning_content"):
             text = msg.get(key) or ""
-            found = _first(REASONING_MARKUP, text)
+            found = find_reasoning_markup(text)
             if found:
                 return "reasoning_markup_in_text", f"messages[{i}].{key} holds {found} (trained text)"
             found = _first(TOOL_CALL_MARKUP, text)
@@ -380,7 +380,7 @@ def _trained_markup(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | 
                 return "tool_call_markup_in_text", f"messages[{i}].{key} holds {found} (trained text)"
         for j, call in enumerate(msg.get("tool_calls") or []):
             for text in _strings(call.get("function")):
-                found = _first(REASONING_MARKUP, text)
+                found = find_reasoning_markup(text)
                 if found:
                     return "reasoning_markup_in_text", f"messages[{i}].tool_calls[{j}] holds {found} (trained text)"
     return None

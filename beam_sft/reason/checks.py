@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from beam_sft.convert.reasoning import REASONING_MARKUP
+from beam_sft.convert.reasoning import find_reasoning_markup
 from beam_sft.convert.validate import TOOL_CALL_MARKUP
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE
 
@@ -54,7 +54,7 @@ def check_text(text: str, finish_reason: str | None, *, max_chars: int = DEFAULT
     if found:
         return "teacher_control_token", f"the reasoning holds {found!r}"
     lowered = text.lower()
-    found = _first(REASONING_MARKUP, lowered) or _first(TOOL_CALL_MARKUP, lowered) or _first(BEAM_CALL_MARKUP, lowered)
+    found = find_reasoning_markup(text) or _first(TOOL_CALL_MARKUP, lowered) or _first(BEAM_CALL_MARKUP, lowered)
     if found:
         return "teacher_markup", f"the reasoning holds {found!r}"
     if len(text) > max_chars:

@@ -17,17 +17,32 @@ from hypothesis import strategies as st
 from beam_sft.convert import ConvertOptions, Rejection, convert_row
 from beam_sft.convert.reasoning import REASONING_MARKUP, REASONING_TAGS
 from beam_sft.convert.validate import TOOL_CALL_MARKUP
+from beam_sft.verify.invariants import REASONING_MARKUP as VERIFY_MARKUP
 
 F = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}
 CALL_F = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
 WORDS = ["A: ", "plan", " ", "\n", "answer.", "Done", "\n\n"]
 BODIES = ["plan", "", " step ", "a <think> b", CALL_F, "x</thinking>y", "\n"]
 
-block = st.builds(lambda pair, body: pair[0] + body + pair[1], st.sampled_from(REASONING_TAGS),
+
+
+def _spelled(tag: str, upper: bool, pad: str) -> str:
+    """A tag as written in the wild: ``<THINK>``, ``< /think >`` (verify's reasoning_markup rule finds
+    these; a converter that knew only ``<think>`` kept them, and the run then failed verification)."""
+    name = tag.strip("</>")
+    name = name.upper() if upper else name
+    return f"<{pad}/{pad}{name}{pad}>" if tag.startswith("</") else f"<{pad}{name}{pad}>"
+
+
+spelling = st.tuples(st.booleans(), st.sampled_from(["", "", " ", "  "]))
+spelled_pair = st.builds(lambda pair, how: (_spelled(pair[0], *how), _spelled(pair[1], *how)),
+                         st.sampled_from(REASONING_TAGS), spelling)
+block = st.builds(lambda pair, body: pair[0] + body + pair[1], st.one_of(st.sampled_from(REASONING_TAGS), spelled_pair),
                   st.sampled_from(BODIES))
-piece = st.one_of(st.sampled_from(WORDS), st.sampled_from(REASONING_MARKUP), block, st.just(CALL_F))
-marked_text = st.lists(piece, min_size=1, max_size=6).map("".join).filter(
-    lambda t: any(tag in t for tag in REASONING_MARKUP))
+piece = st.one_of(st.sampled_from(WORDS), st.sampled_from(REASONING_MARKUP),
+                  st.builds(_spelled, st.sampled_from(REASONING_MARKUP), *(st.just(x) for x in (True, " "))),
+                  block, st.just(CALL_F))
+marked_text = st.lists(piece, min_size=1, max_size=6).map("".join).filter(lambda t: VERIFY_MARKUP.search(t))
 
 OPTION_SETS = [
     ConvertOptions(),
@@ -89,7 +104,7 @@ PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=list(
 def test_no_kept_row_trains_reasoning_markup_in_any_field(text, where, which):
     for row in _kept(text, where, OPTION_SETS[which]):
         for value in _trained_strings(row):
-            assert not any(tag in value for tag in REASONING_MARKUP), (text, row)
+            assert not VERIFY_MARKUP.search(value), (text, row)
         for msg in row["messages"]:
             if msg["role"] == "assistant" and msg.get("weight", 1):
                 for key in ("content", "reasoning_content"):
@@ -101,6 +116,32 @@ def test_the_generator_reaches_kept_rows_and_rejections():
     assert _kept("<think>plan</think>answer.", "content", ConvertOptions())
     assert _kept("A: <think>plan</think>" + CALL_F, "content", ConvertOptions())
     assert not _kept("answer.<think>plan</think>", "content", ConvertOptions())
+    assert _kept("<THINK>plan</THINK>answer.", "content", ConvertOptions())
+
+
+def test_tags_in_any_case_and_spacing_are_read_as_tags_never_trained():
+    (row,) = _kept("< Think >plan</THINK >\n\nanswer.", "content", ConvertOptions())[:1]
+    assistant = row["messages"][1]
+    assert (assistant["reasoning_content"], assistant["content"]) == ("plan", "answer.")
+    # beside a reasoning field, tags left in the text are refused per row (they reached verify, which
+    # failed the whole run on them)
+    for text in ("r <Thinking>x</Thinking>", "</ REASONING>"):
+        assert not _kept(text, "reasoning", ConvertOptions())
+        result = convert_row({"messages": [{"role": "user", "content": "q"},
+                                           {"role": "assistant", "reasoning_content": text, "content": "a"}]},
+                             format="openai", options=ConvertOptions())
+        assert isinstance(result, Rejection) and result.code == "reasoning_markup_in_text", result
+
+
+def test_converter_and_verify_agree_on_what_a_tag_is():
+    from beam_sft.convert.reasoning import find_reasoning_markup
+
+    samples = ["<think>", "</THINK>", "< thinking >", "</ Reasoning\t>", "<think\n>", "<thinks>", "<thin k>",
+               "think", "<reasoner>", "< / think >"]
+    found = [text for text in samples if VERIFY_MARKUP.search(text)]
+    assert len(found) == 5  # what verify fails a run on, the converter must see (it may see more)
+    for text in found:
+        assert find_reasoning_markup(text), text
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +162,7 @@ def test_no_kept_row_renders_reasoning_markup_into_trained_tokens(trained_text, 
     for row in _kept(text, where, ConvertOptions(text_after_tool_call="drop")):
         rendered = trained_text(row)
         assert "<|channel|>" in rendered  # the mask covered the assistant turn
-        assert not any(tag in rendered for tag in REASONING_MARKUP), (text, rendered)
+        assert not VERIFY_MARKUP.search(rendered), (text, rendered)
 
 
 def test_known_marked_rows_render_without_markup(trained_text):

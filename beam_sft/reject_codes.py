@@ -65,8 +65,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("conflicting_reasoning", "convert", "two reasoning carriers on one turn disagree"),
     ("interleaved_reasoning", "convert", "reasoning that is not one block before the answer or the calls"),
     ("unclosed_reasoning_tag", "convert", "a reasoning tag without its closing tag"),
-    ("reasoning_markup_in_text", "convert", "reasoning markup (<think>, </thinking>, ...) left in a text "
-     "that would be trained"),
+    ("reasoning_markup_in_text", "convert", "reasoning markup (<think>, </thinking>, ... in any case and "
+     "spacing) left in a text that would be trained"),
     ("malformed_tool_call", "convert", "a tool call that cannot be read"),
     ("tool_call_markup_in_text", "convert", "tool-call markup (<tool_call>, <function=...>) left in "
      "assistant text"),
@@ -114,7 +114,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     # --- pipeline --------------------------------------------------------------------------------
     ("converter_error", "pipeline", "a converter raised (a bug): the row is kept in rejects, the run goes on"),
     # --- reason (a teacher's text for a turn, checked before it is kept: beam_sft/reason/checks.py) --
-    ("teacher_empty", "reason", "the teacher's reasoning is empty or only whitespace"),
+    ("teacher_empty", "reason", "the teacher's reasoning is empty, or only whitespace or invisible characters"),
     ("teacher_control_token", "reason", "the teacher's reasoning holds a Harmony marker or a special token "
      "of the tokenizer"),
     ("teacher_markup", "reason", "the teacher's reasoning holds reasoning tags (<think>, ...) or tool-call "
@@ -126,7 +126,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("teacher_reply_too_large", "reason", "the teacher's reply exceeds --max-response-bytes: refused unread past "
      "the bound, cached as its refusal"),
     ("teacher_reasoning_only", "reason", "the teacher replied with reasoning (reasoning_content / reasoning) but "
-     "no content: its own thinking, not the text asked for"),
+     "no content (or only whitespace): its own thinking, not the text asked for"),
     ("teacher_budget_exhausted", "reason", "the request budget (--max-requests, --max-tokens-total) was "
      "spent before the turn was asked"),
     ("teacher_inconsistent", "reason", "the teacher's reasoning argues for another turn: it names a declared "

@@ -158,6 +158,8 @@ def _result(result: Any, where: str) -> dict:
     msg: dict[str, Any] = {"role": "tool", "content": "\n".join(texts)}
     if result.get("toolUseId") is not None:
         msg["tool_call_id"] = result["toolUseId"]
+    if result.get("status") is not None:
+        msg["status"] = result["status"]  # "error" is counted (status_dropped): read_tool_result
     return msg
 
 

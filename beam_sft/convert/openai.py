@@ -300,4 +300,9 @@ def read_tool_result(msg: dict, where: str) -> dict:
             raise Rejection("malformed_row", f"{where}.name is not a string")
         if name:
             draft["name"] = name
+    status = msg.get("status")
+    if status is not None and status != "success":
+        # Bedrock's toolResult.status "error" (carried here by its reader): the template has no place
+        # for it, so the result's text goes on alone, counted (status_dropped), never dropped unsaid
+        draft[DROPPED] = ("status",)
     return draft

@@ -97,3 +97,16 @@ def test_auto_detects_converse_rows_and_plain_text_blocks_stay_openai(tmp_path):
     results, conversion = run_source(path)
     assert codes(results) == ["kept", "kept"]
     assert dict(conversion.summary.formats) == {"bedrock": 1, "openai": 1}
+
+
+def test_a_result_of_status_error_is_counted_not_dropped_unsaid():
+    # toolResult.status disappeared without a word; the template has no place for it, so it is counted
+    import copy
+
+    row = copy.deepcopy(ROW)
+    row["messages"][2]["content"][0]["toolResult"]["status"] = "error"
+    out = convert_bedrock(row, options=ConvertOptions())
+    assert out["meta"]["notes"] == {"status_dropped": 1}
+    assert out["messages"][3]["content"] == '{"song": "Elemental Hotel", "artist": "8 Storey Hike"}'
+    row["messages"][2]["content"][0]["toolResult"]["status"] = "success"
+    assert "notes" not in (convert_bedrock(row, options=ConvertOptions()).get("meta") or {})

@@ -129,6 +129,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
      "no content (or only whitespace): its own thinking, not the text asked for"),
     ("teacher_budget_exhausted", "reason", "the request budget (--max-requests, --max-tokens-total) was "
      "spent before the turn was asked"),
+    ("teacher_restates_answer", "reason", "the teacher's reasoning only restates the turn's answer (the same words, "
+     "whatever the case and punctuation): no reasoning"),
     ("teacher_inconsistent", "reason", "the teacher's reasoning argues for another turn: it names a declared "
      "tool the turn does not call (and none it calls), says it will call a tool where the turn answers, or "
      "the judge (--judge) said it does not lead to this turn"),

@@ -123,8 +123,30 @@ def announces_call(text: str, name: str) -> bool:
     return bool(named_tools(text, [name], intent=True))
 
 
+_NOT_WORDS = re.compile(r"[\W_]+")
+
+
+def restates_answer(text: str, message: dict) -> bool:
+    """Whether a reasoning says nothing but the turn's answer: the same words, whatever the case,
+    spacing and punctuation ("4." for the answer "4"). Such a text trains the answer twice and no
+    reasoning, however the other checks find it.
+
+    >>> restates_answer("The answer: 4.", {"content": "the answer 4"}), restates_answer("2 + 2 = 4", {"content": "4"})
+    (True, False)
+    """
+    answer = message.get("content")
+    if not isinstance(answer, str):
+        return False
+    words = _NOT_WORDS.sub(" ", answer.casefold()).strip()
+    return bool(words) and _NOT_WORDS.sub(" ", text.casefold()).strip() == words
+
+
 def check_consistency(text: str, message: dict, tools: Any) -> tuple[str, str] | None:
-    """``None`` (consistent as far as this check sees) or ``("teacher_inconsistent", message)``."""
+    """``None`` (consistent as far as this check sees), ``("teacher_restates_answer", message)`` or
+    ``("teacher_inconsistent", message)``."""
+    if not called_names(message) and restates_answer(text, message):
+        return ("teacher_restates_answer", "the reasoning only restates the turn's answer "
+                f"({len(text.strip())} characters): no reasoning to train")
     declared = declared_names(tools)
     if not declared:
         return None

@@ -119,7 +119,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
      "of the tokenizer"),
     ("teacher_markup", "reason", "the teacher's reasoning holds reasoning tags (<think>, ...) or tool-call "
      "tags (<tool_call>, <function=..., Beam's <rfl:parameter>)"),
-    ("teacher_cut_off", "reason", "the teacher's answer was cut off (finish_reason length)"),
+    ("teacher_cut_off", "reason", "the teacher's answer was cut off (finish_reason length or content_filter)"),
     ("teacher_too_long", "reason", "the teacher's reasoning exceeds the length bound (--max-reasoning-chars)"),
     ("teacher_failed", "reason", "the request failed after its retries (HTTP error, timeout, connection, "
      "a reply that is not a chat completion), or no cached answer where none may be asked"),

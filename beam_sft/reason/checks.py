@@ -43,10 +43,13 @@ def _first(needles, text: str) -> str | None:
     return next((n for n in needles if n in text), None)
 
 
+_CUT_OFF = ("length", "content_filter")
+
+
 def check_text(text: str, finish_reason: str | None, *, max_chars: int = DEFAULT_MAX_CHARS,
                forbidden_tokens: tuple[str, ...] = ()) -> tuple[str, str] | None:
-    if finish_reason == "length":
-        return "teacher_cut_off", f"the answer was cut off (finish_reason length, {len(text)} characters)"
+    if finish_reason in _CUT_OFF:  # content_filter: the server stopped it mid-text, as length does
+        return "teacher_cut_off", f"the answer was cut off (finish_reason {finish_reason}, {len(text)} characters)"
     if not any(_visible(c) for c in text):
         return "teacher_empty", "the teacher wrote no reasoning" + (
             "" if not text else " (only whitespace)" if not text.strip() else " (only whitespace or invisible characters)")

@@ -166,6 +166,7 @@ def test_server_dies_mid_run_and_the_rerun_asks_only_what_is_missing(tmp_path):
     (Reply(text="   \n"), "teacher_empty"),
     (Reply(text="\u200b\u200d\ufeff \n"), "teacher_empty"),  # zero-width characters: nothing to read either
     (Reply(text="I start to", finish_reason="length"), "teacher_cut_off"),
+    (Reply(text="I add.", finish_reason="content_filter"), "teacher_cut_off"),  # stopped mid-text by a filter
     (Reply(text="x" * 101), "teacher_too_long"),
     (Reply(text="4."), "teacher_restates_answer"),  # the answer ("4") again: no reasoning
     (Reply(text="  **4**\n"), "teacher_restates_answer"),

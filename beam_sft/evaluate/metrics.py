@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -342,19 +343,32 @@ def canonical_arguments(arguments: Any, schema: Any) -> str:
                 decoded = read
             read = read if isinstance(decoded, str) else decoded
         out[key] = coerce(read, prop)
-    return json.dumps(out, sort_keys=True, ensure_ascii=False)
+    return json.dumps(_nfc(out), sort_keys=True, ensure_ascii=False)
+
+
+def _nfc(value: Any) -> Any:
+    """Every text of an argument value in Unicode NFC: ``"Zu\u0308rich"`` and ``"Z\u00fcrich"`` are one
+    city (a model's tokenizer may write either)."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, dict):
+        return {unicodedata.normalize("NFC", k): _nfc(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_nfc(v) for v in value]
+    return value
 
 
 # ---------------------------------------------------------------------------- text
 
 
 def normalize_answer(text: str) -> str:
-    """Whitespace runs -> one space, ends stripped, case folded.
+    """Unicode NFC (``café`` composed or with a combining accent is one text), whitespace runs -> one
+    space, ends stripped, case folded.
 
-    >>> normalize_answer("  The   answer\\nis 42. ")
-    'the answer is 42.'
+    >>> normalize_answer("  The   answer\\nis 42. "), normalize_answer("Cafe\\u0301") == normalize_answer("caf\\u00e9")
+    ('the answer is 42.', True)
     """
-    return " ".join(text.split()).casefold()
+    return " ".join(unicodedata.normalize("NFC", text).split()).casefold()
 
 
 def token_f1(generated: str, reference: str) -> float:
@@ -363,7 +377,7 @@ def token_f1(generated: str, reference: str) -> float:
     >>> round(token_f1("Paris is sunny", "It is sunny in Paris"), 6), token_f1("", "x")
     (0.75, 0.0)
     """
-    gen, ref = re.findall(r"\w+", generated.casefold()), re.findall(r"\w+", reference.casefold())
+    gen, ref = (re.findall(r"\w+", unicodedata.normalize("NFC", text).casefold()) for text in (generated, reference))
     if not gen and not ref:
         return 1.0
     common = sum((Counter(gen) & Counter(ref)).values())

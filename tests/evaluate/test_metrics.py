@@ -348,3 +348,13 @@ def test_distinct_ratio_is_not_fooled_by_whitespace_or_case():
     assert aggregate(scores).values()["distinct_ratio"] == 1 / 4
     unread = [score_turn(t, ref_answer("x"), TOOLS) for t in ("no stop here", "no  stop here\n", "NO STOP HERE")]
     assert aggregate(unread).values()["distinct_ratio"] == 1 / 3
+
+
+def test_one_text_composed_or_with_combining_accents_is_one_text():
+    # "café" NFC against "cafe" + U+0301: the same text, scored wrong on the answer, the arguments and F1
+    nfc, nfd = "Caf\u00e9 in Z\u00fcrich", "Cafe\u0301 in Zu\u0308rich"
+    turn = score_turn(final("Think.", nfd), ref_answer(nfc), TOOLS)
+    assert turn.answer_exact is True and turn.answer_f1 == 1.0
+    ref = ref_calls(("weather", {"city": "Z\u00fcrich"}))
+    assert score_turn(calls("r", ("weather", {"city": "Zu\u0308rich"})), ref, TOOLS).arguments is True
+    assert score_turn(calls("r", ("weather", {"city": "Zurich"})), ref, TOOLS).arguments is False

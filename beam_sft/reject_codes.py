@@ -63,6 +63,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("non_text_content", "convert", "an images/videos/audios column, or a media placeholder: Beam is "
      "text only"),
     ("conflicting_reasoning", "convert", "two reasoning carriers on one turn disagree"),
+    ("conflicting_template_kwargs", "convert", "a row's reasoning_effort and its chat_template_kwargs.reasoning_effort "
+     "disagree"),
     ("interleaved_reasoning", "convert", "reasoning that is not one block before the answer or the calls"),
     ("unclosed_reasoning_tag", "convert", "a reasoning tag without its closing tag"),
     ("reasoning_markup_in_text", "convert", "reasoning markup (<think>, </thinking>, ... in any case and "

@@ -227,6 +227,11 @@ def read_template_kwargs(row: dict) -> dict | None:
     kwargs = row.get("chat_template_kwargs")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise Rejection("malformed_row", "chat_template_kwargs is not an object")
-    if row.get("reasoning_effort") is not None and "reasoning_effort" not in (kwargs or {}):
-        kwargs = {**(kwargs or {}), "reasoning_effort": row["reasoning_effort"]}
+    effort = row.get("reasoning_effort")
+    if effort is not None and (kwargs or {}).get("reasoning_effort", effort) != effort:
+        # two settings of one template argument: keeping either changes the row unsaid
+        raise Rejection("conflicting_template_kwargs", f"reasoning_effort is {effort!r} but "
+                        f"chat_template_kwargs.reasoning_effort is {kwargs['reasoning_effort']!r}")
+    if effort is not None and "reasoning_effort" not in (kwargs or {}):
+        kwargs = {**(kwargs or {}), "reasoning_effort": effort}
     return None if kwargs is None else dict(kwargs)

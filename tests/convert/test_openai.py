@@ -416,7 +416,7 @@ def test_template_kwargs_are_carried():
     row = convert(
         {
             "chat_template_kwargs": {"reasoning_effort": 100, "builtin_tools": ["search"]},
-            "reasoning_effort": "low",
+            "reasoning_effort": 100,
             "messages": [{"role": "user", "content": "q"}, turn(content="x")],
         }
     )
@@ -519,3 +519,13 @@ def test_an_openai_refusal_is_the_turns_answer():
     assert convert_row(log, format="chat_log", options=LOOSE)["messages"][1]["content"] == "I can't help with that."
     answered = convert({"messages": [{"role": "user", "content": "q"}, turn(content="Sure.", refusal=None)]})
     assert answered["messages"][1]["content"] == "Sure."
+
+
+def test_a_reasoning_effort_given_twice_differently_is_refused_not_one_picked():
+    # chat_template_kwargs' value won without a word
+    base = {"messages": [{"role": "user", "content": "q"}, turn(content="a")]}
+    assert code(convert({**base, "reasoning_effort": "low",
+                         "chat_template_kwargs": {"reasoning_effort": "high"}})) == "conflicting_template_kwargs"
+    same = convert({**base, "reasoning_effort": "low", "chat_template_kwargs": {"reasoning_effort": "low"}})
+    assert same["chat_template_kwargs"] == {"reasoning_effort": "low"}
+    assert convert({**base, "reasoning_effort": "low"})["chat_template_kwargs"] == {"reasoning_effort": "low"}

@@ -60,6 +60,7 @@ def check_text(text: str, finish_reason: str | None, *, max_chars: int = DEFAULT
     found = find_reasoning_markup(text) or _first(TOOL_CALL_MARKUP, lowered) or _first(BEAM_CALL_MARKUP, lowered)
     if found:
         return "teacher_markup", f"the reasoning holds {found!r}"
-    if len(text) > max_chars:
-        return "teacher_too_long", f"{len(text)} characters, more than the bound of {max_chars}"
+    kept = len(text.strip())  # what is kept is the stripped text: blanks around it are not reasoning
+    if kept > max_chars:
+        return "teacher_too_long", f"{kept} characters, more than the bound of {max_chars}"
     return None

@@ -168,6 +168,7 @@ def test_server_dies_mid_run_and_the_rerun_asks_only_what_is_missing(tmp_path):
     (Reply(text="I start to", finish_reason="length"), "teacher_cut_off"),
     (Reply(text="I add.", finish_reason="content_filter"), "teacher_cut_off"),  # stopped mid-text by a filter
     (Reply(text="x" * 101), "teacher_too_long"),
+    (Reply(text="\n" + "x" * 101), "teacher_too_long"),
     (Reply(text="4."), "teacher_restates_answer"),  # the answer ("4") again: no reasoning
     (Reply(text="  **4**\n"), "teacher_restates_answer"),
 ])
@@ -324,3 +325,11 @@ def test_a_reasoning_naming_another_tool_is_refused_fresh_and_from_the_cache(tmp
     assert len(stub.requests) == 2 and "0 request(s)" in capsys.readouterr().out
     assert [r["code"] for r in rejected2] == ["teacher_inconsistent"]
     assert [r["messages"] for r in kept2] == [r["messages"] for r in kept]
+
+
+def test_the_length_bound_counts_what_is_kept():
+    # blanks around a reply are stripped before it is kept: they pushed a reply at the bound over it
+    from beam_sft.reason.checks import check_text
+
+    assert check_text("x" * 100 + "\n\n", "stop", max_chars=100) is None
+    assert check_text(" " + "x" * 101, "stop", max_chars=100)[0] == "teacher_too_long"

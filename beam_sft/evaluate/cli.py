@@ -46,9 +46,9 @@ def register(subparsers) -> None:
                         "server's API key (default: OPENAI_API_KEY when set; none: no key sent)")
     parser.add_argument("--allow-insecure-http", action="store_true", help="send the API key over plain http "
                         "to a host that is not this machine (refused otherwise: anyone on the path reads it)")
-    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT, help="seconds one served turn's "
+    parser.add_argument("--timeout", type=positive_float, default=None, help="seconds one served turn's "
                         f"request may take in all, connect to the reply's last byte (default {DEFAULT_TIMEOUT:g})")
-    parser.add_argument("--retries", type=count(0), default=DEFAULT_RETRIES, help="retries of a served turn on "
+    parser.add_argument("--retries", type=count(0), default=None, help="retries of a served turn on "
                         f"429/5xx/timeouts/connection errors, backoff with jitter (default {DEFAULT_RETRIES})")
     parser.set_defaults(func=run)
     writes(parser, lambda a: Outputs(inputs={"MODEL_DIR": a.model_dir, "--data": a.data}, files={"--json": a.json_out}))
@@ -56,11 +56,12 @@ def register(subparsers) -> None:
 
 def _check_args(args: argparse.Namespace) -> None:
     if args.base_url is None:
-        given = [flag for flag, value, default in (("--timeout", args.timeout, DEFAULT_TIMEOUT),
-                                                   ("--retries", args.retries, DEFAULT_RETRIES),
-                                                   ("--api-key-env", args.api_key_env, None),
-                                                   ("--allow-insecure-http", args.allow_insecure_http, False))
-                 if value != default]
+        # given at all, default values included: a flag that does nothing is refused, never ignored
+        given = [flag for flag, value, unset in (("--timeout", args.timeout, None),
+                                                 ("--retries", args.retries, None),
+                                                 ("--api-key-env", args.api_key_env, None),
+                                                 ("--allow-insecure-http", args.allow_insecure_http, False))
+                 if value != unset]
         if given:
             raise BeamError(f"{' and '.join(given)} only concern a served model's requests: use with --base-url")
         if args.model_dir is None:
@@ -76,6 +77,8 @@ def _check_args(args: argparse.Namespace) -> None:
             raise BeamError("give MODEL_DIR or --base-url, not both")
         if not args.model:
             raise BeamError("--base-url needs --model NAME (the name the server serves)")
+        args.timeout = DEFAULT_TIMEOUT if args.timeout is None else args.timeout
+        args.retries = DEFAULT_RETRIES if args.retries is None else args.retries
 
 
 def run(args: argparse.Namespace) -> int:

@@ -152,6 +152,7 @@ def test_a_401_stops_at_once_without_retrying(eval_prepared, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flag", [["--timeout", "5"], ["--retries", "1"], ["--api-key-env", "SOME_KEY"],
+                                  ["--timeout", "300"], ["--retries", "4"],  # the defaults, given: refused too
                                   ["--allow-insecure-http"]])
 def test_served_only_flags_need_base_url(fixture_dir, eval_prepared, flag, capsys):
     assert main(["eval", str(fixture_dir), "--data", str(eval_prepared), *flag]) == 2

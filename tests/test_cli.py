@@ -55,6 +55,9 @@ def test_every_error_pickles_to_itself():
              errors.Rejection("invalid_json", "x", {"r": 1}, source="s", row=2),
              errors.OutputRefused(Path("x"), "m", hint=False), errors.PreparedError(Path("p"), "msg"),
              errors.OutputUnwritable("t", "r"), errors.Interrupted(2), errors.VerificationError("v")]
+    from beam_sft.evaluate.served import ServedRunStopped
+
+    cases.append(ServedRunStopped("turn 3: HTTP 500", []))
     for error in cases:
         back = pickle.loads(pickle.dumps(error))
         assert type(back) is type(error) and str(back) == str(error)

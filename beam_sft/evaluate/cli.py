@@ -96,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     turns = selection.turns
 
     redact = None  # a served run's: the key and the URL's credentials out of everything written
+    stopped = None  # a served run that stopped at a turn: its turns before it are still scored
 
     def progress(done: int) -> None:
         if sys.stderr.isatty():
@@ -108,19 +109,31 @@ def run(args: argparse.Namespace) -> int:
         generated = generate(model, tokenizer, turns, max_new_tokens=args.max_new_tokens, progress=progress)
         run_info = {"mode": "local", "model": str(args.model_dir)}
     else:
-        from beam_sft.evaluate.served import api_key, generate_served
+        from beam_sft.evaluate.served import ServedRunStopped, api_key, generate_served
         from beam_sft.reason.config import check_base_url, check_transport
 
         check_base_url(args.base_url, "--base-url")
         key = api_key(args.api_key_env)
         check_transport(args.base_url, key, allowed=args.allow_insecure_http)
         redact = Redactor.for_endpoint(args.base_url, key)
-        generated = generate_served(args.base_url, args.model, turns, max_new_tokens=args.max_new_tokens,
-                                    api_key_value=key, timeout=args.timeout, retries=args.retries, progress=progress)
+        try:
+            generated = generate_served(args.base_url, args.model, turns, max_new_tokens=args.max_new_tokens,
+                                        api_key_value=key, timeout=args.timeout, retries=args.retries,
+                                        progress=progress)
+        except ServedRunStopped as exc:
+            if not exc.done:
+                raise  # nothing answered: nothing to score
+            # the turns answered before the failure are scored and written, marked incomplete: an eval of
+            # hours does not lose them to one turn the server would not answer
+            stopped = exc
+            generated = exc.done
+            turns = turns[:len(generated)]
         after = sum(any(m.get("role") == "assistant" and (m.get("reasoning_content") or m.get("thinking")
                             or m.get("reasoning")) for m in t.messages) for t in turns)
         run_info = {"mode": "served", "base_url": redact_url(args.base_url), "model": args.model,
                     "turns_after_reasoning": after, "timeout": args.timeout, "retries": args.retries}
+        if stopped is not None:
+            run_info.update(complete=False, turns_asked=len(selection.turns), stopped=redact(str(stopped)))
         if after:
             # transformers serve drops reasoning_content from the history: those prompts differ from training's
             print(f"note: {after} of {len(turns)} turns follow an earlier assistant turn with reasoning; a server "
@@ -138,6 +151,11 @@ def run(args: argparse.Namespace) -> int:
         if redact is not None:  # a reply that quotes the key (a server echoing the request) is kept, masked
             data = redact_strings(data, redact)
         write_json(Path(args.json_out), data)
+    if stopped is not None:
+        print(f"beam-sft eval: error: stopped after {len(turns)} of {len(selection.turns)} turns: {stopped}"
+              + (f"; the {len(turns)} scored are in {args.json_out} (run.complete: false)" if args.json_out else ""),
+              file=sys.stderr)
+        return 2
     return 0
 
 
@@ -186,7 +204,9 @@ def table(result: TaskMetrics, run_info: dict) -> str:
             + (f", {run_info['duplicate_turns_skipped']} repeated turns skipped"
                if run_info.get("duplicate_turns_skipped") else "")
             + (f", {run_info['unprompted_turns_skipped']} trained turns skipped that open their row (no prompt)"
-               if run_info.get("unprompted_turns_skipped") else ""))
+               if run_info.get("unprompted_turns_skipped") else "")
+            + (f"; INCOMPLETE: stopped after {run_info.get('turns')} of {run_info['turns_asked']} turns"
+               if run_info.get("complete") is False else ""))
     columns = [("overall", result.overall)] + [(f"{k} turns", result.by_kind[k]) for k in KINDS]
     width = 22
     lines = [head, f"{'metric':<22}" + "".join(f"{c:>{width}}" for c, _ in columns)]

@@ -138,13 +138,25 @@ def _message(choice: Any) -> dict:
     return out
 
 
+class ServedRunStopped(BeamError):
+    """A served eval stopped at a turn whose request failed after its retries (or whose reply is no chat
+    completion); ``done`` holds the turns generated before it, which the caller still scores and writes."""
+
+    def __init__(self, message: str, done: Sequence[ServedTurn] = ()):
+        self.done = list(done)
+        super().__init__(message)
+
+    def __reduce__(self):
+        return type(self), (str(self), self.done)
+
+
 def generate_served(base_url: str, model: str, turns: Sequence[EvalTurn], *, max_new_tokens: int,
                     api_key_value: str | None = None, timeout: float = 300.0, retries: int = 4,
                     progress: Callable[[int], None] | None = None) -> list[ServedTurn]:
     """One greedy chat completion per turn, through the teacher's client (``reason/client.py``): a whole-
     request deadline, retries with backoff on 429/5xx/timeouts, a stop at 401/403/404, the reply read
     within a byte bound, every message redacted. A request that still fails, or a reply that is not a
-    chat completion at all, is a one-line BeamError naming the turn."""
+    chat completion at all, is a one-line ``ServedRunStopped`` naming the turn, holding the turns before it."""
     client = TeacherClient(base_url, model, api_key=api_key_value, timeout=timeout, retries=retries, concurrency=1,
                            max_response_bytes=MAX_RESPONSE_BYTES)
     out = []
@@ -159,7 +171,7 @@ def generate_served(base_url: str, model: str, turns: Sequence[EvalTurn], *, max
             try:
                 data = client.send(body)
             except (TeacherError, TeacherStopped) as exc:
-                raise BeamError(f"turn {turn.source}: {exc}") from None
+                raise ServedRunStopped(f"turn {turn.source}: {exc}", out) from None
             try:
                 payload = jsontext.loads(data)
                 choices = payload["choices"]
@@ -167,7 +179,8 @@ def generate_served(base_url: str, model: str, turns: Sequence[EvalTurn], *, max
                     raise ValueError("no choices")
             except (ValueError, KeyError, TypeError) as exc:
                 quoted = client.redact(data[:300].decode("utf-8", "replace"))
-                raise BeamError(f"{client.host}: turn {turn.source}: not a chat completion ({exc}): {quoted!r}") from None
+                raise ServedRunStopped(f"{client.host}: turn {turn.source}: not a chat completion ({exc}): {quoted!r}",
+                                       out) from None
             out.append(served_turn(choices[0]))
             if progress is not None:
                 progress(i + 1)

@@ -204,3 +204,20 @@ def test_plain_http_with_a_key_to_another_host_is_refused_unless_allowed(eval_pr
     assert main([*argv, "--allow-insecure-http"]) == 2  # allowed, so sent: nothing answers there
     err = capsys.readouterr().err
     assert "refusing" not in err and KEY not in err
+
+
+def test_a_server_that_stops_answering_keeps_the_turns_before_it(eval_prepared, tmp_path, capsys):
+    # a request failing after its retries ended the run with one line and nothing written: an eval of
+    # hours lost every turn already answered
+    ok = _payload_reply(_choice({"content": "x", "reasoning_content": "r"}))
+    with StubServer(lambda n, body: ok if n < 2 else Reply(status=500)) as stub:
+        out = tmp_path / "partial.json"
+        assert main(["eval", "--base-url", stub.base_url, "--model", "m", "--data", str(eval_prepared),
+                     "--json", str(out), "--retries", "0"]) == 2
+    data = json.loads(out.read_text())
+    assert data["run"]["complete"] is False and data["run"]["turns"] == 2 and len(data["samples"]) == 2
+    assert data["run"]["turns_asked"] > 2 and "HTTP 500" in data["run"]["stopped"]
+    captured = capsys.readouterr()
+    assert "INCOMPLETE: stopped after 2 of" in captured.out
+    err = [line for line in captured.err.splitlines() if line.startswith("beam-sft eval: error")]
+    assert len(err) == 1 and "stopped after 2 of" in err[0] and "run.complete: false" in err[0], captured.err

@@ -112,6 +112,10 @@ class Teacher:
                     filled[i] = {**message, "reasoning_content": text}
             self.stats.count(entry)
             entries.append(entry)
+            if entry.get("rejected") and self.options.missing_reasoning in ("drop", "truncate"):
+                # the row goes (drop) or ends before this turn (truncate): its later turns would be asked,
+                # paid for and counted as filled, and then appear nowhere
+                break
         return {**row, "messages": filled, "meta": {**meta, "reasoning": entries}}
 
     def _provenance(self, turn: int) -> dict[str, Any]:

@@ -333,3 +333,19 @@ def test_the_length_bound_counts_what_is_kept():
 
     assert check_text("x" * 100 + "\n\n", "stop", max_chars=100) is None
     assert check_text(" " + "x" * 101, "stop", max_chars=100)[0] == "teacher_too_long"
+
+
+@pytest.mark.parametrize("policy, asked", [("drop", 1), ("truncate", 1), ("unmask", 2)])
+def test_no_request_for_a_turn_the_policy_throws_away(tmp_path, policy, asked):
+    # under drop (and truncate) the turns after a refused one were still asked, paid for and counted as
+    # filled, though they appear nowhere
+    row = {"messages": [{"role": "user", "content": "q1"}, {"role": "assistant", "content": "a1"},
+                        {"role": "user", "content": "q2"}, {"role": "assistant", "content": "a2"}]}
+    with StubServer(lambda n, body: Reply(text="") if n == 0 else Reply()) as stub:
+        status, kept, rejected = run_reason(tmp_path, stub.base_url, "--missing-reasoning", policy,
+                                            "--concurrency", "1", "--summary-json", str(tmp_path / "s.json"),
+                                            src=write_rows(tmp_path / "two.jsonl", [row]))
+        sent = len(stub.requests)
+    assert sent == asked
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["teacher"]["filled"] == asked - 1, summary

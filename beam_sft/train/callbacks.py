@@ -9,6 +9,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from beam_sft.errors import PreflightError
+from beam_sft.train.jsonl_log import append_record, read_records
 from beam_sft.train.packing import check_isolation
 from beam_sft.train.preflight import agree, raise_if
 
@@ -117,17 +118,13 @@ class LossLogCallback(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs or "loss" not in logs:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         record = {"step": state.global_step, "loss": float(logs["loss"])}
         for key in ("grad_norm", "learning_rate", "num_tokens", "mean_token_accuracy", "aux_loss"):
             if key in logs and isinstance(logs[key], (int, float)) and math.isfinite(float(logs[key])):
                 record[key] = float(logs[key])
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_record(self.path, record)
 
 
 def read_losses(output_dir: str | Path) -> list[dict]:
     """The records ``LossLogCallback`` wrote, in order."""
-    from beam_sft.train.run_log import read_records
-
     return read_records(Path(output_dir) / LOSS_LOG)

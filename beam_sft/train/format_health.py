@@ -43,6 +43,7 @@ from beam_sft.evaluate.format_check import schema_problems as schema_problems
 from beam_sft.evaluate.format_check import score_turn
 from beam_sft.evaluate.metrics import KINDS, METRICS, aggregate
 from beam_sft.evaluate.metrics import score_turn as score_task
+from beam_sft.train.jsonl_log import append_record, read_records
 
 logger = logging.getLogger("beam_sft.train")
 
@@ -254,10 +255,8 @@ class FormatHealthCallback(TrainerCallback):
         if should_log is not None:
             control.should_log = should_log
         if state.is_world_process_zero:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"step": result.step, **result.metrics(), "counts": result.counts,
-                                     "outputs": result.verdicts}, ensure_ascii=False) + "\n")
+            append_record(self.path, {"step": result.step, **result.metrics(), "counts": result.counts,
+                                      "outputs": result.verdicts}, ensure_ascii=False)
             logger.info("format health at step %d: %.2f valid; sample (%s): %r", result.step, result.fraction,
                         sample["source"], shown)
             if result.task:
@@ -292,6 +291,4 @@ class FormatHealthCallback(TrainerCallback):
 
 def read_health(output_dir: str | Path) -> list[dict]:
     """The records ``FormatHealthCallback`` wrote, in order."""
-    from beam_sft.train.run_log import read_records
-
     return read_records(Path(output_dir) / HEALTH_LOG)

@@ -18,6 +18,7 @@ from transformers import TrainerCallback
 
 from beam_sft.dataset_folder.report_json import read_report
 from beam_sft.evaluate.metrics import KINDS, METRICS
+from beam_sft.train.jsonl_log import append_record, read_records
 
 
 def prepare_figures(report: dict) -> dict[str, float]:
@@ -110,28 +111,7 @@ class MetricsLogCallback(TrainerCallback):
             return
         record = {k: float(logs[k]) for k in _LOGGED if isinstance(logs.get(k), (int, float))}
         if record:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"step": state.global_step, **record}) + "\n")
-
-
-def read_records(path: str | Path) -> list[dict]:
-    """The records of one of a run's appended JSON-lines logs (``metrics.jsonl``, ``losses.jsonl``,
-    ``format_health.jsonl``), in order. A last line cut short (the run killed, or the disk full, while
-    it appended it: the run a resume continues) is left out instead of failing the resume or the card;
-    a bad line before the last is no such accident and still raises.
-    """
-    path = Path(path)
-    if not path.is_file():
-        return []
-    lines = [line for line in path.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-    out = [json.loads(line) for line in lines[:-1]]
-    if lines:
-        try:
-            out.append(json.loads(lines[-1]))
-        except ValueError:
-            pass
-    return out
+            append_record(self.path, {"step": state.global_step, **record})
 
 
 def read_metrics(output_dir: str | Path) -> list[dict]:

@@ -161,6 +161,11 @@ def test_a_resume_after_a_line_cut_short_keeps_the_records_before_it(tmp_path):
     assert [r["step"] for r in read_health(tmp_path)] == [2]
     assert read_losses(tmp_path) == [{"step": 2, "loss": 1.5}]
     assert read_metrics(tmp_path) == [{"step": 2, "eval_loss": 1.5}]
+    # the resumed run appends: its records follow the whole ones, the cut line gone (appended after it,
+    # the first would have joined it on one line, a bad line in the middle that failed every later read)
+    LossLogCallback(tmp_path).on_log(None, SimpleNamespace(global_step=3, is_world_process_zero=True), None,
+                                     logs={"loss": 1.25})
+    assert read_losses(tmp_path) == [{"step": 2, "loss": 1.5}, {"step": 3, "loss": 1.25}]
     (tmp_path / "losses.jsonl").write_text('{"step": 2, "lo\n{"step": 3, "loss": 1.0}\n', encoding="utf-8")
     with pytest.raises(ValueError):  # a bad line before the last is no interrupted append: still said
         read_losses(tmp_path)

@@ -152,9 +152,21 @@ class PrepareConfig:
                                   f"got {source.weight:g}")
             if isinstance(source.path, str) and not source.path.strip():
                 raise ConfigError(f"sources[{i}].path", "must not be empty (it would read the working folder)")
-        labels = [s.label for s in self.sources]
-        if len(set(labels)) != len(labels):
-            raise ConfigError("sources", "two sources share a label; give them distinct `name`s")
+        seen: dict[object, int] = {}
+        for i, source in enumerate(self.sources):
+            # One label twice, or one file spelled two ways (./a.jsonl, a.jsonl, a symlink) with no
+            # `name` to say the second reading is meant: every row of it would be read twice, unsaid.
+            keys = [("label", source.label)]
+            if source.name is None and isinstance(source.path, str) and os.path.isfile(source.path):
+                keys.append(("file", os.path.realpath(source.path), source.batch_input and os.path.realpath(source.batch_input)))
+            for key in keys:
+                if key in seen:
+                    j = seen[key]
+                    what = (f"share the label {shown(source.label)}; give them distinct `name`s" if key[0] == "label"
+                            else f"are one file, {shown(key[1])} ({shown(self.sources[j].path)} and "
+                            f"{shown(source.path)}): its rows would be read twice; give them distinct `name`s to mean it")
+                    raise ConfigError("sources", f"sources[{j}] and sources[{i}] {what}")
+                seen[key] = i
 
     def resolved_num_proc(self) -> int:
         if self.num_proc is not None:

@@ -28,7 +28,9 @@ from beam_sft.convert.options import (
     MissingReasoning,
     options_from_dict,
 )
-from beam_sft.data.hub import source_label
+from beam_sft.data.file_kinds import DATA_SUFFIXES
+from beam_sft.data.hub import dataset_source, source_label
+from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
 from beam_sft.errors import ConfigError
 from beam_sft.reason.config import TeacherConfig
 
@@ -152,21 +154,25 @@ class PrepareConfig:
                                   f"got {source.weight:g}")
             if isinstance(source.path, str) and not source.path.strip():
                 raise ConfigError(f"sources[{i}].path", "must not be empty (it would read the working folder)")
-        seen: dict[object, int] = {}
+        labels: dict[str, int] = {}
+        read: list[tuple[int, str]] = []  # (source, real path) of the nameless local files and folders
         for i, source in enumerate(self.sources):
-            # One label twice, or one file spelled two ways (./a.jsonl, a.jsonl, a symlink) with no
-            # `name` to say the second reading is meant: every row of it would be read twice, unsaid.
-            keys = [("label", source.label)]
-            if source.name is None and isinstance(source.path, str) and os.path.isfile(source.path):
-                keys.append(("file", os.path.realpath(source.path), source.batch_input and os.path.realpath(source.batch_input)))
-            for key in keys:
-                if key in seen:
-                    j = seen[key]
-                    what = (f"share the label {shown(source.label)}; give them distinct `name`s" if key[0] == "label"
-                            else f"are one file, {shown(key[1])} ({shown(self.sources[j].path)} and "
-                            f"{shown(source.path)}): its rows would be read twice; give them distinct `name`s to mean it")
-                    raise ConfigError("sources", f"sources[{j}] and sources[{i}] {what}")
-                seen[key] = i
+            if source.label in labels:
+                raise ConfigError("sources", f"sources[{labels[source.label]}] and sources[{i}] share the label "
+                                  f"{shown(source.label)}; give them distinct `name`s")
+            labels[source.label] = i
+            # One file reached twice, spelled two ways (./a.jsonl, a symlink, a folder and a file in it),
+            # with no `name` to say the second reading is meant: its rows would be read twice, unsaid.
+            if source.name is not None or source.batch_input is not None or dataset_source(source) != source.path:
+                continue
+            real = os.path.realpath(source.path)
+            for j, other in read:
+                twice = next((f for f in (_read_by(other, real), _read_by(real, other)) if f), None)
+                if twice:
+                    raise ConfigError("sources", f"sources[{j}] ({shown(self.sources[j].path)}) and sources[{i}] "
+                                      f"({shown(source.path)}) both read {shown(twice)}: its rows would be read "
+                                      "twice; give them distinct `name`s to mean it")
+            read.append((i, real))
 
     def resolved_num_proc(self) -> int:
         if self.num_proc is not None:
@@ -175,6 +181,20 @@ class PrepareConfig:
             return max(1, len(os.sched_getaffinity(0)))
         except AttributeError:  # not Linux
             return max(1, os.cpu_count() or 1)
+
+
+def _read_by(folder: str, path: str) -> str | None:
+    """``path`` itself when it is ``folder``, or when ``folder`` is a plain folder whose listing reads it
+    (sources.expand_source: not hidden below it; a file by its data suffix); else None."""
+    if path == folder:
+        return path
+    if not os.path.isdir(folder) or os.path.isfile(os.path.join(folder, DATASET_INFO_FILE)) \
+            or os.path.isfile(os.path.join(folder, STATE_FILE)):
+        return None
+    rel = os.path.relpath(path, folder)
+    if rel.startswith(os.pardir) or any(part.startswith(".") for part in rel.split(os.sep)):
+        return None
+    return path if os.path.isdir(path) or path.lower().endswith(DATA_SUFFIXES) else None
 
 
 def prepare_section(data: dict[str, Any]) -> tuple[dict[str, Any], str]:

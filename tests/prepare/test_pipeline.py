@@ -229,15 +229,17 @@ def test_a_rows_verdict_does_not_depend_on_its_sources_weight(tmp_path, tokenize
 
 
 def test_one_file_given_twice_by_two_spellings_is_refused_naming_both(tmp_path, data):
-    """`a.jsonl` and `sub/../a.jsonl` (or a symlink) are one file: with no `name` to say it is meant,
-    every row would be read twice, unsaid; one label twice is refused naming the label."""
+    """`a.jsonl` and `./a.jsonl` (or a symlink, or the folder holding it) are one file: with no `name`
+    to say it is meant, every row would be read twice, unsaid; one label twice is refused naming the label."""
     other = os.path.join(str(data.parent), ".", data.name)
-    with pytest.raises(ConfigError, match=r"sources\[0\] and sources\[1\] are one file.*read twice"):
+    with pytest.raises(ConfigError, match=r"sources\[0\] .* and sources\[1\] .* both read .*chat.jsonl'.* read twice"):
         PrepareConfig(sources=[SourceSpec(path=str(data)), SourceSpec(path=other)], output=str(tmp_path / "o"))
     link = tmp_path / "link.jsonl"
     link.symlink_to(data)
-    with pytest.raises(ConfigError, match=r"sources\[0\] and sources\[1\] are one file"):
+    with pytest.raises(ConfigError, match=r"sources\[0\] .* and sources\[1\] .* both read"):
         PrepareConfig(sources=[SourceSpec(path=str(data)), SourceSpec(path=str(link))], output=str(tmp_path / "o"))
+    with pytest.raises(ConfigError, match=r"sources\[0\] .* and sources\[1\] .* both read .*chat.jsonl"):
+        PrepareConfig(sources=[SourceSpec(path=str(data.parent)), SourceSpec(path=str(data))])
     with pytest.raises(ConfigError, match=r"sources\[0\] and sources\[1\] share the label 'x'"):
         PrepareConfig(sources=[SourceSpec(path=str(data), name="x"), SourceSpec(path=str(link), name="x")])
     # distinct names: the second reading is meant

@@ -17,6 +17,7 @@ import argparse
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import typing
@@ -171,14 +172,18 @@ def build_config(args: argparse.Namespace):
         model_path = model.get("path") if isinstance(model, dict) else None
     elif not args.data:
         raise ConfigError("", "give --config or at least one --data")
-    merged = {**raw, **_overrides(args)}
+    overrides = _overrides(args)
+    merged = {**raw, **overrides}
     if "sources" in merged:
         merged["sources"] = _with_convert_flags(merged["sources"], args)
     if not merged.get("tokenizer"):
         merged["tokenizer"] = model_path or os.environ.get("BEAM_MODEL_ID") or None
     try:
         return from_dict(PrepareConfig, merged, key_path)
-    except ConfigError as exc:  # which file, then which key (flags on top of it say theirs)
+    except ConfigError as exc:  # which file, then which key; a key a flag gave is the flag's, not the file's
+        key = exc.path[len(key_path) + 1:] if key_path and exc.path.startswith(f"{key_path}.") else exc.path
+        if re.split(r"[.\[]", key, maxsplit=1)[0] in overrides:
+            raise exc from None
         raise exc.in_file(args.config) from None
 
 

@@ -84,3 +84,15 @@ def test_num_shards_without_a_shard_index_is_refused(capsys):
     """It prepared shard 0 alone, and its summary read like the whole source's."""
     assert main(["prepare", "--data", "a.jsonl", "--tokenizer", "t", "--output", "o", "--num-shards", "2"]) == 2
     assert "--num-shards 2 needs --shard-index I" in capsys.readouterr().err
+
+
+def test_a_bad_value_a_flag_gave_is_not_blamed_on_the_config_file(tmp_path):
+    """`--config prep.yaml --shard-index 1` (the file sets no shard) said `prep.yaml: shard_index: ...`,
+    sending the user to a file that does not hold the value; a bad value the file holds still names it."""
+    config = tmp_path / "prep.yaml"
+    config.write_text(yaml.safe_dump({"sources": [{"path": "a.jsonl", "weight": -1}], "tokenizer": "t"}))
+    with pytest.raises(ConfigError) as info:
+        cli.build_config(parse("--config", str(config), "--data", "a.jsonl", "--shard-index", "1"))
+    assert str(info.value).startswith("shard_index: must be in [0, 1), got 1"), str(info.value)
+    with pytest.raises(ConfigError, match=r"prep\.yaml: sources\[0\]\.weight: must be from 0"):
+        cli.build_config(parse("--config", str(config), "--max-length", "8"))

@@ -343,6 +343,10 @@ def verify_prepared(directory: str | Path, *, num_proc: int = 1, sample: int | N
     above) and for the same ``max_length``; otherwise one is made here.
     """
     directory = Path(directory)
+    if not directory.is_dir():  # a mistyped path is that, not a folder whose report.json is missing
+        raise VerificationError(visible(f"{directory}: " + ("not a folder (give the folder prepare wrote)"
+                                                            if directory.exists() else "no such folder"),
+                                        newlines=False))
     provenance, writable = check_provenance(directory)  # before anything reads the files it names
     try:
         return _verify_folder(directory, provenance, writable, num_proc=num_proc, sample=sample, seed=seed,

@@ -134,3 +134,13 @@ def test_a_partial_runs_recorded_failure_is_not_called_a_full_ones(clean_dir, tm
     assert run(["verify", str(directory), "--sample", "2"]) == 1
     err = capsys.readouterr().err
     assert "its recorded verification (a partial run's" in err and "full verification FAILED" not in err
+
+
+def test_a_path_that_is_no_folder_is_said_as_such(tmp_path):
+    """A mistyped path read `report.json is missing ... (prepare it again) (and so: ... no state.json
+    and dataset_info.json there)`: the one line now says there is no such folder."""
+    with pytest.raises(VerificationError, match=r"nope: no such folder$"):
+        verify_prepared(tmp_path / "nope")
+    (tmp_path / "rows.jsonl").write_text("{}\n")
+    with pytest.raises(VerificationError, match=r"rows\.jsonl: not a folder"):
+        verify_prepared(tmp_path / "rows.jsonl")

@@ -20,7 +20,8 @@ fsdp2        weights 4, gradients 4, AdamW 8         all GPUs (accelerate upcast
 
 ``w`` is the model dtype's size (2 for bf16). With LoRA the base weights are frozen (weights only,
 in ``w``, sharded like the strategy) and every adapter parameter costs 16 bytes (fp32 weight,
-gradient, two moments). Activations are an estimate (stated in :func:`activation_bytes`);
+gradient, two moments), its weight sharded like the strategy's weights (whole on every GPU
+under zero2). Activations are an estimate (stated in :func:`activation_bytes`);
 buffers are the model's buffers plus the gathered working set of a sharded strategy (two decoder
 layers unsharded: the one running and the one prefetched) or DDP's gradient buckets; a fixed
 reserve stands for the CUDA context, NCCL buffers and allocator fragmentation.
@@ -390,7 +391,10 @@ def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params
         trainable = total
     else:
         weights, grads, optim = math.ceil(total * w / weight_shards), 0, 0
-        lora = math.ceil(lora_params * 16 / shards)
+        # 16 bytes an adapter parameter: its fp32 weight (4) is sharded like the strategy's weights
+        # (every GPU holds it whole under zero2), its gradient and AdamW moments (12) like the rest
+        lora = (math.ceil(lora_params * 16 / shards) if weight_shards == shards
+                else lora_params * 4 + math.ceil(lora_params * 12 / shards))
         trainable = lora_params
     if setup.strategy in ("ddp", "zero2"):
         # gradient buckets; one process is not wrapped in DDP and has none

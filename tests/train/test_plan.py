@@ -573,3 +573,16 @@ def test_zero_layers_named_before_the_config_class_runs(as_folder, tmp_path, cap
     path.write_text(json.dumps({**TINY_BEAM, "num_hidden_layers": 0}))
     code, out, err = _plan_cli(["--model", str(tmp_path if as_folder else path)], capsys)
     assert code == 2 and err.count("\n") == 1 and "num_hidden_layers: must be an integer from 1" in err, err
+
+
+def test_zero2_lora_keeps_the_adapter_weights_whole_on_every_gpu():
+    """ZeRO-2 shards gradients and optimizer state, never weights: an adapter's fp32 weight (4 bytes)
+    is on every GPU, only its gradient and AdamW moments (12 bytes) are divided. The plan divided all 16."""
+    config = llama3_8b()
+    counts = count_parameters(config, lora_r=16)
+    assert counts.lora == 41_943_040
+    mem = memory_per_gpu(counts, config, PlanSetup(gpus=8, strategy="zero2", lora_r=16))
+    assert mem["weights"] == counts.total * 2
+    assert mem["lora"] == counts.lora * 4 + -(-counts.lora * 12 // 8)
+    zero3 = memory_per_gpu(counts, config, PlanSetup(gpus=8, strategy="zero3", lora_r=16))
+    assert zero3["lora"] == -(-counts.lora * 16 // 8)

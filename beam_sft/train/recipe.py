@@ -138,6 +138,9 @@ class LoraSection:
 # bounds both proofs (packing.isolation_diff); the counterfactual's differences are exactly 0 without
 # a leak, even for a bf16 MoE on a GPU, where packed against alone reaches 2 and does not decide.
 PACKING_TOLERANCE_RANGE = (1e-6, 1.0)
+# The longest a collective may wait (preflight.timeout, sft.ddp_timeout): far above any real wait, and a
+# process group's timeout is a timedelta (past ~1e14 s, and 1e300, it overflows with a traceback at launch).
+MAX_TIMEOUT_S = 30 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -346,8 +349,9 @@ def _check_preflight(preflight: PreflightSection) -> None:
             f"{shown(tolerance)} is outside [{low:g}, {high:g}]: below it float noise reads as a leak, above it a "
             "real leak passes (null: chosen by dtype and logit scale)",
         )
-    if not (0 < preflight.timeout < float("inf")):
-        raise ConfigError("preflight.timeout", f"must be a positive number of seconds, got {shown(preflight.timeout)}")
+    if not (0 < preflight.timeout <= MAX_TIMEOUT_S):
+        raise ConfigError("preflight.timeout", f"must be a positive number of seconds up to {MAX_TIMEOUT_S:,} "
+                                               f"(30 days), got {shown(preflight.timeout)}")
 
 
 def _check_lora(lora: LoraSection) -> None:
@@ -409,7 +413,7 @@ SFT_VALUE_RULES: dict[str, tuple[Any, str]] = {
     "save_total_limit": (_at_least(1), "at least 1 (or null: keep all)"),
     "dataloader_num_workers": (_at_least(0), "0 or more"),
     "router_aux_loss_coef": (_at_least(0), "0 or more (0 turns the MoE aux loss off; null: the model's own)"),
-    "ddp_timeout": (lambda v: v > 0, "a positive number of seconds"),
+    "ddp_timeout": (lambda v: 0 < v <= MAX_TIMEOUT_S, f"a positive number of seconds up to {MAX_TIMEOUT_S:,} (30 days)"),
 }
 
 

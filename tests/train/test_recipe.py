@@ -172,6 +172,9 @@ def test_the_recorded_recipe_holds_no_secret():
         ({"preflight": {"packing_tolerance": 0}}, "preflight.packing_tolerance"),
         ({"preflight": {"timeout": 0}}, "preflight.timeout"),
         ({"preflight": {"timeout": -5}}, "preflight.timeout"),
+        # a process group's timeout is a timedelta: these overflowed with a traceback at launch
+        ({"preflight": {"timeout": 1e300}}, "preflight.timeout"),
+        ({"sft": {"ddp_timeout": 10**30}}, "sft.ddp_timeout"),
     ],
 )
 def test_out_of_range_values_fail_with_their_path(sections, path):

@@ -235,6 +235,8 @@ def parse_overrides(pairs: list[str], value: Callable[[list[str], str], Any] | N
             i += 2
         node = out
         parts = key.split(".")
+        if not all(parts):  # "--.seed", "--sft..seed", "--sft.=1": no key to set (it read as a file's unknown key "")
+            raise ConfigError("", f"expected --section.key, got {shown(token)} (an empty name in the key path)")
         for part in parts[:-1]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):

@@ -64,6 +64,14 @@ def test_override_without_value_fails():
         parse_overrides(["lr", "1"])
 
 
+@pytest.mark.parametrize("argv", [["--.seed", "1"], ["--sft..seed", "1"], ["--sft.", "1"], ["--sft.seed.", "1"], ["--=1"]])
+def test_override_with_an_empty_key_name_fails(argv):
+    """An empty part of the key path named no key: it reached the recipe as the key "" and was
+    blamed on the YAML file ("r.yaml: unknown key", with no key), or as "sft." on TRL."""
+    with pytest.raises(ConfigError, match="empty name in the key path"):
+        parse_overrides(argv)
+
+
 @dataclass(frozen=True)
 class Checked:
     size: int = 1

@@ -215,17 +215,27 @@ def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = 
 
 
 def _saved_parameters(model, names: tuple[str, ...]) -> int:
-    """Parameters of the modules PEFT's ``modules_to_save`` matches: a module whose name is one of
-    ``names`` or ends with ``.name`` (PEFT's own matching); each is copied and trained whole."""
-    wanted = set(names)
+    """Parameters of the modules PEFT's ``modules_to_save`` matches: a module whose full name ends
+    with one of ``names`` as a plain string (PEFT's own matching, ``peft.utils.other._set_trainable``:
+    ``norm`` matches every ``*norm`` module, ``proj`` every ``*_proj``); each is copied and trained whole.
+    A name that matches no module is refused: PEFT would silently train nothing for it (a router
+    name the recipe adds for ``lora.train_routers`` may be absent: a model has one of them)."""
     seen: set[int] = set()
+    matched: set[str] = set()
     count = 0
     for name, module in model.named_modules():
-        if name in wanted or name.rpartition(".")[2] in wanted:
-            for param in module.parameters():
-                if id(param) not in seen:  # a tied weight, or a module inside another, counts once
-                    seen.add(id(param))
-                    count += param.numel()
+        hits = [n for n in names if name.endswith(n)]
+        if not hits:
+            continue
+        matched.update(hits)
+        for param in module.parameters():
+            if id(param) not in seen:  # a tied weight, or a module inside another, counts once
+                seen.add(id(param))
+                count += param.numel()
+    missing = [n for n in names if n not in matched and n not in ROUTER_NAMES]
+    if missing:
+        raise ConfigError("--lora-save", f"{missing[0]!r} names no module of this model (lora.modules_to_save "
+                                         "in a recipe): PEFT would train nothing whole for it")
     return count
 
 

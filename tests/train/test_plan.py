@@ -586,3 +586,22 @@ def test_zero2_lora_keeps_the_adapter_weights_whole_on_every_gpu():
     assert mem["lora"] == counts.lora * 4 + -(-counts.lora * 12 // 8)
     zero3 = memory_per_gpu(counts, config, PlanSetup(gpus=8, strategy="zero3", lora_r=16))
     assert zero3["lora"] == -(-counts.lora * 16 // 8)
+
+
+def test_lora_save_matches_modules_as_peft_does_and_refuses_a_name_that_matches_none():
+    """PEFT's modules_to_save matches a module whose full name ends with the name as a plain string
+    (``norm``: every ``*norm`` module); the plan matched only whole leaf names (``norm``: the final
+    norm alone), and a name matching nothing (a typo) was planned as nothing, silently."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    config = tiny_gpt_oss()
+    torch.manual_seed(0)
+    model = get_peft_model(AutoModelForCausalLM.from_config(config),
+                           LoraConfig(r=4, target_modules=["q_proj"], modules_to_save=["norm"]))
+    saved = sum(p.numel() for n, p in model.named_parameters() if p.requires_grad and "modules_to_save" in n)
+    assert saved == count_parameters(config, lora_r=4, lora_saved=("norm",)).lora_saved
+    assert saved > config.hidden_size  # every layer's norms, not only the final one
+    with pytest.raises(ConfigError, match="--lora-save.*'lm_haed' names no module"):
+        count_parameters(config, lora_r=4, lora_saved=("lm_haed",))

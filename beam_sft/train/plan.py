@@ -39,6 +39,7 @@ top-k above the expert count, a memory that is not a finite positive number) is 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import warnings
@@ -544,9 +545,20 @@ def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: st
         lora_experts=lora.on_experts if lora is not None else False,
         lora_saved=lora_saved_names(lora),
         max_length=int(sft.get("max_length") or 1024), micro_batch=int(sft.get("per_device_train_batch_size") or 8),
-        activation_checkpointing=bool(sft.get("activation_checkpointing") or sft.get("gradient_checkpointing")),
+        activation_checkpointing=_checkpointing(sft),
         reserve_gib=0.0,  # the free memory measured already excludes the CUDA context
     )
+
+
+def _checkpointing(sft) -> bool:
+    """Whether the run checkpoints activations, as TrainingArguments resolves it: ``activation_checkpointing``
+    when set, else its deprecated alias ``gradient_checkpointing``, else SFTConfig's default (TRL: on)."""
+    for key in ("activation_checkpointing", "gradient_checkpointing"):
+        if sft.get(key) is not None:
+            return bool(sft[key])
+    from trl import SFTConfig
+
+    return next((f.default is True for f in dataclasses.fields(SFTConfig) if f.name == "gradient_checkpointing"), False)
 
 
 def lora_saved_names(lora) -> tuple[str, ...]:

@@ -605,3 +605,21 @@ def test_lora_save_matches_modules_as_peft_does_and_refuses_a_name_that_matches_
     assert saved > config.hidden_size  # every layer's norms, not only the final one
     with pytest.raises(ConfigError, match="--lora-save.*'lm_haed' names no module"):
         count_parameters(config, lora_r=4, lora_saved=("lm_haed",))
+
+
+@pytest.mark.parametrize("sft, expected", [
+    ({}, True),  # TRL's SFTConfig checkpoints by default: the run did, the pre-flight planned it without
+    ({"gradient_checkpointing": False}, False),
+    ({"activation_checkpointing": True}, True),
+    ({"activation_checkpointing": False, "gradient_checkpointing": True}, False),  # the new name wins
+])
+def test_the_preflight_plans_activation_checkpointing_as_the_run_resolves_it(sft, expected, tmp_path):
+    from trl import SFTConfig
+
+    from beam_sft.train.plan import recipe_setup
+    from beam_sft.train.recipe import recipe_from_dict
+
+    recipe = recipe_from_dict({"model": {"path": "unused"}, "data": {"prepared": "unused"}, "sft": sft})
+    setup = recipe_setup(recipe, world_size=2, gpu_memory_gib=80.0, strategy="zero3")
+    assert setup.activation_checkpointing is expected
+    assert SFTConfig(output_dir=str(tmp_path), use_cpu=True, **sft).activation_checkpointing is expected

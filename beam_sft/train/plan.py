@@ -533,7 +533,7 @@ def format_plan(p: Plan) -> str:
 def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: str | None = None) -> PlanSetup:
     """The PlanSetup a recipe describes, for ``world_size`` processes."""
     sft = recipe.sft
-    dtype = recipe.model.dtype if recipe.model.dtype != "auto" else ("bfloat16" if sft.get("bf16") else "float32")
+    dtype = recipe.model.dtype if recipe.model.dtype != "auto" else _mixed_precision(sft)
     lora = recipe.lora
     ep_size = getattr(recipe.model, "ep_size", 1)
     if ep_size > 1:  # sharded at load by transformers' FSDP2 with the experts split: fsdp2's profile
@@ -548,6 +548,16 @@ def recipe_setup(recipe, *, world_size: int, gpu_memory_gib: float, strategy: st
         activation_checkpointing=_checkpointing(sft),
         reserve_gib=0.0,  # the free memory measured already excludes the CUDA context
     )
+
+
+def _mixed_precision(sft) -> str:
+    """The dtype of a recipe with ``model.dtype: auto``, from its mixed precision as TRL resolves it:
+    ``bf16`` when set, else on unless ``fp16`` (TRL's SFTConfig default: ``bf16 = not fp16``)."""
+    fp16 = bool(sft.get("fp16"))
+    bf16 = sft.get("bf16")
+    if bf16 if bf16 is not None else not fp16:
+        return "bfloat16"
+    return "float16" if fp16 else "float32"
 
 
 def _checkpointing(sft) -> bool:

@@ -623,3 +623,22 @@ def test_the_preflight_plans_activation_checkpointing_as_the_run_resolves_it(sft
     setup = recipe_setup(recipe, world_size=2, gpu_memory_gib=80.0, strategy="zero3")
     assert setup.activation_checkpointing is expected
     assert SFTConfig(output_dir=str(tmp_path), use_cpu=True, **sft).activation_checkpointing is expected
+
+
+@pytest.mark.parametrize("sft, expected", [
+    ({}, "bfloat16"),  # TRL's SFTConfig: bf16 = not fp16 when unset; the pre-flight planned float32
+    ({"fp16": True}, "float16"),
+    ({"bf16": False}, "float32"),
+    ({"bf16": True}, "bfloat16"),
+])
+def test_the_preflight_plans_an_auto_dtype_in_the_runs_mixed_precision(sft, expected):
+    from trl import SFTConfig
+
+    from beam_sft.train.plan import recipe_setup
+    from beam_sft.train.recipe import recipe_from_dict
+
+    recipe = recipe_from_dict({"model": {"path": "unused"}, "data": {"prepared": "unused"}, "sft": sft})
+    assert recipe_setup(recipe, world_size=2, gpu_memory_gib=80.0, strategy="zero3").dtype == expected
+    args = SFTConfig(output_dir="unused", use_cpu=True, **sft)
+    assert {(True, False): "bfloat16", (False, True): "float16", (False, False): "float32"}[(args.bf16, args.fp16)] \
+        == expected

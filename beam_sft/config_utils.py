@@ -74,10 +74,19 @@ def read_config_text(path: str | Path, kind: str = "YAML text file") -> str:
 
 
 def load_json_config(path: str | Path) -> Any:
-    """A JSON config file (a model's config.json, a DeepSpeed config), size-bounded like every config."""
+    """A JSON config file (a model's config.json, a DeepSpeed config), size-bounded like every config;
+    a key given twice in one object is refused (JSON keeps the last silently), like a YAML config's."""
     import json
 
-    return json.loads(read_config_text(path, "JSON config"))
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise ConfigError(key, f"given twice in one object of {path}; keep one")
+            out[key] = value
+        return out
+
+    return json.loads(read_config_text(path, "JSON config"), object_pairs_hook=unique)
 
 
 def from_dict(cls: type[T], data: Any, path: str = "") -> T:

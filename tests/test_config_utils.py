@@ -6,7 +6,7 @@ from typing import Literal
 
 import pytest
 
-from beam_sft.config_utils import deep_merge, from_dict, parse_overrides
+from beam_sft.config_utils import deep_merge, from_dict, load_json_config, parse_overrides
 from beam_sft.errors import ConfigError
 
 
@@ -121,3 +121,14 @@ def test_yaml_numbers_have_one_home():
     import inspect
 
     assert "yaml_number" in inspect.getsource(recipe._number)
+
+
+def test_a_json_config_with_a_key_given_twice_is_refused(tmp_path):
+    """json.loads keeps the last of two values for one key: a model's config.json planned with
+    num_hidden_layers 4 then 52 was planned as 52, silently (YAML configs already refuse this)."""
+    path = tmp_path / "config.json"
+    path.write_text('{"model_type": "beam", "layers": {"n": 4, "n": 52}}')
+    with pytest.raises(ConfigError, match=r"^n: given twice in one object of .*config\.json"):
+        load_json_config(path)
+    path.write_text('{"model_type": "beam", "layers": {"n": 4}, "n": 52}')
+    assert load_json_config(path) == {"model_type": "beam", "layers": {"n": 4}, "n": 52}

@@ -34,9 +34,10 @@ import functools
 import itertools
 import json
 import math
+import os
 import re
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -481,6 +482,21 @@ class ConvertReport:
                 "skipped": [{"path": str(f.path), "reason": f.reason} for f in self.skipped]}
 
 
+def _check_read_once(files: Sequence[Path | BatchPair]) -> None:
+    """One file reached twice (given twice, spelled two ways, a folder and a file in it, a link) would
+    have every row converted twice, unsaid: refused before any output is opened, naming both."""
+    seen: dict[str, Path] = {}
+    for item in files:
+        for file in item.files if isinstance(item, BatchPair) else [item]:
+            if not isinstance(file, Path):
+                continue
+            real = os.path.realpath(file)
+            if real in seen:
+                raise BeamError(f"{seen[real]} and {file} are one file ({real}): its rows would be converted "
+                                "twice; give it once")
+            seen[real] = file
+
+
 def convert_files(
     paths: Iterable[str | Path | BatchPair],
     *,
@@ -507,6 +523,7 @@ def convert_files(
         found, skipped = expand_source(path)
         files.extend(found)
         report.skipped.extend(skipped)
+    _check_read_once(files)
     for path in files:  # an encoding or compression no reader reads fails before any output is opened
         for file in path.files if isinstance(path, BatchPair) else [path]:
             if isinstance(file, Path) and file.is_file():

@@ -405,3 +405,17 @@ def test_real_alpaca_rows_exact_counts(tmp_path):
     assert rows[1]["messages"][0]["content"] == ("Given the parameters of a triangle, find out its perimeter.\n\n"
                                                  "Side 1 = 4\nSide 2 = 6\nSide 3 = 8")
     assert [r["messages"][1]["content"] for r in rows] == [r["output"] for r in ALPACA_EN_DEMO]
+
+
+def test_one_file_reached_twice_is_refused_not_converted_twice(tmp_path, capsys):
+    # `convert a.jsonl ./a.jsonl` (or a folder and a file in it) converted every row twice, unsaid
+    folder = tmp_path / "data"
+    folder.mkdir()
+    src = folder / "a.jsonl"
+    src.write_text(GOOD_TEXT + "\n", encoding="utf-8")
+    for inputs in ([str(src), str(folder / "." / "a.jsonl")], [str(folder), str(src)]):
+        out = tmp_path / "o.jsonl"
+        assert main(["convert", *inputs, "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "are one file" in err and len(err.strip().splitlines()) == 1, err
+        assert not out.exists()

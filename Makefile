@@ -46,9 +46,8 @@ test-fuzz: bytecode  ## generated hostile inputs of every defect class: exit cod
 test-deep: bytecode  ## slow + realistic tiers (realistic needs `make realistic-tokenizer`, else skips)
 	$(PY) -m pytest -q -m "slow or realistic" $(PYTEST_ARGS)
 
-# The template differential's 30,000 generated conversations (part of test-deep): about 500 s of CPU in
-# two processes, single-threaded Python that times nothing. CI runs it on its own beside test-deep at
-# the lowest priority (.ci/run), where it takes the cores the deep tier's launches leave idle.
+# The template differential's 30,000 generated conversations (part of test-deep), alone: about 500 s of
+# CPU in two processes.
 DIFFERENTIAL := tests/harmony/test_template_differential.py::test_rendering_matches_reference_long
 test-differential: bytecode  ## the template differential's 30,000 examples alone (in test-deep too)
 	$(PY) -m pytest -q -p no:cacheprovider -m slow $(DIFFERENTIAL) $(PYTEST_ARGS)

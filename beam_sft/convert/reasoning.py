@@ -84,6 +84,8 @@ def find_reasoning_markup(text: str) -> str | None:
     >>> find_reasoning_markup("a </ Thinking > b"), find_reasoning_markup("think about it")
     ('</ Thinking >', None)
     """
+    if "<" not in text:  # most texts: a C scan instead of the regex (every trained text of every row)
+        return None
     found = _TAG_RE.search(text)
     return found.group() if found else None
 

@@ -217,6 +217,23 @@ def yaml_number(value: Any, tp: Any = None) -> Any:
     return value
 
 
+def set_by_overrides(path: str, extra: dict[str, Any]) -> bool:
+    """True when the key path ``path`` (``sft.foo``, ``data.prepare.sources[0].x``) lies in what the
+    command-line overrides ``extra`` set: an error there is the flag's, not the config file's.
+
+    >>> set_by_overrides("sft.seed", {"sft": {"seed": 1}}), set_by_overrides("sft.lr", {"sft": {"seed": 1}})
+    (True, False)
+    """
+    node: Any = extra
+    for part in re.split(r"\.|(?=\[)", path):
+        if not part:
+            continue
+        if not isinstance(node, dict) or part not in node:
+            return node is not extra and not isinstance(node, dict)  # below a value a flag set whole
+        node = node[part]
+    return node is not extra
+
+
 def parse_overrides(pairs: list[str], value: Callable[[list[str], str], Any] | None = None) -> dict[str, Any]:
     """Turn ``["--sft.learning_rate", "1e-4", "--lora.r=8"]`` into a nested dict. ``value(key_parts,
     raw)`` reads each value (default: YAML, with "1e-4" read as the number people mean).

@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import logging
 import os
-import re
 import signal
 import sys
 import typing
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.cli_args import count, non_negative_float
-from beam_sft.config_utils import from_dict, load_yaml
+from beam_sft.config_utils import from_dict, load_yaml, set_by_overrides
 from beam_sft.convert.cli import add_option_flags, option_overrides
 from beam_sft.data.rejects import sources_table  # convert's table: one renderer
 from beam_sft.dataset_folder.report_json import require_report
@@ -182,7 +181,7 @@ def build_config(args: argparse.Namespace):
         return from_dict(PrepareConfig, merged, key_path)
     except ConfigError as exc:  # which file, then which key; a key a flag gave is the flag's, not the file's
         key = exc.path[len(key_path) + 1:] if key_path and exc.path.startswith(f"{key_path}.") else exc.path
-        if re.split(r"[.\[]", key, maxsplit=1)[0] in overrides:
+        if set_by_overrides(key, overrides):
             raise exc from None
         raise exc.in_file(args.config) from None
 

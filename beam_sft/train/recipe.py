@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +30,7 @@ from beam_sft.config_utils import (
     load_yaml,
     parse_overrides,
     parse_yaml,
+    set_by_overrides,
     shown,
 )
 from beam_sft.errors import ConfigError
@@ -201,20 +201,7 @@ def load_recipe(path: str | Path | None = None, overrides: list[str] | dict[str,
     try:
         return recipe_from_dict(data)
     except ConfigError as exc:  # which file, then which key; a key a flag set is the flag's, not the file's
-        raise (exc if _from_flags(exc.path, extra) else exc.in_file(path)) from None
-
-
-def _from_flags(path: str, extra: dict[str, Any]) -> bool:
-    """True when the key path ``path`` (``sft.foo``, ``data.prepare.sources[0].x``) lies in what the
-    command-line overrides ``extra`` set."""
-    node: Any = extra
-    for part in re.split(r"\.|(?=\[)", path):
-        if not part:
-            continue
-        if not isinstance(node, dict) or part not in node:
-            return node is not extra and not isinstance(node, dict)  # below a value a flag set whole
-        node = node[part]
-    return node is not extra
+        raise (exc if set_by_overrides(exc.path, extra) else exc.in_file(path)) from None
 
 
 def parse_recipe_overrides(pairs: list[str]) -> dict[str, Any]:

@@ -230,6 +230,9 @@ class Outputs:
     inputs: Named = field(default_factory=dict)
     files: Named = field(default_factory=dict)
     folders: Named = field(default_factory=dict)
+    # files among ``files`` at a path the user did not give (a default beside another output), each
+    # with the test of a file a run of ours wrote there: only such a file, or nothing, is replaced
+    defaulted: dict[str, Callable[[Path], bool]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -273,3 +276,19 @@ def check_outputs(spec: Outputs) -> None:
     for kind, named in (("folder", spec.folders), ("file", spec.files)):
         for label, path in _flatten(named):
             check_writable_target(path, kind=kind, label=label)
+    for label, ours in spec.defaulted.items():
+        path = spec.files.get(label)
+        if path is not None:
+            check_default_output(path, label=label, ours=ours)
+
+
+def check_default_output(path: str | os.PathLike, *, label: str, ours: Callable[[Path], bool]) -> None:
+    """An output the user did not name is written where nothing is, or over a file ``ours`` says a run
+    of ours wrote (a rerun of the same command); anything else there is the user's, and naming the
+    path (``label PATH``) is what says to replace it."""
+    path = Path(path)
+    if not os.path.lexists(path) or ours(path):
+        return
+    raise OutputRefused(path, f"it is the default of {label}, which was not given, and it holds something a "
+                              f"beam-sft run did not write; give {label} {path} to replace it, or another path",
+                        hint=False)

@@ -96,13 +96,17 @@ def rejects_path(args: argparse.Namespace) -> str:
 
 
 def convert_outputs(args: argparse.Namespace, *, inputs: dict | None = None, folders: dict | None = None) -> Outputs:
-    """convert's (and reason's, with its own ``inputs`` and ``folders``) paths for the output guard."""
+    """convert's (and reason's, with its own ``inputs`` and ``folders``) paths for the output guard. The
+    rejects file beside ``-o``, when ``--rejects`` is not given, replaces only an earlier run's rejects."""
+    from beam_sft.dataset_folder.rejects import is_rejects_file
+
     return Outputs(inputs={"INPUT": args.inputs, "--batch-input": getattr(args, "batch_input", None),
                            "--batch-output": getattr(args, "batch_output", None), "--config": getattr(args, "config", None),
                            "--tokenizer": getattr(args, "tokenizer", None), **(inputs or {})},
                    files={"-o": args.output, "--rejects": rejects_path(args) if args.output else args.rejects,
                           "--summary-json": args.summary_json},
-                   folders=folders or {})
+                   folders=folders or {},
+                   defaulted={} if args.rejects else {"--rejects": is_rejects_file})
 
 
 def add_batch_flags(parser: argparse.ArgumentParser) -> None:

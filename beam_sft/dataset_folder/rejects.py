@@ -7,8 +7,14 @@ The one writer of a rejects line, for ``prepare`` and ``convert --rejects`` alik
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+# The keys every rejects line of ours holds (``reject_line``); what tells our file from a user's.
+REJECT_KEYS = frozenset({"source", "row", "code", "message"})
 
 
 def reject_json(record: Mapping[str, Any]) -> str:
@@ -54,3 +60,24 @@ def placed(record: Mapping[str, Any], source: str, file: str | None, index: int 
         out["index"] = index
     out.update((k, v) for k, v in record.items() if k != "source")
     return out
+
+
+def is_rejects_file(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a plain file a run of ours wrote as rejects: empty, or every line a rejects
+    record (``REJECT_KEYS``). An unnamed default rejects path (``rows.jsonl`` -> ``rows.rejects.jsonl``)
+    is replaced only where this holds; anything else there (a user's notes, a link, unreadable bytes)
+    is the user's and stays.
+    """
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return False
+        with Path(path).open("rb") as handle:
+            for line in handle:
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                if not isinstance(record, dict) or not REJECT_KEYS <= record.keys():
+                    return False
+    except (OSError, ValueError):
+        return False
+    return True

@@ -100,6 +100,44 @@ def test_without_rejects_the_rejected_rows_are_written_beside_the_output(tmp_pat
         assert "1 rejected row(s) written to" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", ["convert", "reason"])
+@pytest.mark.parametrize("theirs", ["notes\n", '{"source": "x"}\n', "\xff\n", "link"])
+def test_the_unnamed_rejects_path_replaces_only_an_earlier_runs_rejects(tmp_path, command, theirs, capsys):
+    """``-o rows.jsonl`` without ``--rejects`` writes rows.rejects.jsonl: over an earlier run's rejects (a
+    rerun), never over a file of the user's there (text, a JSON line that is not a rejects record,
+    bytes that are not UTF-8, a link), which is refused before anything is read; naming it replaces it."""
+    from beam_sft.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"messages": [{"role": "wizard", "content": "q"}]}) + "\n"
+                   + json.dumps({"messages": [{"role": "user", "content": "q"},
+                                              {"role": "assistant", "reasoning_content": "r", "content": "a"}]}) + "\n",
+                   encoding="utf-8")
+    out, default = tmp_path / "rows.jsonl", tmp_path / "rows.rejects.jsonl"
+    argv = [command, str(src), "-o", str(out)]
+    if command == "reason":
+        argv += ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main(argv) == 0 and main(argv) == 0  # a rerun replaces its own rejects
+    assert [r["code"] for r in _lines(default)] == ["unknown_role"]
+    out.unlink()
+    default.unlink()
+    target = tmp_path / "precious.txt"
+    if theirs == "link":
+        target.write_text("mine\n", encoding="utf-8")
+        default.symlink_to(target)
+    else:
+        default.write_bytes(theirs.encode("latin-1"))
+    before = default.read_bytes()
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "rows.rejects.jsonl" in err and "--rejects" in err and len(err.strip().splitlines()) == 1
+    assert default.read_bytes() == before and not out.exists()
+    assert default.is_symlink() == (theirs == "link")
+    assert main([*argv, "--rejects", str(default)]) == 0  # named: the user's say
+    assert [r["code"] for r in _lines(default)] == ["unknown_role"]
+
+
 def test_a_failed_convert_leaves_the_earlier_outputs_as_they_were(tmp_path, capsys):
     """Outputs are staged and renamed at the end (dataset_folder/staged_files.py): a run that fails half
     way (a gzip cut short) publishes nothing, and the earlier output and rejects stay whole."""

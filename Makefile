@@ -46,10 +46,10 @@ test-fuzz: bytecode  ## generated hostile inputs of every defect class: exit cod
 test-deep: bytecode  ## slow + realistic tiers (realistic needs `make realistic-tokenizer`, else skips)
 	$(PY) -m pytest -q -m "slow or realistic" $(PYTEST_ARGS)
 
-# The template differential's 30,000 generated conversations (part of test-deep), alone: about 500 s of
-# CPU in two processes.
+# The template differential's 30,000 renderings (10,000 generated conversations, each under three sets of
+# template arguments; part of test-deep), alone, in two processes.
 DIFFERENTIAL := tests/harmony/test_template_differential.py::test_rendering_matches_reference_long
-test-differential: bytecode  ## the template differential's 30,000 examples alone (in test-deep too)
+test-differential: bytecode  ## the template differential's 30,000 renderings alone (in test-deep too)
 	$(PY) -m pytest -q -p no:cacheprovider -m slow $(DIFFERENTIAL) $(PYTEST_ARGS)
 
 test-all: bytecode

@@ -710,7 +710,8 @@ def _perturbable_rows() -> st.SearchStrategy[list[dict]]:
 
 
 @cache
-def _any_kwargs() -> st.SearchStrategy[dict]:
+def any_template_kwargs() -> st.SearchStrategy[dict]:
+    """The chat template's keyword arguments as ``any_conversations`` draws them (its ``kwargs``)."""
     effort = st.one_of(
         st.sampled_from(sorted(markers.REASONING_EFFORT_LABELS)),
         st.integers(-5, 2000),
@@ -756,12 +757,13 @@ def any_conversations(draw) -> dict:
         messages = draw(parts["random"])
     else:
         messages = draw(_perturbed_valid_messages())
-    return {"messages": messages, "tools": draw(parts["tools"]), "kwargs": draw(_any_kwargs())}
+    return {"messages": messages, "tools": draw(parts["tools"]), "kwargs": draw(any_template_kwargs())}
 
 
 __all__ = [
     "SEARCH_TOOL",
     "any_conversations",
+    "any_template_kwargs",
     "any_text",
     "any_tools",
     "beam_messages",

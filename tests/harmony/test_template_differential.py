@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from tests.strategies import any_conversations, any_tools, beam_rows
+from tests.strategies import any_conversations, any_template_kwargs, any_tools, beam_rows
 
 _SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
@@ -292,12 +292,17 @@ def test_valid_rows_keep_their_guarantees(tokenizer, row, serving):
     assert text.count("<|start|>") == _expected_starts(row, serving)
 
 
-# The long run: 30,000 generated conversations, split over two processes with their own seeds.
-# Hypothesis's drawing of the conversations, not the two renderings, is three quarters of the time
-# (profiled on 1,000 examples: 18 of 24 s), so a second process is the one way to halve it on the
-# CI's two cores. The shard test runs only inside those processes (it skips otherwise, saying so).
+# The long run: 30,000 renderings compared, split over two processes with their own seeds.
+# Hypothesis's drawing of a conversation, not the two renderings, is three quarters of an example's
+# time (profiled on 1,000 examples: 18 of 24 s; about 200 draws each), so each drawn conversation is
+# rendered under its own template arguments and under LONG_KWARGS_SETS - 1 more drawn sets (the
+# arguments meet the messages in the template: generation prompt after any last role, effort,
+# identity, builtin tools against declared ones, missing thinking): 10,000 drawn conversations,
+# 30,000 (conversation, arguments) pairs, in about a third of the time 30,000 draws took. The shard
+# test runs only inside those processes (it skips otherwise, saying so).
 LONG_EXAMPLES = 30000
 LONG_SHARDS = 2
+LONG_KWARGS_SETS = 3
 _SHARD_ENV = "BEAM_DIFFERENTIAL_SHARD_EXAMPLES"
 
 
@@ -318,7 +323,10 @@ def test_rendering_matches_reference_long(reference_template):
 @pytest.mark.slow
 @pytest.mark.skipif(_SHARD_ENV not in os.environ,
                     reason="one shard of test_rendering_matches_reference_long, which runs it in its own process")
-@settings(max_examples=int(os.environ.get(_SHARD_ENV) or 1), **_SETTINGS)
-@given(conversation=any_conversations())
-def test_rendering_matches_reference_long_shard(tokenizer, reference_template, render_spans, conversation):
-    _check_rendering(tokenizer, reference_template, render_spans, conversation)
+@settings(max_examples=max(1, int(os.environ.get(_SHARD_ENV) or 1) // LONG_KWARGS_SETS), **_SETTINGS)
+@given(conversation=any_conversations(), other_kwargs=st.lists(any_template_kwargs(), min_size=LONG_KWARGS_SETS - 1,
+                                                                 max_size=LONG_KWARGS_SETS - 1))
+def test_rendering_matches_reference_long_shard(tokenizer, reference_template, render_spans, conversation,
+                                                 other_kwargs):
+    for kwargs in (conversation["kwargs"], *other_kwargs):
+        _check_rendering(tokenizer, reference_template, render_spans, {**conversation, "kwargs": kwargs})

@@ -34,7 +34,6 @@ import functools
 import itertools
 import json
 import math
-import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -58,7 +57,9 @@ from beam_sft.data.sources import (
     check_readable,
     compressed,
     expand_source,
+    files_read,
     iter_located,
+    read_twice,
 )
 from beam_sft.errors import BeamError, OutputUnwritable, RunStopped
 from beam_sft.harmony.spans import is_trained
@@ -482,19 +483,20 @@ class ConvertReport:
                 "skipped": [{"path": str(f.path), "reason": f.reason} for f in self.skipped]}
 
 
-def _check_read_once(files: Sequence[Path | BatchPair]) -> None:
-    """One file reached twice (given twice, spelled two ways, a folder and a file in it, a link) would
-    have every row converted twice, unsaid: refused before any output is opened, naming both."""
-    seen: dict[str, Path] = {}
-    for item in files:
-        for file in item.files if isinstance(item, BatchPair) else [item]:
-            if not isinstance(file, Path):
-                continue
-            real = os.path.realpath(file)
-            if real in seen:
-                raise BeamError(f"{seen[real]} and {file} are one file ({real}): its rows would be converted "
-                                "twice; give it once")
-            seen[real] = file
+def _check_read_once(files: Sequence[Path | str | BatchPair]) -> None:
+    """One file reached twice (given twice, spelled two ways, a folder and a file in it, a dataset
+    folder and a file of its split, a link) would have every row converted twice, unsaid: refused
+    before any output is opened, naming both. What each reads is the readers' own listing
+    (``sources.files_read``), the rule prepare's config checks by too."""
+    twice = read_twice([item.files if isinstance(item, BatchPair) else files_read(item) for item in files])
+    if twice is not None:
+        first, second, real = twice
+        raise BeamError(f"{_shown(files[first])} and {_shown(files[second])} both read {real}: its rows would be "
+                        "converted twice; give it once")
+
+
+def _shown(item: Path | str | BatchPair) -> str:
+    return item.label if isinstance(item, BatchPair) else str(item)
 
 
 def convert_files(

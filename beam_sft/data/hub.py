@@ -188,17 +188,32 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
     on its own (so files of several types, or with columns that differ, read as they are, where
     ``datasets`` streaming casts every file to the first one's columns and fails on a mix of
     Parquet and JSON Lines). None when the card says something only ``datasets`` reads (another
-    file type, a loading script, no ``configs``): then ``datasets`` reads it.
+    file type, a loading script, no ``configs``, features or a builder's options): then ``datasets``
+    reads it.
+    """
+    listed = split_files(ref)
+    if listed is None:
+        return None
+    files, own = listed
+    return files if own and all(p.name.lower().endswith(_OWN_READER) for p in files) else None
+
+
+def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
+    """The files one split of a local repository reads, and whether the card leaves them to be read
+    file by file (False: it holds features or a builder's options, ``datasets``' own reading); None
+    when no pattern is known here (a loading script, no ``configs``) or ``ref`` is not local.
 
     Patterns are the card's (``data/train-*``), or with no card those ``datasets`` infers from
     split-named files (``_named_splits``), resolved as ``datasets`` resolves them (``_resolve``), in
     sorted order; a split or config the repository does not have is a ``BeamError`` naming them.
+    ``local_data_files`` reads by this list, and prepare's check that no file is read twice asks it.
     """
     if not ref.is_local:
         return None
     root = Path(ref.path)
     data_files = ref.data_files
     inferred = False
+    own = True
     if data_files is None:
         configs = (_card(root) or {}).get("configs")
         named = _named_splits(root) if configs is None and ref.name is None else {}
@@ -217,8 +232,9 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
                 config = next((c for c in configs if c.get("default") is True), None) or \
                     (configs[names.index("default")] if "default" in names else configs[0])
             data_files = config.get("data_files")
-            if data_files is None or set(config) - {"config_name", "data_files", "default"}:
-                return None  # features, a builder's options, ...: datasets' own reading
+            if data_files is None:
+                return None
+            own = not set(config) - {"config_name", "data_files", "default"}
     splits = _split_files(data_files)
     if splits is None:
         return None
@@ -233,9 +249,7 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
         files.extend(p for p in found if p not in files)
     if inferred:
         files.sort()
-    if not all(p.name.lower().endswith(_OWN_READER) for p in files):
-        return None
-    return files
+    return files, own
 
 
 def looks_like_hub_id(text: str) -> bool:

@@ -60,8 +60,9 @@ import decimal
 import gzip
 import io
 import json
+import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -345,6 +346,51 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
         raise BeamError(f"{path}: no data files ({', '.join(DATA_SUFFIXES)}) in the directory"
                         + (f"; skipped {len(skipped)} other file(s)" if skipped else ""))
     return files, skipped
+
+
+def files_read(source: str | Path | hub.DatasetRef) -> list[Path]:
+    """Every local file a source reads, by the readers' own listing: ``expand_source`` for a file or
+    folder, ``hub.split_files`` for one split of a local repository. A folder in the list is read
+    whole (a ``save_to_disk`` folder, a repository only ``datasets`` lists); a hub id reads no local
+    file: ``[]``. Prepare asks this whether two sources read one file, so the two cannot drift."""
+    if not isinstance(source, hub.DatasetRef):
+        source = hub.parse_data_arg(source)
+    if isinstance(source, hub.DatasetRef):
+        if not source.is_local:
+            return []
+        listed = hub.split_files(source)
+        return [Path(source.path)] if listed is None else listed[0]
+    files, _ = expand_source(source)
+    return files
+
+
+def read_twice(groups: Sequence[Sequence[str | Path]]) -> tuple[int, int, str] | None:
+    """The first file two sources both read: ``(earlier, later, real path)``, or None when every
+    file is read once. ``groups``: what each source reads (``files_read``), in order; paths are
+    compared real (``./a.jsonl``, a symbolic link, ``..``), and a folder in a group is read whole, so
+    anything inside it counts as read by it."""
+    seen: dict[str, int] = {}
+    folders: list[tuple[str, int]] = []
+    for later, group in enumerate(groups):
+        real = sorted({os.path.realpath(p) for p in group})
+        for path in real:
+            earlier = seen.get(path)
+            if earlier is None:  # inside a folder an earlier source reads whole?
+                earlier = next((k for folder, k in folders if _inside(path, folder)), None)
+            if earlier is not None and earlier != later:
+                return earlier, later, path
+        for path in real:
+            seen.setdefault(path, later)
+            if os.path.isdir(path):
+                hit = next((p for p, k in seen.items() if k != later and _inside(p, path)), None)
+                if hit is not None:  # an earlier source's file inside this folder read whole
+                    return seen[hit], later, hit
+                folders.append((path, later))
+    return None
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _byte_lines(path: Path) -> Iterator[tuple[int, bytes]]:

@@ -28,10 +28,9 @@ from beam_sft.convert.options import (
     MissingReasoning,
     options_from_dict,
 )
-from beam_sft.data.file_kinds import DATA_SUFFIXES
-from beam_sft.data.hub import dataset_source, source_label
-from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
-from beam_sft.errors import ConfigError
+from beam_sft.data.hub import DatasetRef, dataset_source, source_label
+from beam_sft.data.sources import files_read, read_twice
+from beam_sft.errors import BeamError, ConfigError
 from beam_sft.reason.config import TeacherConfig
 
 LengthPolicy = Literal["drop", "trim_turns"]
@@ -155,24 +154,13 @@ class PrepareConfig:
             if isinstance(source.path, str) and not source.path.strip():
                 raise ConfigError(f"sources[{i}].path", "must not be empty (it would read the working folder)")
         labels: dict[str, int] = {}
-        read: list[tuple[int, str]] = []  # (source, real path) of the nameless local files and folders
         for i, source in enumerate(self.sources):
             if source.label in labels:
                 raise ConfigError("sources", f"sources[{labels[source.label]}] and sources[{i}] share the label "
                                   f"{shown(source.label)}; give them distinct `name`s")
             labels[source.label] = i
-            # One file reached twice, spelled two ways (./a.jsonl, a symlink, a folder and a file in it),
-            # with no `name` to say the second reading is meant: its rows would be read twice, unsaid.
-            if source.name is not None or source.batch_input is not None or dataset_source(source) != source.path:
-                continue
-            real = os.path.realpath(source.path)
-            for j, other in read:
-                twice = next((f for f in (_read_by(other, real), _read_by(real, other)) if f), None)
-                if twice:
-                    raise ConfigError("sources", f"sources[{j}] ({shown(self.sources[j].path)}) and sources[{i}] "
-                                      f"({shown(source.path)}) both read {shown(twice)}: its rows would be read "
-                                      "twice; give them distinct `name`s to mean it")
-            read.append((i, real))
+        if len(self.sources) > 1:
+            _refuse_reading_twice(self.sources)
 
     def resolved_num_proc(self) -> int:
         if self.num_proc is not None:
@@ -183,18 +171,39 @@ class PrepareConfig:
             return max(1, os.cpu_count() or 1)
 
 
-def _read_by(folder: str, path: str) -> str | None:
-    """``path`` itself when it is ``folder``, or when ``folder`` is a plain folder whose listing reads it
-    (sources.expand_source: not hidden below it; a file by its data suffix); else None."""
-    if path == folder:
-        return path
-    if not os.path.isdir(folder) or os.path.isfile(os.path.join(folder, DATASET_INFO_FILE)) \
-            or os.path.isfile(os.path.join(folder, STATE_FILE)):
-        return None
-    rel = os.path.relpath(path, folder)
-    if rel.startswith(os.pardir) or any(part.startswith(".") for part in rel.split(os.sep)):
-        return None
-    return path if os.path.isdir(path) or path.lower().endswith(DATA_SUFFIXES) else None
+def _refuse_reading_twice(sources: list[SourceSpec]) -> None:
+    """One file reached by two sources (``a.jsonl`` and ``./a.jsonl``, a symlink, a folder and a file
+    in it, a dataset repository and one of its files) with nothing said: its rows would be read twice.
+    What a source reads is asked of the readers' own listing (``sources.files_read``), never restated
+    here, so this check and the run cannot disagree on a hidden file, a suffix or a hub layout."""
+    twice = read_twice([_paths_read(source) for source in sources])
+    if twice is not None:
+        j, i, path = twice
+        raise ConfigError("sources", f"sources[{j}] ({shown(sources[j].path)}) and sources[{i}] "
+                          f"({shown(sources[i].path)}) both read {shown(path)}: its rows would be read "
+                          f"twice; {_how_to_mean_it(sources, j, i)}")
+
+
+def _paths_read(source: SourceSpec) -> list[str]:
+    """What ``source`` reads; nothing when it may read a file again: a plain file or folder with a
+    ``name`` (its own label says the second reading is meant), or a source the run will refuse anyway
+    (missing, empty: the run names it in its own words)."""
+    location = dataset_source(source)
+    if source.name is not None and not isinstance(location, DatasetRef):  # (a dataset's `name` is its config)
+        return []
+    if source.batch_input is not None:
+        return [source.path, source.batch_input]
+    try:
+        return [str(p) for p in files_read(location)]
+    except BeamError:
+        return []
+
+
+def _how_to_mean_it(sources: list[SourceSpec], j: int, i: int) -> str:
+    plain = [k for k in (j, i) if not isinstance(dataset_source(sources[k]), DatasetRef)]
+    if plain:
+        return f"give sources[{plain[-1]}] a `name` to mean it"
+    return "to repeat its rows, give one source a higher `weight`"
 
 
 def prepare_section(data: dict[str, Any]) -> tuple[dict[str, Any], str]:

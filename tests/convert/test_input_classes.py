@@ -417,5 +417,21 @@ def test_one_file_reached_twice_is_refused_not_converted_twice(tmp_path, capsys)
         out = tmp_path / "o.jsonl"
         assert main(["convert", *inputs, "-o", str(out)]) == 2
         err = capsys.readouterr().err
-        assert "are one file" in err and len(err.strip().splitlines()) == 1, err
+        assert "both read" in err and "converted twice" in err and len(err.strip().splitlines()) == 1, err
         assert not out.exists()
+
+
+def test_a_dataset_folder_and_a_file_of_its_split_are_refused_not_converted_twice(tmp_path, capsys):
+    # a folder laid out as on the hub is one dataset source (its train split), not a list of files: the
+    # check asks the same listing the reader reads by (sources.files_read), so its file counts as read
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n"
+                                    "    path: data/train-*\n---\n", encoding="utf-8")
+    src = repo / "data" / "train-00000-of-00001.jsonl"
+    src.write_text(GOOD_TEXT + "\n", encoding="utf-8")
+    out = tmp_path / "o.jsonl"
+    assert main(["convert", str(repo), str(src), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{repo} and {src} both read {src}" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()

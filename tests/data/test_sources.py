@@ -338,3 +338,19 @@ def test_a_stray_bracket_above_json_lines_is_one_bad_line(tmp_path):
     compact = tmp_path / "compact.jsonl"
     compact.write_text("[\n" + ",\n".join(json.dumps(row) for _ in range(3)) + "\n]\n")
     assert [v for _, v in records(compact)] == [row] * 3
+
+
+def test_read_twice_finds_one_file_in_two_sources_and_a_file_inside_a_folder_read_whole(tmp_path):
+    from beam_sft.data.sources import read_twice
+
+    saved = tmp_path / "saved"  # a folder read whole (a save_to_disk folder, a repository datasets lists)
+    saved.mkdir()
+    inside = saved / "data-00000-of-00001.arrow"
+    inside.write_bytes(b"")
+    other = tmp_path / "a.jsonl"
+    other.write_text("{}\n", encoding="utf-8")
+    assert read_twice([[other], [saved]]) is None
+    assert read_twice([[other], [tmp_path / "." / "a.jsonl"]]) == (0, 1, str(other.resolve()))
+    assert read_twice([[saved], [other], [inside]]) == (0, 2, str(inside.resolve()))
+    assert read_twice([[inside], [other], [saved]]) == (0, 2, str(inside.resolve()))
+    assert read_twice([[saved, inside]]) is None  # within one source: its own listing, read once

@@ -245,3 +245,78 @@ def test_one_file_given_twice_by_two_spellings_is_refused_naming_both(tmp_path, 
     # distinct names: the second reading is meant
     config = PrepareConfig(sources=[SourceSpec(path=str(data)), SourceSpec(path=other, name="again")])
     assert [s.label for s in config.sources] == [str(data), "again"]
+
+
+HUB_CARD = ("---\nconfigs:\n- config_name: default\n  data_files:\n  - split: train\n    path: data/train-*\n"
+            "  - split: test\n    path: data/test-*\n---\n# card\n")
+
+
+def hub_folder(root: Path, layout: str) -> Path:
+    """A dataset folder laid out as on the hub: a `configs:` card over data/train-*.parquet, or no card
+    with files (data/train-*) or folders (train/, test/) named for two splits, as datasets infers them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pylist(small_rows(2))
+    if layout == "card":
+        (root / "data").mkdir(parents=True)
+        (root / "README.md").write_text(HUB_CARD, encoding="utf-8")
+        train, test = root / "data" / "train-00000-of-00001.parquet", root / "data" / "test-00000-of-00001.parquet"
+    elif layout == "named files":
+        (root / "data").mkdir(parents=True)
+        train, test = root / "data" / "train-00000-of-00001.jsonl", root / "data" / "test-00000-of-00001.jsonl"
+    else:
+        (root / "train").mkdir(parents=True)
+        (root / "test").mkdir()
+        train, test = root / "train" / "part-0.jsonl", root / "test" / "part-0.jsonl"
+    for path in (train, test):
+        if path.suffix == ".parquet":
+            pq.write_table(table, path)
+        else:
+            write_jsonl(path, table.to_pylist())
+    return train
+
+
+@pytest.mark.parametrize("layout", ["card", "named files", "split folders"])
+def test_a_hub_layout_folder_and_a_file_it_reads_are_refused_naming_both(tmp_path, layout):
+    """The folder is a dataset (its train split), not a plain folder, yet the file is still read by it:
+    the check asks the readers' own listing (sources.files_read), so a hub layout is one more case of it."""
+    repo = tmp_path / "repo"
+    train = hub_folder(repo, layout)
+    with pytest.raises(ConfigError, match=r"sources\[0\] \('.*repo'\) and sources\[1\] \('.*train.*'\) both read "
+                       r"'.*train.*': its rows would be read twice; give sources\[1\] a `name`"):
+        PrepareConfig(sources=[SourceSpec(path=str(repo)), SourceSpec(path=str(train))])
+    with pytest.raises(ConfigError, match=r"both read '.*train"):  # either order, and through `split: train`
+        PrepareConfig(sources=[SourceSpec(path=str(train)), SourceSpec(path=str(repo), split="train")])
+    # the test split's file is not read by the train split: no overlap; a name says a second reading is meant
+    test_file = next(p for p in repo.rglob("*") if p.is_file() and "test" in str(p.relative_to(repo)))
+    PrepareConfig(sources=[SourceSpec(path=str(repo)), SourceSpec(path=str(test_file))])
+    PrepareConfig(sources=[SourceSpec(path=str(repo)), SourceSpec(path=str(train), name="again")])
+
+
+def test_a_hidden_file_is_not_read_by_its_folder_so_not_twice(tmp_path):
+    folder = tmp_path / "rows"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", small_rows(2))
+    hidden = folder / ".held" / "b.jsonl"
+    hidden.parent.mkdir()
+    write_jsonl(hidden, small_rows(2))
+    write_jsonl(folder / ".c.jsonl", small_rows(2))
+    config = PrepareConfig(sources=[SourceSpec(path=str(folder)), SourceSpec(path=str(hidden)),
+                                    SourceSpec(path=str(folder / ".c.jsonl"))])
+    assert len(config.sources) == 3
+
+
+def test_two_folders_one_inside_the_other_are_refused_naming_a_file_of_both(tmp_path):
+    outer = tmp_path / "rows"
+    inner = outer / "more"
+    inner.mkdir(parents=True)
+    write_jsonl(outer / "a.jsonl", small_rows(2))
+    write_jsonl(inner / "b.jsonl", small_rows(2))
+    for first, second in ((outer, inner), (inner, outer)):
+        with pytest.raises(ConfigError, match=r"sources\[0\] .* and sources\[1\] .* both read '.*more/b.jsonl'"):
+            PrepareConfig(sources=[SourceSpec(path=str(first)), SourceSpec(path=str(second))])
+    # a folder whose only data file is hidden from the outer one: nothing read twice
+    (inner / "b.jsonl").rename(inner / ".b.jsonl")
+    write_jsonl(tmp_path / "other.jsonl", small_rows(1))
+    PrepareConfig(sources=[SourceSpec(path=str(outer)), SourceSpec(path=str(tmp_path / "other.jsonl"))])

@@ -126,6 +126,23 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
         raise ConfigError(_join(path, exc.path) if exc.path else path, message) from exc
 
 
+def require_path(value: str | None, key: str) -> str | None:
+    """``value`` when it names something, for every config key that is a path: an empty one (``''``,
+    blanks) is refused with its key, never read as ``Path('')``, the working folder, nor taken for
+    "not given" and a default put in its place. Path-typed fields get it from ``_coerce``; a path
+    kept as ``str`` (a path or a hub id) calls it in its ``__post_init__``.
+
+    >>> require_path("", "data.prepared")
+    Traceback (most recent call last):
+    ...
+    beam_sft.errors.ConfigError: data.prepared: an empty path (it would name the working folder): give a path, or leave the key out for its default
+    """
+    if isinstance(value, str) and not value.strip():
+        raise ConfigError(key, "an empty path (it would name the working folder): give a path, or leave the key "
+                               "out for its default")
+    return value
+
+
 def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
@@ -189,7 +206,7 @@ def _coerce(tp: Any, value: Any, path: str) -> Any:
         raise ConfigError(path, f"expected a string, got {shown(value)}")
     if tp is Path:
         if isinstance(value, (str, Path)):
-            return Path(value)
+            return Path(require_path(str(value), path))
         raise ConfigError(path, f"expected a path, got {shown(value)}")
     return value
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from beam_sft.config_utils import from_dict, load_yaml, shown
+from beam_sft.config_utils import from_dict, load_yaml, require_path, shown
 from beam_sft.convert.options import (
     COLUMN_MAP_DEPRECATED,
     FORMAT_CHOICES,
@@ -70,6 +70,7 @@ class SourceSpec:
         if self.format not in FORMAT_CHOICES:
             raise ConfigError("format", f"{shown(self.format)} is not one of {', '.join(FORMAT_CHOICES)}")
         self._check_convert()
+        require_path(self.batch_input, "batch_input")
         if self.batch_input is not None:
             for key, value in (("path", self.path), ("batch_input", self.batch_input)):
                 if not os.path.isfile(value):
@@ -134,9 +135,7 @@ class PrepareConfig:
     def __post_init__(self) -> None:
         # A ConfigError's path is relative to this config; from_dict prefixes where it sits (data.prepare).
         for key in ("output", "tokenizer"):  # an empty path is not "not given": say so, never a default instead
-            value = getattr(self, key)
-            if isinstance(value, str) and not value.strip():
-                raise ConfigError(key, "must not be empty (leave it out for its default)")
+            require_path(getattr(self, key), key)
         if self.max_length is not None and self.max_length < 1:
             raise ConfigError("max_length", f"must be at least 1, got {self.max_length}")
         if self.num_shards < 1:
@@ -151,8 +150,7 @@ class PrepareConfig:
             if not 0 <= source.weight <= MAX_WEIGHT:
                 raise ConfigError(f"sources[{i}].weight", f"must be from 0 to {MAX_WEIGHT:g} (copies of each row), "
                                   f"got {source.weight:g}")
-            if isinstance(source.path, str) and not source.path.strip():
-                raise ConfigError(f"sources[{i}].path", "must not be empty (it would read the working folder)")
+            require_path(source.path, f"sources[{i}].path")
         labels: dict[str, int] = {}
         for i, source in enumerate(self.sources):
             if source.label in labels:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from beam_sft.config_utils import require_path
 from beam_sft.errors import BeamError, ConfigError
 from beam_sft.reason.checks import DEFAULT_MAX_CHARS
 from beam_sft.redact import redact_url, url_secrets
@@ -83,6 +84,7 @@ class JudgeConfig:
             raise ConfigError("api_key_env", "must name an environment variable (leave it out for the teacher's key)")
         if self.model is not None and not self.model.strip():
             raise ConfigError("model", "must not be empty")
+        require_path(self.prompt, "prompt")  # empty: not the default prompt, said
         if self.max_tokens < 1:
             raise ConfigError("max_tokens", f"must be at least 1, got {self.max_tokens}")
         if self.temperature < 0:
@@ -120,6 +122,8 @@ class TeacherConfig:
                                              f"{' then '.join(DEFAULT_KEY_ENVS)})")
         if not self.model.strip():
             raise ConfigError("model", "must not be empty")
+        for name in ("prompt", "cache_dir"):  # empty: not the default prompt or cache, said
+            require_path(getattr(self, name), name)
         for name in ("concurrency", "max_tokens", "max_reasoning_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(name, f"must be at least 1, got {getattr(self, name)}")

@@ -30,6 +30,7 @@ from beam_sft.config_utils import (
     load_yaml,
     parse_overrides,
     parse_yaml,
+    require_path,
     set_by_overrides,
     shown,
 )
@@ -468,12 +469,20 @@ def sft_fields() -> dict[str, Any]:
     return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(SFTConfig) if f.init}
 
 
+# SFTConfig keys that name a file or folder (a string there; deepspeed and the like may be a mapping too).
+SFT_PATH_KEYS = ("output_dir", "logging_dir", "deepspeed", "fsdp_config", "accelerator_config",
+                 "resume_from_checkpoint", "chat_template_path")
+
+
 def validate_sft(sft: dict[str, Any]) -> dict[str, Any]:
     """Check ``sft`` keys against TRL's SFTConfig and coerce simple values to the field's type.
 
     Unknown keys fail with their path and the closest known key; keys that would undo the
     prepared-dataset contract are refused with the reason.
     """
+    for key in SFT_PATH_KEYS:  # '' is not "not given": HF reads it as no file, or as the working folder
+        if key in sft:
+            require_path(sft[key], f"sft.{key}")
     known = sft_fields()
     out: dict[str, Any] = {}
     for key, value in sft.items():

@@ -57,3 +57,25 @@ def test_an_empty_teacher_key_variable_or_model_is_refused(block):
 
     with pytest.raises(ConfigError):
         from_dict(TeacherConfig, {"base_url": "http://127.0.0.1:1/v1", "model": "m", **block})
+
+
+@pytest.mark.parametrize(("recipe", "key"), [
+    ({"data": {"prepared": ""}}, "data.prepared"),
+    ({"data": {"prepared": "out/prep", "eval": {"prepared": "  "}}}, "data.eval.prepared"),
+    ({"data": {"prepared": "out/prep"}, "sft": {"resume_from_checkpoint": ""}}, "sft.resume_from_checkpoint"),
+    ({"data": {"prepared": "out/prep"}, "sft": {"deepspeed": ""}}, "sft.deepspeed"),
+    ({"data": {"prepare": {"sources": [{"path": "a.jsonl", "batch_input": ""}]}}}, "data.prepare.sources[0].batch_input"),
+    ({"data": {"prepare": {"sources": [{"path": "a.jsonl"}], "reasoning": {
+        "base_url": "http://127.0.0.1:1/v1", "model": "m", "cache_dir": ""}}}}, "data.prepare.reasoning.cache_dir"),
+    ({"data": {"prepare": {"sources": [{"path": "a.jsonl"}], "reasoning": {
+        "base_url": "http://127.0.0.1:1/v1", "model": "m", "judge": {"prompt": " "}}}}},
+     "data.prepare.reasoning.judge.prompt"),
+])
+def test_an_empty_path_in_a_recipe_is_refused_with_its_key_not_taken_for_the_working_folder(recipe, key):
+    # `data.prepared: ''` was Path(''), the working folder: train would look for a prepared folder there;
+    # an empty cache_dir or prompt was "not given", and a default put in its place unsaid
+    from beam_sft.train.recipe import recipe_from_dict
+
+    with pytest.raises(ConfigError) as info:
+        recipe_from_dict({"model": {"path": "m"}, **recipe})
+    assert info.value.path == key and "empty path" in str(info.value), str(info.value)

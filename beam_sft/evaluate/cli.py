@@ -15,9 +15,11 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from beam_sft.cli_args import count, positive_float
+from beam_sft.dataset_folder.oserrors import describe
 from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import KINDS, METRICS, TaskMetrics
 from beam_sft.paths import Outputs, writes
@@ -173,9 +175,15 @@ def sample(turn, generated, score) -> dict:
 def prepare_json_target(path: Path) -> None:
     """Before any turn is generated: the folder of ``--json`` made (as ``convert -o`` makes its own) and
     found writable, so that a run of hours never ends failing to write its result."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if not os.access(path.parent, os.W_OK | os.X_OK):
-        raise BeamError(f"--json {path}: its folder {path.parent} is not writable")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # A file made there and removed, as write_json makes its temporary file: os.access asks the mode
+        # bits, which root passes on any folder, and knows nothing of a read-only or full file system.
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise BeamError(f"--json {path}: its folder {path.parent} is not writable ({describe(exc)})") from None
 
 
 def write_json(path: Path, data: dict) -> None:

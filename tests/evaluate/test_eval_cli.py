@@ -3,7 +3,10 @@ the argument rules; and the choice of turns."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -184,3 +187,32 @@ def test_a_server_error_is_one_line(eval_prepared, capsys):
         assert main(["eval", "--base-url", stub.base_url, "--model", "m", "--data", str(eval_prepared)]) == 2
     err = capsys.readouterr().err
     assert "HTTP 500" in err and "kind0.jsonl:0#1" in err and err.count("\n") == 1
+
+
+def test_json_in_a_folder_that_cannot_be_written_is_refused_before_any_turn_even_as_root(tmp_path, monkeypatch):
+    """os.access asks the mode bits, which root passes on any folder: a read-only file system (injected,
+    tests/faults.py; a read-only bind mount needs privileges a test should not use) and a folder of /proc
+    (where root may create nothing) passed it, and hours of generation ended failing to write the result.
+    The check makes and removes a file there instead."""
+    from beam_sft.errors import BeamError
+    from beam_sft.evaluate.cli import prepare_json_target
+    from tests.faults import inject
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    prepare_json_target(folder / "eval.json")  # writable: nothing left behind
+    assert list(folder.iterdir()) == []
+    with monkeypatch.context() as m:
+        inject(m, folder, errno.EROFS)
+        with pytest.raises(BeamError, match=r"--json .*eval.json: its folder .*ro is not writable \(.*read-only"):
+            prepare_json_target(folder / "eval.json")
+    if os.path.isdir("/proc"):  # a real refusal by the kernel, though os.access says yes to root
+        with pytest.raises(BeamError, match=r"its folder /proc is not writable"):
+            prepare_json_target(Path("/proc/eval.json"))
+    if os.geteuid() != 0:  # (as root, a folder of mode 0o500 is writable, and rightly passes)
+        folder.chmod(0o500)
+        try:
+            with pytest.raises(BeamError, match="not writable"):
+                prepare_json_target(folder / "eval.json")
+        finally:
+            folder.chmod(0o700)

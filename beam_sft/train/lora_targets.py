@@ -27,8 +27,10 @@ any adapter; PEFT applies no dropout to a parameter adapter, so they need ``lora
 from __future__ import annotations
 
 import difflib
+import re
 
 from beam_sft.errors import ConfigError
+from beam_sft.train.moe import ndim
 
 PRESETS = {
     "beam-attention": "q_proj, k_proj, v_proj, o_proj and the output gate self_attn.gate_proj of every layer",
@@ -98,21 +100,7 @@ def _module_names(target_modules, model, layout):
         # Spelled out without the routers: PEFT's own expansion, through its weight-conversion
         # mapping, puts an adapter on DeepSeek-V3's router (measured with peft 0.21).
         return linear_names(model, exclude=routers)
-    if isinstance(target_modules, (list, tuple)):
-        _check_named(target_modules, model)
     return target_modules
-
-
-def _check_named(targets, model) -> None:
-    """Each listed module name matches a module as PEFT matches it (the whole name, or its last parts):
-    PEFT refuses a name that matches none only once the trainer wraps the model, with a traceback."""
-    names = [n for n, _ in model.named_modules() if n]
-    for target in targets:
-        if isinstance(target, str) and not any(n == target or n.endswith("." + target) for n in names):
-            leaves = sorted({n.rsplit(".", 1)[-1] for n in linear_names(model, exclude=[])})
-            close = difflib.get_close_matches(target, leaves, n=1)
-            hint = f" (did you mean {close[0]}?)" if close else f" (its linear layers: {', '.join(leaves[:12])})"
-            raise ConfigError("lora.target_modules", f"{target!r} names no module of this model{hint}")
 
 
 def linear_names(model, *, exclude: list[str]) -> list[str]:
@@ -127,3 +115,72 @@ def linear_names(model, *, exclude: list[str]) -> list[str]:
                 and not any(name == r or name.startswith(r + ".") for r in exclude):
             names.add(name)
     return sorted(names)
+
+
+# --- every name the lora section lists matches the model, as PEFT will match it ------------------------
+# PEFT refuses a target_modules list only when none of its names matches, with a traceback once the
+# trainer wraps the model; a modules_to_save or target_parameters name that matches nothing it skips
+# without a word (that name trains nothing). check_names runs where the model is known, before training
+# (the trainer's lora_config, every process); plan matches --lora-save by the same rule.
+
+
+def listed_matches(target: str, name: str) -> bool:
+    """PEFT's rule for a listed ``target_modules`` or ``target_parameters`` entry: the whole name, or
+    its last dotted parts (``self_attn.q_proj`` matches ``model.layers.0.self_attn.q_proj``)."""
+    return name == target or name.endswith("." + target)
+
+
+def saved_matches(target: str, name: str) -> bool:
+    """PEFT's rule for a ``modules_to_save`` entry (``peft.utils.other._set_trainable``): the module's
+    full name ends with it as a plain string, so ``norm`` is every ``*norm`` module."""
+    return name.endswith(target)
+
+
+def unmatched(key: str, target: str, valid: list[str], what: str) -> ConfigError:
+    """The one refusal of a listed name that matches nothing: the key, the name, a few valid ones."""
+    close = difflib.get_close_matches(target, valid, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
+    more = ", ..." if len(valid) > 12 else ""
+    return ConfigError(key, f"{target!r} names no {what} of this model ({hint}its {what}s: "
+                            f"{', '.join(valid[:12])}{more})")
+
+
+def check_names(lora, model) -> None:
+    """Refuse (ConfigError at its key) a ``lora.target_modules``, ``lora.target_parameters`` or
+    ``lora.modules_to_save`` name that matches nothing of ``model`` as PEFT matches it."""
+    modules = [n for n, _ in model.named_modules() if n]
+    targets = lora.target_modules
+    if isinstance(targets, (list, tuple)):
+        linear = sorted({n.rsplit(".", 1)[-1] for n in linear_names(model, exclude=[])})
+        for target in targets:
+            if not any(listed_matches(target, n) for n in modules):
+                raise unmatched("lora.target_modules", target, linear, "module")
+    elif isinstance(targets, str) and not is_preset(targets) and targets.lower() != "all-linear":
+        _check_pattern(targets, modules, linear_names(model, exclude=[]))
+    if lora.target_parameters:
+        parameters = [n for n, _ in model.named_parameters()]
+        valid = sorted({".".join(n.split(".")[-3:]) for n, p in model.named_parameters() if ndim(p) == 3}) \
+            or sorted({".".join(n.split(".")[-2:]) for n in parameters})
+        for target in lora.target_parameters:
+            if not any(listed_matches(target, n) for n in parameters):
+                raise unmatched("lora.target_parameters", target, valid, "parameter")
+    if lora.modules_to_save:
+        leaves = sorted({n.rsplit(".", 1)[-1] for n in modules if not n.rsplit(".", 1)[-1].isdigit()})
+        for target in lora.modules_to_save:
+            if not any(saved_matches(target, n) for n in modules):
+                raise unmatched("lora.modules_to_save", target, leaves, "module")
+
+
+def _check_pattern(pattern: str, modules: list[str], linear: list[str]) -> None:
+    """PEFT reads a ``target_modules`` string other than ``all-linear`` as a regular expression that
+    must match a module's full name."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        raise ConfigError("lora.target_modules", f"{pattern!r}: PEFT reads a string as a regular expression over "
+                                                 f"full module names, and this one does not compile ({exc})") from None
+    if not any(compiled.fullmatch(n) for n in modules):
+        example = f" such as {linear[0]}" if linear else ""
+        raise ConfigError("lora.target_modules", f"{pattern!r} matches no module of this model: PEFT reads a string "
+                                                 f"as a regular expression over full module names{example} "
+                                                 "(or list module names instead)")

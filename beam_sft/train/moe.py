@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from beam_sft.errors import ConfigError
+
 ROUTER_NAMES = ("router", "gate")  # the router's attribute name in the MoE blocks transformers ships
 
 
@@ -46,7 +48,7 @@ def moe_layout(model) -> MoeLayout:
         experts = getattr(module, "experts", None)
         if experts is None or not hasattr(experts, "named_parameters"):
             continue
-        fused = [p for p, value in experts.named_parameters(recurse=False) if _ndim(value) == 3]
+        fused = [p for p, value in experts.named_parameters(recurse=False) if ndim(value) == 3]
         router = next((r for r in ROUTER_NAMES if getattr(module, r, None) is not None), None)
         if not fused or router is None:
             continue
@@ -57,7 +59,18 @@ def moe_layout(model) -> MoeLayout:
     return MoeLayout(tuple(blocks), tuple(routers), tuple(dict.fromkeys(params)))
 
 
-def _ndim(param) -> int:
+def experts_to_adapt(layout: MoeLayout, *, key: str, model: str) -> tuple[str, ...]:
+    """The fused expert tensors LoRA on the experts adapts (PEFT ``target_parameters`` suffixes), or a
+    ConfigError at ``key`` for a model that has none. The one rule: ``plan --lora-experts`` (on the
+    meta model) and the trainer (``lora.experts``, on the loaded one) both ask it, so plan never
+    plans what train refuses."""
+    if not layout.expert_parameters:
+        raise ConfigError(key, f"{model} has no fused expert tensors to adapt (not a mixture of experts, or its "
+                               "experts are linear modules): leave it out, target_modules adapts linear layers")
+    return layout.expert_parameters
+
+
+def ndim(param) -> int:
     # Under ZeRO-3 a partitioned parameter is empty; its real shape is ds_shape.
     return len(getattr(param, "ds_shape", param.shape))
 

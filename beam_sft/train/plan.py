@@ -49,6 +49,7 @@ from typing import Any
 from beam_sft.errors import BeamError, ConfigError, PreflightError
 from beam_sft.train import model_shape
 from beam_sft.train.launch import STRATEGIES, strategy_from_environment  # the launchers' table
+from beam_sft.train.lora_targets import saved_matches, unmatched
 from beam_sft.train.model_shape import (  # the model's config: loaded, checked, built on meta
     NUM_EXPERTS_KEYS,
     TOP_K_KEYS,
@@ -57,7 +58,7 @@ from beam_sft.train.model_shape import (  # the model's config: loaded, checked,
     meta_model,
     text_config,
 )
-from beam_sft.train.moe import ROUTER_NAMES
+from beam_sft.train.moe import ROUTER_NAMES, experts_to_adapt, moe_layout
 
 GIB = 1024**3
 DEFAULT_MODEL = "BeamConfig(), transformers' defaults for reflection/Beam-1.0-501B-A23B"
@@ -179,11 +180,17 @@ class Plan:
 
 # ---------------------------------------------------------------- the model, from its config only
 
+# What a plan's LoRA refusals name: ``beam-sft plan``'s flags, or a recipe's keys (the pre-flight's plan).
+FLAG_KEYS = {"experts": "--lora-experts", "saved": "--lora-save"}
+RECIPE_KEYS = {"experts": "lora.experts", "saved": "lora.modules_to_save"}
+
+
 def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = False,
-                     lora_saved: tuple[str, ...] = ()) -> ParamCounts:
+                     lora_saved: tuple[str, ...] = (), keys: dict[str, str] = FLAG_KEYS) -> ParamCounts:
     """Exact total and active-per-token parameter counts of the model ``config`` describes (and its
     LoRA adapter parameters for rank ``lora_r``, and the parameters of the modules PEFT trains whole
-    beside them, ``lora_saved``), from one build on the meta device."""
+    beside them, ``lora_saved``), from one build on the meta device. LoRA on the experts of a model
+    without fused experts, or a ``lora_saved`` name matching no module, is refused at ``keys``."""
     model = meta_model(config)
     num_experts = config_int(config, NUM_EXPERTS_KEYS)
     top_k = config_int(config, TOP_K_KEYS)
@@ -211,21 +218,32 @@ def count_parameters(config, *, lora_r: int | None = None, lora_experts: bool = 
     return ParamCounts(total=total, active=active, expert=expert, num_experts=num_experts if expert else None,
                        top_k=top_k if expert else None, largest_layer=largest, buffers_bytes=buffers,
                        largest_layer_expert=largest_expert,
-                       lora=_lora_parameters(model, lora_r, lora_experts) if lora_r else 0,
-                       lora_saved=_saved_parameters(model, lora_saved) if lora_r else 0)
+                       lora=_lora_parameters(model, lora_r, _adapted_experts(model, config, lora_r and lora_experts,
+                                                                             keys["experts"])) if lora_r else 0,
+                       lora_saved=_saved_parameters(model, lora_saved, keys["saved"]) if lora_r else 0)
 
 
-def _saved_parameters(model, names: tuple[str, ...]) -> int:
-    """Parameters of the modules PEFT's ``modules_to_save`` matches: a module whose full name ends
-    with one of ``names`` as a plain string (PEFT's own matching, ``peft.utils.other._set_trainable``:
-    ``norm`` matches every ``*norm`` module, ``proj`` every ``*_proj``); each is copied and trained whole.
-    A name that matches no module is refused: PEFT would silently train nothing for it (a router
+def _adapted_experts(model, config, wanted: bool, key: str) -> tuple[str, ...]:
+    """The fused expert tensors LoRA adapts, by the trainer's own rule (``moe.experts_to_adapt``)."""
+    if not wanted:
+        return ()
+    name = f"{type(model).__name__} ({getattr(config, 'model_type', '?')})"
+    return experts_to_adapt(moe_layout(model), key=key, model=name)
+
+
+def _saved_parameters(model, names: tuple[str, ...], key: str) -> int:
+    """Parameters of the modules PEFT's ``modules_to_save`` matches, by PEFT's own rule
+    (``lora_targets.saved_matches``: ``norm`` matches every ``*norm`` module, ``proj`` every ``*_proj``);
+    each is copied and trained whole. A name that matches no module is refused at ``key``, as the
+    trainer refuses it (``lora_targets.check_names``): PEFT would silently train nothing for it (a router
     name the recipe adds for ``lora.train_routers`` may be absent: a model has one of them)."""
     seen: set[int] = set()
     matched: set[str] = set()
     count = 0
+    modules = []
     for name, module in model.named_modules():
-        hits = [n for n in names if name.endswith(n)]
+        modules.append(name)
+        hits = [n for n in names if saved_matches(n, name)]
         if not hits:
             continue
         matched.update(hits)
@@ -235,14 +253,15 @@ def _saved_parameters(model, names: tuple[str, ...]) -> int:
                 count += param.numel()
     missing = [n for n in names if n not in matched and n not in ROUTER_NAMES]
     if missing:
-        raise ConfigError("--lora-save", f"{missing[0]!r} names no module of this model (lora.modules_to_save "
-                                         "in a recipe): PEFT would train nothing whole for it")
+        leaves = sorted({n.rsplit(".", 1)[-1] for n in modules if n and not n.rsplit(".", 1)[-1].isdigit()})
+        raise unmatched(key, missing[0], leaves, "module")
     return count
 
 
-def _lora_parameters(model, r: int, experts: bool) -> int:
+def _lora_parameters(model, r: int, experts: tuple[str, ...]) -> int:
     """Adapter parameters of LoRA rank ``r`` on every linear layer but the output head and routers
-    (PEFT's ``all-linear``); with ``experts``, also on fused expert tensors (r per expert per side)."""
+    (PEFT's ``all-linear``), and on the fused expert tensors named by ``experts`` (PEFT's
+    ``target_parameters`` suffixes; r per expert per side)."""
     import torch
 
     count = 0
@@ -250,10 +269,9 @@ def _lora_parameters(model, r: int, experts: bool) -> int:
         leaf = name.rpartition(".")[2]
         if isinstance(module, torch.nn.Linear) and leaf not in ("lm_head", "router", "gate", "score"):
             count += r * (module.in_features + module.out_features)
-        if experts and _EXPERT_MODULE.search(name):
-            for param in module.parameters(recurse=False):
-                if param.dim() == 3:  # (experts, in, out)
-                    count += r * param.shape[0] * (param.shape[1] + param.shape[2])
+    for name, param in model.named_parameters():
+        if any(name == e or name.endswith("." + e) for e in experts):  # (experts, in, out)
+            count += r * param.shape[0] * (param.shape[1] + param.shape[2])
     return count
 
 
@@ -429,14 +447,15 @@ def memory_per_gpu(counts: ParamCounts, config, setup: PlanSetup, *, lora_params
     }
 
 
-def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust_remote_code: bool = False) -> Plan:
+def plan(source, setup: PlanSetup = PlanSetup(), *, max_nodes: int = 4096, trust_remote_code: bool = False,
+         keys: dict[str, str] = FLAG_KEYS) -> Plan:
     """Count the model of ``source`` (config, config.json, model dir; None: ``BeamConfig()``) and plan
-    ``setup`` on it."""
+    ``setup`` on it; ``keys``: what a LoRA refusal names (the plan's flags, or a recipe's keys)."""
     import dataclasses
 
     config = load_model_config(source, trust_remote_code=trust_remote_code)
     counts = count_parameters(config, lora_r=setup.lora_r, lora_experts=setup.lora_experts,
-                              lora_saved=setup.lora_saved)
+                              lora_saved=setup.lora_saved, keys=keys)
     if setup.ep_size > 1 and (not counts.num_experts or counts.num_experts % setup.ep_size):
         raise ConfigError("--ep-size", f"{setup.ep_size} must divide the model's routed experts "
                                        f"({counts.num_experts or 'none: not a mixture of experts'})")
@@ -607,7 +626,8 @@ def check_plan_fits(recipe, *, world_size: int, free_bytes: int | None = None, s
             return None
         free_bytes = torch.cuda.mem_get_info()[0]
     setup = recipe_setup(recipe, world_size=world_size, gpu_memory_gib=free_bytes / GIB, strategy=strategy)
-    result = plan(recipe.model.path, setup, max_nodes=1, trust_remote_code=recipe.model.trust_remote_code)
+    result = plan(recipe.model.path, setup, max_nodes=1, trust_remote_code=recipe.model.trust_remote_code,
+                  keys=RECIPE_KEYS)
     if _any_process(not result.fits):  # every process stops together (a lone refusal would hang the rest)
         parts = ", ".join(f"{k} {v / GIB:.2f}" for k, v in result.per_gpu_bytes.items() if v)
         where = "" if not result.fits else "another process has too little free memory; on this one "

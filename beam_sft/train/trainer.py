@@ -16,9 +16,9 @@ from beam_sft.errors import ConfigError
 from beam_sft.model_support import require_support
 from beam_sft.train import cpu_fsdp, data, routers
 from beam_sft.train.expert_parallel import announce, check_launch, distributed_config
-from beam_sft.train.lora_targets import resolve
+from beam_sft.train.lora_targets import check_names, resolve
 from beam_sft.train.model_shape import load_model_config
-from beam_sft.train.moe import mark_zero3_leaves, moe_layout, router_parameters
+from beam_sft.train.moe import MoeLayout, experts_to_adapt, mark_zero3_leaves, moe_layout, router_parameters
 from beam_sft.train.packing import (
     builds_layer_masks,
     disable_cache,
@@ -234,14 +234,13 @@ def lora_config(recipe: Recipe, model=None):
     lora = recipe.lora
     layout = moe_layout(model) if model is not None else None
     target_parameters = list(lora.target_parameters) if lora.target_parameters else None
-    if lora.experts and target_parameters is None:
-        if layout is None or not layout.expert_parameters:
-            raise ConfigError("lora.experts", f"{recipe.model.path} has no fused expert tensors to adapt "
-                                              "(not a mixture of experts, or its experts are linear modules)")
-        target_parameters = list(layout.expert_parameters)
+    if lora.experts and target_parameters is None:  # plan --lora-experts asks the same rule
+        target_parameters = list(experts_to_adapt(layout or MoeLayout((), (), ()), key="lora.experts",
+                                                  model=recipe.model.path))
     routers = list(layout.routers) if layout is not None else []
     target_modules = lora.target_modules
     if model is not None:  # presets and all-linear as full module names, PEFT's renames avoided (lora_targets.py)
+        check_names(lora, model)  # every listed name matches the model as PEFT matches it, before training
         target_modules, as_parameters = resolve(target_modules, model, layout)
         if as_parameters and lora.dropout:
             raise ConfigError("lora.dropout", f"must be 0 here: {as_parameters[0].rsplit('.', 1)[0]} and the like "

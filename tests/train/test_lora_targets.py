@@ -133,6 +133,44 @@ def test_a_listed_module_that_names_nothing_is_refused_with_its_key(beam, moe_di
     lora_config(fine, beam)
 
 
+@pytest.mark.parametrize(("lora", "said"), [
+    ({"modules_to_save": ["lm_head", "lm_haed"]},
+     "lora.modules_to_save: 'lm_haed' names no module of this model (did you mean lm_head? its modules: "),
+    ({"target_parameters": ["mlp.experts.gate_up_prj"]},
+     "lora.target_parameters: 'mlp.experts.gate_up_prj' names no parameter of this model (did you mean "
+     "mlp.experts.gate_up_proj?"),
+    ({"target_modules": r".*\.q_prj"}, "lora.target_modules: '.*\\\\.q_prj' matches no module of this model"),
+    ({"target_modules": "q_proj(["}, "lora.target_modules: 'q_proj([': PEFT reads a string as a regular expression"),
+], ids=["modules_to_save", "target_parameters", "pattern", "bad-pattern"])
+def test_a_listed_name_that_matches_nothing_is_refused_with_its_key(beam, moe_dirs, tmp_path, lora, said):
+    """PEFT trains nothing for a modules_to_save or target_parameters name that matches nothing, without a
+    word (the GPU pre-flight's plan caught modules_to_save alone, a CPU run nothing), and refuses a pattern
+    that matches nothing only once the trainer wraps the model, with a traceback."""
+    recipe = recipe_from_dict(recipe_dict(moe_dirs["beam"], tmp_path, tmp_path / "o", lora={"dropout": 0.0, **lora}))
+    with pytest.raises(ConfigError) as info:
+        lora_config(recipe, beam)
+    assert str(info.value).startswith(said)
+
+
+def test_names_match_as_peft_matches_them(beam, moe_dirs, tmp_path):
+    """modules_to_save by a plain suffix (``norm``: every ``*norm``), listed targets by dotted parts,
+    a string target as a regular expression over full names."""
+    for lora in ({"modules_to_save": ["norm", "embed_tokens"]}, {"target_parameters": ["experts.down_proj"]},
+                 {"target_modules": r".*\.self_attn\.q_proj"}):
+        lora_config(recipe_from_dict(recipe_dict(moe_dirs["beam"], tmp_path, tmp_path / "o",
+                                                 lora={"dropout": 0.0, **lora})), beam)
+
+
+def test_a_cpu_run_refuses_a_bad_modules_to_save_before_training(fixture_dir, prepared_dir, tmp_path):
+    from beam_sft.train.trainer import build
+
+    recipe = recipe_from_dict(recipe_dict(fixture_dir, prepared_dir, tmp_path / "o",
+                                          lora={"r": 4, "dropout": 0.0, "modules_to_save": ["lm_haed"]}))
+    with pytest.raises(ConfigError) as info:
+        build(recipe)
+    assert info.value.path == "lora.modules_to_save" and "'lm_haed'" in str(info.value)
+
+
 def test_the_trainer_builds_the_preset_with_frozen_routers(moe_dirs, prepared_dir, tmp_path):
     from beam_sft.train.trainer import build
 

@@ -187,6 +187,41 @@ def test_check_plan_fits_refuses_before_loading(fixture_dir):
         assert check_plan_fits(recipe, world_size=2) is None
 
 
+def test_lora_experts_on_a_model_without_fused_experts_is_refused_by_plan_as_by_train(fixture_dir, capsys):
+    """plan planned --lora-experts on the dense fixture (adapters on no expert) where train refused the
+    recipe at launch; both ask one rule now (moe.experts_to_adapt), each naming its own key."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.cli import main
+    from beam_sft.train.recipe import recipe_from_dict
+    from beam_sft.train.trainer import lora_config
+
+    assert main(["plan", "--model", str(fixture_dir), "--lora", "8", "--lora-experts"]) == 2
+    said = capsys.readouterr().err.strip()
+    assert "\n" not in said and "--lora-experts: LlamaForCausalLM (llama) has no fused expert tensors" in said
+    recipe = recipe_from_dict({"model": {"path": str(fixture_dir), "dtype": "float32"}, "data": {"prepared": "unused"},
+                               "sft": {"max_length": 256}, "lora": {"r": 8, "dropout": 0.0, "experts": True}})
+    with pytest.raises(ConfigError) as planned:  # the GPU pre-flight's plan of a recipe names its key
+        check_plan_fits(recipe, world_size=1, free_bytes=64 * GIB)
+    with pytest.raises(ConfigError) as trained:
+        lora_config(recipe, AutoModelForCausalLM.from_pretrained(fixture_dir))
+    assert planned.value.path == trained.value.path == "lora.experts"
+    rule = "has no fused expert tensors to adapt"
+    assert planned.value.message.split(rule)[1] == trained.value.message.split(rule)[1] == said.split(rule)[1]
+
+
+def test_a_recipes_modules_to_save_is_refused_by_the_preflights_plan_at_its_key(fixture_dir):
+    """The GPU pre-flight's plan refused a recipe's bad modules_to_save as the flag --lora-save."""
+    from beam_sft.train.recipe import recipe_from_dict
+
+    recipe = recipe_from_dict({"model": {"path": str(fixture_dir), "dtype": "float32"}, "data": {"prepared": "unused"},
+                               "sft": {"max_length": 256}, "lora": {"r": 8, "modules_to_save": ["lm_haed"]}})
+    with pytest.raises(ConfigError) as info:
+        check_plan_fits(recipe, world_size=1, free_bytes=64 * GIB)
+    assert info.value.path == "lora.modules_to_save"
+    assert "'lm_haed' names no module of this model (did you mean lm_head?" in info.value.message
+
+
 def test_a_lora_recipe_is_planned_as_it_trains(fixture_dir):
     """The pre-flight's plan of a LoRA recipe counts what the trainer trains: adapters on the experts
     when ``lora.experts``, and every module PEFT trains whole beside them (``modules_to_save``, the

@@ -7,7 +7,8 @@ module with the audit of what it relies on, and one ``problems()`` over all of t
 - ``accelerate_state.py``: accelerate's shared state, for CPU FSDP launches (``train/cpu_fsdp.py``);
 - ``model_config.py``: a model config's attention implementation (``train/packing.py``);
 - ``torch_distributed.py``: the process group's timeout (``train/ranks.py``);
-- ``datasets_table.py``: whether a dataset's rows are its Arrow table's (``train/preflight.py``).
+- ``datasets_table.py``: whether a dataset's rows are its Arrow table's (``train/preflight.py``);
+- ``trainer_loop.py``: transformers' Trainer loop, stopped at ``max_steps`` on a resume (``train/trainer.py``).
 
 A leaf: it imports nothing else of beam_sft, so the encoder and verify both use it and stay
 independent of each other. Where an audit finds a problem its user takes the slow, public path and
@@ -27,6 +28,7 @@ from beam_sft.compat import (
     jinja_sandbox,
     model_config,
     torch_distributed,
+    trainer_loop,
 )
 
 logger = logging.getLogger("beam_sft.compat")
@@ -70,4 +72,5 @@ def problems() -> dict[str, list[str]]:
         "packed attention masks (train/packing.py)": model_config.problems(),
         "the rank watch's training timeout (train/ranks.py)": torch_distributed.problems(),
         "the pre-flight's column reads (train/preflight.py)": datasets_table.problems(),
+        "a resume at max_steps trains nothing (train/trainer.py)": trainer_loop.problems(),
     }

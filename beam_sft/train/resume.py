@@ -3,7 +3,9 @@
 ``true`` means the last ``checkpoint-N`` folder in ``sft.output_dir``; a string is a checkpoint folder.
 Either must hold a readable ``trainer_state.json`` and weights (a full model, an adapter, an FSDP
 ``pytorch_model_fsdp*`` state or a DeepSpeed ``global_step*`` folder) whose safetensors headers read; otherwise a ConfigError names
-the folder or file, before the pre-flight and before the model's weights are loaded.
+the folder or file, before the pre-flight and before the model's weights are loaded. A checkpoint
+past ``sft.max_steps`` is refused there too; one at it trains nothing (``compat/trainer_loop.py``:
+transformers trained one step more) and its weights are saved as the run's output.
 """
 
 from __future__ import annotations
@@ -18,9 +20,11 @@ WEIGHT_FILES = ("model.safetensors", "adapter_model.safetensors", "pytorch_model
                 "model.safetensors.index.json")
 
 
-def resolve_checkpoint(value, output_dir: str | Path, *, adapter: bool | None = None) -> str | None:
+def resolve_checkpoint(value, output_dir: str | Path, *, adapter: bool | None = None,
+                       max_steps: int | None = None) -> str | None:
     """The checked checkpoint folder to resume from, or None when the recipe does not resume;
-    ``adapter``: whether the recipe trains a LoRA adapter (None: not checked)."""
+    ``adapter``: whether the recipe trains a LoRA adapter (None: not checked); ``max_steps``: the
+    recipe's ``sft.max_steps`` (a checkpoint past it is refused; one at it trains nothing)."""
     if value is None or value is False:
         return None
     if value is True:
@@ -36,7 +40,11 @@ def resolve_checkpoint(value, output_dir: str | Path, *, adapter: bool | None = 
         folder = Path(value)
         if not folder.is_dir():
             raise ConfigError(KEY, f"{folder} is not a checkpoint folder (it does not exist or is a file)")
-    check_checkpoint(folder)
+    step = check_checkpoint(folder)
+    if max_steps is not None and 0 < max_steps < step:
+        raise ConfigError(KEY, f"{folder} is at step {step}, past sft.max_steps {max_steps}: nothing is left to "
+                               f"train, and its weights are not step {max_steps}'s (resume from an earlier "
+                               "checkpoint, or raise sft.max_steps)")
     if adapter is not None:
         check_kind(folder, adapter)
     return str(folder)
@@ -60,12 +68,12 @@ def check_kind(folder: Path, adapter: bool) -> None:
                                "lora:), which resumes only from a whole model's checkpoint")
 
 
-def check_checkpoint(folder: Path) -> None:
-    """Raise ConfigError naming what is missing or unreadable in ``folder``."""
+def check_checkpoint(folder: Path) -> int:
+    """The checkpoint's global step; ConfigError naming what is missing or unreadable in ``folder``."""
     state = folder / "trainer_state.json"
     try:
         data = json.loads(state.read_text(encoding="utf-8"))
-        int(data["global_step"])
+        step = int(data["global_step"])
     except FileNotFoundError:
         raise ConfigError(KEY, f"{folder}: no trainer_state.json (not a checkpoint written by training)") from None
     except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
@@ -78,9 +86,10 @@ def check_checkpoint(folder: Path) -> None:
                                "or a DeepSpeed global_step* folder)")
     for path in sorted(folder.glob("*.safetensors")):
         _check_safetensors(path)
-    for step in deepspeed:
-        if not any(step.iterdir()):
-            raise ConfigError(KEY, f"{step}: empty DeepSpeed checkpoint folder")
+    for shard in deepspeed:
+        if not any(shard.iterdir()):
+            raise ConfigError(KEY, f"{shard}: empty DeepSpeed checkpoint folder")
+    return step
 
 
 def _check_safetensors(path: Path) -> None:

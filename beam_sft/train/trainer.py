@@ -7,11 +7,13 @@ the config is what makes ``from_pretrained`` load the weights already partitione
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from beam_sft.compat import trainer_loop
 from beam_sft.errors import ConfigError
 from beam_sft.model_support import require_support
 from beam_sft.train import cpu_fsdp, data, routers
@@ -60,10 +62,17 @@ class TrainingRun:
 
 
 def trainer_class(use_cpu: bool = False):
-    """TRL's SFTTrainer; promoted to FSDP on the CPU only when a CPU FSDP launch asks for it."""
+    """TRL's SFTTrainer, promoted to FSDP on the CPU only when a CPU FSDP launch asks for it; a resume
+    from a checkpoint at max_steps trains nothing (transformers trained one step more, compat/trainer_loop.py)."""
     from trl import SFTTrainer
 
-    return cpu_fsdp.trainer_class(SFTTrainer) if cpu_fsdp.cpu_fsdp_requested(use_cpu) else SFTTrainer
+    base = cpu_fsdp.trainer_class(SFTTrainer) if cpu_fsdp.cpu_fsdp_requested(use_cpu) else SFTTrainer
+    return trainer_loop.stops_at_max_steps(base, say=say_nothing_to_train)
+
+
+def say_nothing_to_train(step: int, max_steps: int) -> None:
+    print(f"beam-sft train: nothing to train: the checkpoint resumed is at step {step}, the run's last "
+          f"(max_steps {max_steps}); its weights are saved as the run's output", file=sys.stderr, flush=True)
 
 
 def build_sft_config(recipe: Recipe):
@@ -293,7 +302,7 @@ def build(recipe: Recipe, *, callbacks: list | None = None) -> TrainingRun:
         raise ConfigError("model.path", "required (a hub id or a local checkpoint; or set BEAM_MODEL_ID)")
     # Before anything heavy: the checkpoint to resume from exists and reads.
     resume = resolve_checkpoint(recipe.sft.get("resume_from_checkpoint"), recipe.sft["output_dir"],
-                                adapter=recipe.lora is not None)
+                                adapter=recipe.lora is not None, max_steps=recipe.sft.get("max_steps"))
     args = build_sft_config(recipe)
     watch = RankWatch(recipe.preflight.timeout, recipe.sft.get("ddp_timeout", DEFAULT_DDP_TIMEOUT))
     with watch.naming_silent_ranks("the set-up before the pre-flight"):

@@ -36,7 +36,7 @@ def test_cpu_fsdp_only_where_a_cpu_fsdp_launch_asks(monkeypatch, fsdp, use_cpu, 
         monkeypatch.setenv("ACCELERATE_USE_FSDP", fsdp)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: gpu)
     cls = trainer_class(use_cpu)
-    assert (cls is not SFTTrainer) == promoted
+    assert (cls.__mro__[1] is not SFTTrainer) == promoted  # [0]: the stop at max_steps, on every run
     assert issubclass(cls, SFTTrainer)
 
 
@@ -63,3 +63,16 @@ def test_the_process_group_waits_the_preflight_timeout_until_the_preflight_is_ov
     assert build_sft_config(recipe_from_dict({**base, "preflight": {"timeout": 42}})).ddp_timeout == 42
     lower = {**base, "sft": {**base["sft"], "ddp_timeout": 20}}
     assert build_sft_config(recipe_from_dict(lower)).ddp_timeout == 20
+
+
+def test_transformers_still_has_what_the_stop_at_max_steps_relies_on(monkeypatch):
+    from transformers import Trainer
+
+    from beam_sft.compat import trainer_loop
+
+    assert trainer_loop.problems() == [], "transformers changed: update beam_sft/compat/trainer_loop.py"
+    monkeypatch.setattr(Trainer, "_inner_training_loop", lambda self: None)
+    assert trainer_loop.problems() == [
+        "transformers.trainer.Trainer._inner_training_loop: no longer calls self._run_epoch(...)"]
+    monkeypatch.delattr(Trainer, "_run_epoch")
+    assert trainer_loop.problems() == ["transformers.trainer.Trainer._run_epoch"]

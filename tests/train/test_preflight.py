@@ -314,6 +314,30 @@ def test_a_good_checkpoint_resolves(fixture_dir, tmp_path):
     assert resolve_checkpoint(None, "x") is None and resolve_checkpoint(False, "x") is None
 
 
+def test_a_checkpoint_past_max_steps_is_refused_before_the_weights_load(fixture_dir, prepared_dir, tmp_path,
+                                                                         monkeypatch):
+    """Resumed, it trained one step more (transformers asks whether the run is over only after a step),
+    then saved step 3's weights as a run of 1 step; one at max_steps trains nothing (test_train.py)."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.train.resume import resolve_checkpoint
+
+    folder = _checkpoint(tmp_path, fixture_dir)  # at step 2
+    assert resolve_checkpoint(True, tmp_path / "out", max_steps=2) == str(folder)
+    assert resolve_checkpoint(True, tmp_path / "out", max_steps=-1) == str(folder)  # epochs decide
+
+    def never(*args, **kwargs):
+        raise AssertionError("weights were loaded before the checkpoint check")
+
+    monkeypatch.setattr(AutoModelForCausalLM, "from_pretrained", never)
+    recipe = recipe_from_dict(recipe_dict(fixture_dir, prepared_dir, tmp_path / "out",
+                                          sft={"resume_from_checkpoint": True, "max_steps": 1}))
+    with pytest.raises(ConfigError) as info:
+        build(recipe)
+    assert info.value.path == "sft.resume_from_checkpoint"
+    assert f"{folder} is at step 2, past sft.max_steps 1" in str(info.value)
+
+
 def test_a_checkpoint_of_the_other_kind_is_refused_before_the_weights_load(fixture_dir, tmp_path):
     """A full fine-tune resumed from an adapter's checkpoint (or the reverse) failed only after the model
     loaded: the Trainer's "can't find a checkpoint index", or an optimizer state of another size."""

@@ -75,6 +75,25 @@ def test_resume_gives_the_losses_of_the_uninterrupted_run(fixture_dir, prepared_
     assert again[4]["loss"] == pytest.approx(expected[5], rel=1e-5)
 
 
+@pytest.mark.parametrize("lora", [{"r": 4, "alpha": 8, "dropout": 0.0}, None], ids=["lora", "full"])
+def test_a_resume_at_max_steps_trains_nothing_and_says_so(fixture_dir, prepared_dir, tmp_path, capfd, lora):
+    """transformers resumed a checkpoint at max_steps (not at an epoch's end: 24 steps an epoch here)
+    by skipping its 2 batches and training step 3 before it asked whether the run was over."""
+    from safetensors.torch import load_file
+
+    schedule = {"max_steps": 2, "save_strategy": "steps", "save_steps": 2}
+    out = _train(fixture_dir, prepared_dir, tmp_path / "o", sft=schedule, lora=lora)
+    capfd.readouterr()
+    again = _train(fixture_dir, prepared_dir, out, sft={**schedule, "resume_from_checkpoint": True}, lora=lora)
+    assert "nothing to train: the checkpoint resumed is at step 2" in capfd.readouterr().err
+    assert [r["step"] for r in read_losses(out)] == [1, 2]
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-2"]
+    assert json.loads((out / "beam_run.json").read_text())["global_step"] == 2
+    name = "adapter_model.safetensors" if lora else "model.safetensors"
+    saved, checkpoint = load_file(again / name), load_file(out / "checkpoint-2" / name)
+    assert saved.keys() == checkpoint.keys() and all(torch.equal(saved[k], checkpoint[k]) for k in saved)
+
+
 def test_gradient_accumulation_matches_one_big_batch(fixture_dir, prepared_dir, tmp_path):
     accumulated = _train(fixture_dir, prepared_dir, tmp_path / "acc",
                          sft={"max_steps": 2, "per_device_train_batch_size": 2, "gradient_accumulation_steps": 4})

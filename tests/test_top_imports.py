@@ -14,7 +14,7 @@ PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "beam_sft"
 ALLOWED: dict[str, tuple[int, str]] = {
     "cli.py": (1, "a CLI module: each command's modules load only when it runs (`beam-sft --help` stays fast)"),
     "config_utils.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),
-    "convert/cli.py": (7, "a CLI module: each command's modules load only when it runs (`beam-sft --help` stays fast)"),
+    "convert/cli.py": (8, "a CLI module: each command's modules load only when it runs (`beam-sft --help` stays fast)"),
     "convert/harmony_tools.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),
     "convert/options.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),
     "convert/sharegpt.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),

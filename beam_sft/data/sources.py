@@ -313,6 +313,12 @@ class _corrupt_stream:
         return False
 
 
+def _saved_dataset(folder: Path) -> bool:
+    """Whether ``folder`` is a ``datasets.save_to_disk`` folder (a Dataset's or a DatasetDict's)."""
+    return (folder / DATASET_INFO_FILE).is_file() or (folder / STATE_FILE).is_file() or \
+        (folder / "dataset_dict.json").is_file()
+
+
 def _hidden(path: Path, root: Path) -> bool:
     return any(part.startswith(".") for part in path.relative_to(root).parts)
 
@@ -322,7 +328,9 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
 
     A file is itself; a ``datasets.save_to_disk`` directory is itself; another directory is its
     data files in sorted order, hidden files and folders left out (``.cache``, ``.git``, ...),
-    other files listed as skipped.
+    other files listed as skipped. A ``save_to_disk`` folder inside it is one unit of that list (read
+    by ``datasets``), never walked: its ``dataset_info.json`` and ``state.json`` are not rows, and its
+    ``.arrow`` files hold them.
     """
     if isinstance(path, hub.DatasetRef) or isinstance(hub.parse_data_arg(path), hub.DatasetRef):
         return [path], []  # a datasets dataset is one source, named as the user gave it
@@ -331,12 +339,16 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
         if not path.exists():
             raise BeamError(f"{_shown(named)}: no such file or directory")
         return [path], []
-    if (path / DATASET_INFO_FILE).is_file() or (path / STATE_FILE).is_file():
+    if _saved_dataset(path):
         return [path], []
     files: list[Path] = []
     skipped: list[SkippedFile] = []
+    saved = [p for p in sorted(path.rglob("*")) if p.is_dir() and not _hidden(p, path) and _saved_dataset(p)]
+    saved = [p for p in saved if not any(outer in p.parents for outer in saved)]  # a DatasetDict's splits: its own
     for p in sorted(path.rglob("*")):
-        if not p.is_file() or _hidden(p, path):
+        if p in saved:
+            files.append(p)
+        if not p.is_file() or _hidden(p, path) or any(folder in p.parents for folder in saved):
             continue
         if p.name.lower().endswith(DATA_SUFFIXES):
             files.append(p)

@@ -110,6 +110,30 @@ def test_datasets_directory_and_plain_directories(tmp_path):
         records(empty)
 
 
+def test_a_saved_dataset_inside_a_plain_folder_is_read_as_one_unit(tmp_path):
+    """A ``save_to_disk`` folder (a Dataset's, a DatasetDict's) inside a plain folder: its rows are read
+    by ``datasets``, once, and its ``dataset_info.json`` / ``state.json`` / ``dataset_dict.json`` are
+    never read as rows (they were: the metadata came out as records and the ``.arrow`` rows were left
+    out as not a data file)."""
+    datasets = pytest.importorskip("datasets")
+    from beam_sft.data.sources import expand_source, iter_located, iter_raw_located
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text('{"x": 1}\n', encoding="utf-8")
+    datasets.Dataset.from_list([{"x": 2}, {"x": 3}]).save_to_disk(str(folder / "b_saved"))
+    datasets.DatasetDict({"train": datasets.Dataset.from_list([{"x": 4}])}).save_to_disk(str(folder / "c_dict"))
+    datasets.Dataset.from_list([{"x": 9}]).save_to_disk(str(folder / ".hidden_saved"))
+    files, skipped = expand_source(folder)
+    assert files == [folder / "a.jsonl", folder / "b_saved", folder / "c_dict"]
+    assert not [s for s in skipped if "b_saved" in str(s.path) or "c_dict" in str(s.path)]
+    assert [r for _, _, r in iter_located(folder)] == [{"x": 1}, {"x": 2}, {"x": 3}, {"x": 4}]
+    assert [json.loads(r.text) for r in iter_raw_located(folder)] == [{"x": 1}, {"x": 2}, {"x": 3}, {"x": 4}]
+    top = tmp_path / "dict_at_top"  # a DatasetDict given itself is one unit too (its splits' metadata is not rows)
+    datasets.DatasetDict({"train": datasets.Dataset.from_list([{"x": 5}])}).save_to_disk(str(top))
+    assert expand_source(top) == ([top], []) and [r for _, _, r in iter_located(top)] == [{"x": 5}]
+
+
 json_items = st.recursive(
     # Infinity is not JSON: such items are BadRecords (the number rule in tests/convert/test_input_classes.py)
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),

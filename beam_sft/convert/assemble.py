@@ -24,11 +24,18 @@ pairs still to be merged). ``finish_row`` then, in order:
 
 Tool results are never reordered or re-matched here: validate.py checks that they follow their
 calls in order, by position, as Beam reads them.
+
+Every message named in a rejection is named by the source's own entry (``conversations[3]``,
+``contents[2].parts[1]``, a flat row's column), not by its index in the converted row, which a
+system column, a merged call turn or a split result shifts: each reader puts that name on its
+drafts (``PLACE``), a merged turn names both entries (``conversations[2..3]``), and ``finish_row``
+hands the names on (``meta.places``, when ``options.message_places`` asks) for validate.py's messages.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -86,13 +93,44 @@ def add_call_turn(drafts: list[dict], calls: list[dict], reasoning: list, weight
     last = drafts[-1] if drafts else None
     if last is not None and last["role"] == "assistant" and not last.get("text_after_calls"):
         if weight is not None and last["weight"] is not None and weight != last["weight"]:
-            raise Rejection("bad_weight", f"{where}: the call and the text of one turn have different weights")
+            raise Rejection("bad_weight", f"{joined_place(place_of(last, len(drafts) - 1), where)}: the call "
+                            "and the text of one turn have different weights")
         last["tool_calls"] = last["tool_calls"] + calls
         last["reasoning"] = last["reasoning"] + reasoning
         last["weight"] = last["weight"] if last["weight"] is not None else weight
+        last[PLACE] = joined_place(place_of(last, len(drafts) - 1), where)
     else:
         drafts.append({"role": "assistant", "content": None, "reasoning": reasoning, "tool_calls": calls,
-                       "weight": weight})
+                       "weight": weight, PLACE: where})
+
+
+def place_drafts(drafts: list[dict], since: int, where: str) -> None:
+    """Name ``where`` on the drafts a reader appended for one source entry (from index ``since``)
+    that do not name their own (a merged call turn names both of its entries already)."""
+    for draft in drafts[since:]:
+        draft.setdefault(PLACE, where)
+
+
+def place_of(draft: dict, i: int) -> str:
+    """The source entry a draft was read from; a draft no reader named, by its index (a bug's fallback)."""
+    return draft.get(PLACE) or f"messages[{i}]"
+
+
+_INDEXED = re.compile(r"(?P<key>.*)\[(?P<first>\d+)(?:\.\.(?P<last>\d+))?\]")
+
+
+def joined_place(first: str, then: str) -> str:
+    """The name of one turn read from two source entries: a run of one list's entries as a range.
+
+    >>> joined_place("conversations[2]", "conversations[3]"), joined_place("conversations[2..3]", "conversations[4]")
+    ('conversations[2..3]', 'conversations[2..4]')
+    >>> joined_place("system", "conversations[0]")
+    'system + conversations[0]'
+    """
+    a, b = _INDEXED.fullmatch(first), _INDEXED.fullmatch(then)
+    if a and b and a["key"] == b["key"] and b["last"] is None and int(b["first"]) == int(a["last"] or a["first"]) + 1:
+        return f"{a['key']}[{a['first']}..{b['first']}]"
+    return f"{first} + {then}"
 
 
 def finish_row(
@@ -111,15 +149,17 @@ def finish_row(
     messages: list[dict] = []
     notes: dict[str, int] = {}
     origins: dict[int, str] = {}  # message index -> where its reasoning came from, when not a field
+    places: list[str] = []  # message index -> the source entry it was read from
     leading = True
     called: set[str] = set()  # the names the assistant turns so far call (an envelope may name them)
     for i, draft in enumerate(drafts):
         role = draft["role"]
+        where = place_of(draft, i)
         for field in draft.get(DROPPED, ()):  # what Beam's template has no place for, counted, never silent
             notes[f"{field}_dropped"] = notes.get(f"{field}_dropped", 0) + 1
         leading = leading and role in ("system", "developer")
         if leading and options.system_tools and draft["content"]:
-            text, found = extract_system_tools(draft["content"], f"messages[{i}]")
+            text, found = extract_system_tools(draft["content"], where)
             if found and not text:
                 prompt_tools.extend(found)
                 continue  # the message held only the tools block, which is now the row's tools
@@ -130,11 +170,11 @@ def finish_row(
                 try:
                     draft = _pythonic(draft)
                 except RepeatedKey:
-                    raise Rejection("duplicate_key", f"messages[{i}]: a key appears twice in one dict of "
+                    raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict of "
                                     "its pythonic tool call") from None
                 except TooSmall as exc:
-                    raise Rejection("non_standard_number", f"messages[{i}]: its pythonic tool call: {exc}") from None
-            message, origin = _finish_assistant(draft, f"messages[{i}]", options, notes)
+                    raise Rejection("non_standard_number", f"{where}: its pythonic tool call: {exc}") from None
+            message, origin = _finish_assistant(draft, where, options, notes)
             if origin != "data":
                 origins[len(messages)] = origin
             messages.append(message)
@@ -144,6 +184,7 @@ def finish_row(
             messages.extend(_split_results(_envelope_or_text(draft, known), known))
         else:
             messages.append({"role": role, "content": draft["content"] or ""})
+        places.extend([where] * (len(messages) - len(places)))
     generated = _assign_call_ids(messages)
     _name_results(messages, generated)
     row: BeamRow = {"messages": messages}
@@ -156,6 +197,8 @@ def finish_row(
         row["meta"] = {"notes": notes}
     if origins and options.reasoning_origins:  # for a fill's provenance (convert_row asks when it has one)
         row.setdefault("meta", {})["reasoning_origins"] = origins
+    if options.message_places:  # for validate.py's messages (convert_row asks, and takes them off)
+        row.setdefault("meta", {})["places"] = places
     return row
 
 
@@ -256,6 +299,8 @@ ENVELOPE_TEXT = "_envelope_text"  # a draft's key, never a message's: finish_row
 # A draft's key: the source fields the message carried that Beam's template has no place for (a
 # participant's ``name``); finish_row counts them in the row's notes (meta.notes, the summary's notes).
 DROPPED = "_dropped"
+# A draft's key: the source entry it was read from (``conversations[3]``), for every message that names it.
+PLACE = "_place"
 
 
 def _envelope_or_text(draft: dict, known: set[str]) -> dict:

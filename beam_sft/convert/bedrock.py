@@ -37,6 +37,7 @@ from typing import Any
 from beam_sft.convert.assemble import convert_with
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
+from beam_sft.convert.parts import NO_PART
 from beam_sft.convert.rows import BeamRow, Rejection
 
 BLOCK_KEYS = ("toolUse", "toolResult", "reasoningContent")  # the blocks that tell a Converse row
@@ -68,31 +69,39 @@ def _is_blocks(value: Any) -> bool:
 
 def read_bedrock_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
     """``(draft messages, tools, template kwargs)``, by the OpenAI reader over ``openai_row``."""
-    return read_openai_row(openai_row(raw, columns), ColumnMap())
+    row, places = openai_row(raw, columns)
+    return read_openai_row(row, ColumnMap(), places)
 
 
-def openai_row(raw: Any, columns: ColumnMap) -> dict:
-    """The Converse row in the OpenAI shape: messages with content parts, tools as functions."""
+def openai_row(raw: Any, columns: ColumnMap) -> tuple[dict, list[str]]:
+    """The Converse row in the OpenAI shape (messages with content parts, tools as functions), and the
+    entry each message was read from (``messages[2]``; a tool result ``messages[2].content[1]``: each
+    result is a message), for rejections to name."""
     if not isinstance(raw, dict):
         raise Rejection("malformed_row", f"a row is a {type(raw).__name__}, not an object")
     messages = raw.get(columns.messages)
     if not isinstance(messages, list):
         raise Rejection("malformed_row", f"no {columns.messages!r} list in the row")
     out: list[dict] = []
+    places: list[str] = []
     system = raw.get("system")
     if system is not None:
         if not _is_blocks(system):
             raise Rejection("malformed_row", "system is not a list of text blocks")
         out.append({"role": "system", "content": "\n\n".join(_text(b, f"system[{i}]") for i, b in enumerate(system))})
+        places.append("system")
     for i, msg in enumerate(messages):
-        out.extend(_message(msg, f"messages[{i}]"))
+        where = f"{columns.messages}[{i}]"
+        for message, place in _message(msg, where):
+            out.append(message)
+            places.append(place)
     row: dict[str, Any] = {k: v for k, v in raw.items()
                            if k not in (columns.messages, "system", "toolConfig", "schemaVersion")}
     row["messages"] = out
     config = raw.get("toolConfig")
     if config is not None:
         row["tools"] = _tools(config)
-    return row
+    return row, places
 
 
 def _text(block: dict, where: str) -> str:
@@ -102,17 +111,22 @@ def _text(block: dict, where: str) -> str:
     return text
 
 
-def _message(msg: Any, where: str) -> list[dict]:
+def _message(msg: Any, where: str) -> list[tuple[dict, str]]:
+    """The OpenAI messages of one Converse message, each with the entry it was read from (a block is
+    named by its index in the message's own ``content``, skipped markers counted)."""
     if not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
-        return [msg]  # not blocks: the OpenAI reader reads (or rejects) it as it is
-    blocks = [b for b in msg["content"] if not (isinstance(b, dict) and any(k in b for k in _SKIPPED))]
-    results = [b for b in blocks if isinstance(b, dict) and "toolResult" in b]
+        return [(msg, where)]  # not blocks: the OpenAI reader reads (or rejects) it as it is
+    skipped = {j for j, b in enumerate(msg["content"]) if isinstance(b, dict) and any(k in b for k in _SKIPPED)}
+    blocks = [(j, b) for j, b in enumerate(msg["content"]) if j not in skipped]
+    results = [b for _, b in blocks if isinstance(b, dict) and "toolResult" in b]
     if results:
         if len(results) != len(blocks):
             raise Rejection("tool_response_mixed", f"{where} mixes toolResult blocks with other content")
-        return [_result(b["toolResult"], f"{where}.content[{j}].toolResult") for j, b in enumerate(blocks)]
-    parts = [_part(b, f"{where}.content[{j}]") for j, b in enumerate(blocks)]
-    return [{**{k: v for k, v in msg.items() if k != "content"}, "content": parts}]
+        return [(_result(b["toolResult"], f"{where}.content[{j}].toolResult"), f"{where}.content[{j}]")
+                for j, b in blocks]
+    # a skipped block leaves NO_PART, so the OpenAI reader names each part by its index here
+    parts = [NO_PART if j in skipped else _part(b, f"{where}.content[{j}]") for j, b in enumerate(msg["content"])]
+    return [({**{k: v for k, v in msg.items() if k != "content"}, "content": parts}, where)]
 
 
 def _part(block: Any, where: str) -> Any:

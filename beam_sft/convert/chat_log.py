@@ -57,11 +57,14 @@ def is_chat_log(raw: Any) -> bool:
 
 def read_chat_log_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
     """``(draft messages, tools, template kwargs)``, by the OpenAI reader over ``openai_row``."""
-    return read_openai_row(openai_row(raw), ColumnMap())
+    row, places = openai_row(raw)
+    return read_openai_row(row, ColumnMap(), places)
 
 
-def openai_row(raw: Any) -> dict:
-    """The request's messages plus the response's message, with the request's tools and kwargs."""
+def openai_row(raw: Any) -> tuple[dict, list[str]]:
+    """The request's messages plus the response's message, with the request's tools and kwargs; and
+    the entry each message was read from (``request.messages[2]``, ``response.choices[0].message``),
+    for rejections to name."""
     if not is_chat_log(raw):
         raise Rejection("malformed_row", "not a {request: {...}, response: {...}} record")
     request = raw["request"]
@@ -70,28 +73,30 @@ def openai_row(raw: Any) -> dict:
         raise Rejection("malformed_row", "request has no 'messages' list")
     row: dict[str, Any] = {k: request[k] for k in _REQUEST_KEYS if request.get(k) is not None}
     history = [m for i, msg in enumerate(messages) for m in sdk_message(msg, f"request.messages[{i}]")]
-    row["messages"] = [*history, response_message(raw["response"])]
-    return row
+    answer, place = response_message(raw["response"])
+    row["messages"] = [*(m for m, _ in history), answer]
+    return row, [*(p for _, p in history), place]
 
 
-def sdk_message(msg: Any, where: str) -> list[dict]:
+def sdk_message(msg: Any, where: str) -> list[tuple[Any, str]]:
     """A request message in the AI SDK's shape (how a proxy logs earlier turns) in OpenAI's: an
     assistant's ``tool-call`` parts (``toolCallId``, ``toolName``, ``input``/``args``) as calls, a
     tool message's ``tool-result`` parts (``output: {type, value}``, or ``result``) one tool message
-    each. Any other message as it is (the OpenAI reader reads or rejects it)."""
+    each (named by its part). Any other message as it is (the OpenAI reader reads or rejects it).
+    Each message with the entry it was read from."""
     content = msg.get("content") if isinstance(msg, dict) else None
     if not isinstance(content, list):
-        return [msg]
+        return [(msg, where)]
     kinds = {p.get("type") for p in content if isinstance(p, dict)}
     if "tool-result" in kinds:
         if kinds != {"tool-result"}:
             raise Rejection("tool_response_mixed", f"{where} mixes tool-result parts with other parts")
-        return [_sdk_result(p, f"{where}.content[{j}]") for j, p in enumerate(content)]
+        return [(_sdk_result(p, f"{where}.content[{j}]"), f"{where}.content[{j}]") for j, p in enumerate(content)]
     if "tool-call" not in kinds:
-        return [msg]
+        return [(msg, where)]
     parts = [{"type": "tool_call", "value": _proxy_call(p, f"{where}.content[{j}]")}
              if isinstance(p, dict) and p.get("type") == "tool-call" else p for j, p in enumerate(content)]
-    return [{**msg, "content": parts}]
+    return [({**msg, "content": parts}, where)]
 
 
 def _sdk_result(part: dict, where: str) -> dict:
@@ -108,12 +113,19 @@ def _sdk_result(part: dict, where: str) -> dict:
     return msg
 
 
-def response_message(response: Any) -> dict:
-    """The assistant message of a logged response (any shape of the module docstring)."""
-    if not isinstance(response, dict):
-        raise Rejection("malformed_row", f"response is a {type(response).__name__}, not an object")
-    if isinstance(response.get("body"), dict):  # a Batch API output line's response
-        response = response["body"]
+def response_message(raw: Any) -> tuple[dict, str]:
+    """The assistant message of a logged response (any shape of the module docstring), and where in
+    the record it is (``response.choices[0].message``)."""
+    if not isinstance(raw, dict):
+        raise Rejection("malformed_row", f"response is a {type(raw).__name__}, not an object")
+    body = isinstance(raw.get("body"), dict)  # a Batch API output line's response
+    response = raw["body"] if body else raw
+    at = "response.body" if body else "response"
+    message, place = _response_message(response)
+    return message, f"{at}{place}"
+
+
+def _response_message(response: dict) -> tuple[dict, str]:
     choices = response.get("choices")
     if choices is not None:
         if not isinstance(choices, list) or not choices:
@@ -125,12 +137,12 @@ def response_message(response: Any) -> dict:
         if not isinstance(choice, dict) or not isinstance(choice.get("message"), dict):
             raise Rejection("malformed_row", "response.choices[0] has no message")
         _check_finish(choice.get("finish_reason"), "response.choices[0].finish_reason")
-        return {**choice["message"], "role": "assistant"}
+        return {**choice["message"], "role": "assistant"}, ".choices[0].message"
     if isinstance(response.get("message"), dict):
         _check_finish(response.get("done_reason"), "response.done_reason")
-        return {**response["message"], "role": "assistant"}
+        return {**response["message"], "role": "assistant"}, ".message"
     if any(k in response for k in ("text", "toolCalls", "reasoningText")):
-        return _proxy_message(response)
+        return _proxy_message(response), ""
     keys = ", ".join(repr(k) for k in list(response)[:12]) or "none"
     raise Rejection("malformed_row", f"response has no choices, message or text (keys: {keys})")
 

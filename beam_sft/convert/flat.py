@@ -47,14 +47,21 @@ def _text(raw: dict, key: str, *, optional: bool = False) -> str | None:
     return value
 
 
-def flat_messages(raw: Any, columns: ColumnMap) -> list[dict]:
-    """The OpenAI message list of one flat row."""
+def flat_messages(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[str]]:
+    """The OpenAI message list of one flat row, and the column(s) each message was read from
+    (``history[0][1]``, ``instruction+input``, ``output+reasoning``), for rejections to name.
+
+    >>> flat_messages({"instruction": "Add", "input": "2+2", "output": "4"}, ColumnMap())[1]
+    ['instruction+input', 'output']
+    """
     if not isinstance(raw, dict):
         raise Rejection("malformed_row", f"a row is a {type(raw).__name__}, not an object")
     messages: list[dict] = []
+    places: list[str] = []
     system = _text(raw, columns.system, optional=True)
     if system:
         messages.append({"role": "system", "content": system})
+        places.append(columns.system)
     history = raw.get(columns.history)
     if history is not None:
         if not isinstance(history, list):
@@ -63,22 +70,27 @@ def flat_messages(raw: Any, columns: ColumnMap) -> list[dict]:
             if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(t, str) for t in pair)):
                 raise Rejection("malformed_row", f"{columns.history}[{i}] is not a [prompt, answer] pair of texts")
             messages += [{"role": "user", "content": pair[0]}, {"role": "assistant", "content": pair[1]}]
+            places += [f"{columns.history}[{i}][0]", f"{columns.history}[{i}][1]"]
     prompt = _text(raw, columns.prompt)
+    prompt_place = columns.prompt
     extra = _text(raw, columns.input, optional=True)
     if extra and extra.strip():
         prompt = f"{prompt}\n\n{extra}" if prompt.strip() else extra
+        prompt_place = f"{columns.prompt}+{columns.input}"
     answer: dict[str, Any] = {"role": "assistant"}
+    answer_place = columns.answer
     reasoning = _text(raw, columns.reasoning, optional=True)
     if reasoning is not None:
         answer["reasoning_content"] = reasoning
+        answer_place = f"{columns.answer}+{columns.reasoning}"
     answer["content"] = _text(raw, columns.answer)
-    return [*messages, {"role": "user", "content": prompt}, answer]
+    return [*messages, {"role": "user", "content": prompt}, answer], [*places, prompt_place, answer_place]
 
 
 def read_flat_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
     """``(draft messages, tools, template kwargs)``, by the OpenAI reader over ``flat_messages``."""
-    messages = flat_messages(raw, columns)
+    messages, places = flat_messages(raw, columns)
     flat = {columns.prompt, columns.input, columns.answer, columns.reasoning, columns.history, columns.system}
     row = {k: v for k, v in raw.items() if k not in flat}
     row[columns.messages] = messages
-    return read_openai_row(row, columns)
+    return read_openai_row(row, columns, places)

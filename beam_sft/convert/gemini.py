@@ -57,27 +57,35 @@ def is_gemini(raw: Any) -> bool:
 
 def read_gemini_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
     """``(draft messages, tools, template kwargs)``, by the OpenAI reader over ``openai_row``."""
-    return read_openai_row(openai_row(raw), ColumnMap())
+    row, places = openai_row(raw)
+    return read_openai_row(row, ColumnMap(), places)
 
 
-def openai_row(raw: Any) -> dict:
-    """The Gemini row in the OpenAI shape."""
+def openai_row(raw: Any) -> tuple[dict, list[str]]:
+    """The Gemini row in the OpenAI shape, and the entry each message was read from (``contents[2]``;
+    a function response ``contents[2].parts[1]``: each part is a message), for rejections to name."""
     if not isinstance(raw, dict) or not isinstance(raw.get("contents"), list):
         raise Rejection("malformed_row", "no 'contents' list in the row")
     messages: list[dict] = []
-    system = raw.get("systemInstruction", raw.get("system_instruction"))
+    places: list[str] = []
+    key = "systemInstruction" if "systemInstruction" in raw else "system_instruction"
+    system = raw.get(key)
     if system is not None:
         text = _system_text(system)
         if text:
             messages.append({"role": "system", "content": text})
+            places.append(key)
     for i, content in enumerate(raw["contents"]):
-        messages.extend(_content(content, f"contents[{i}]"))
+        read = _content(content, f"contents[{i}]")
+        messages.extend(read)
+        places.extend([f"contents[{i}]"] if len(read) == 1 and read[0]["role"] != "tool"
+                      else [f"contents[{i}].parts[{j}]" for j in range(len(read))])
     row: dict[str, Any] = {k: v for k, v in raw.items()
                            if k not in ("contents", "systemInstruction", "system_instruction", "tools")}
     row["messages"] = messages
     if raw.get("tools") is not None:
         row["tools"] = _tools(raw["tools"])
-    return row
+    return row, places
 
 
 def _system_text(system: Any) -> str:

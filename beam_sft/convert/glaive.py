@@ -28,7 +28,7 @@ import json
 import re
 from typing import Any
 
-from beam_sft.convert.assemble import finish_row
+from beam_sft.convert.assemble import PLACE, finish_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import reject_media
 from beam_sft.convert.rows import BeamRow, Rejection
@@ -71,7 +71,7 @@ def read_glaive_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict
             raise Rejection("malformed_row", f"column {columns.system!r} is not a string")
         prompt, tools = read_system(system)
         if prompt:
-            drafts.append({"role": "system", "content": prompt})
+            drafts.append({"role": "system", "content": prompt, PLACE: columns.system})
     drafts.extend(read_chat(raw["chat"]))
     return drafts, tools
 
@@ -114,8 +114,8 @@ def read_chat(chat: str) -> list[dict]:
     if not heads or text[: heads[0].start()].strip():
         raise Rejection("malformed_row", "chat does not start with USER: or ASSISTANT:")
     drafts: list[dict] = []
-    for head, nxt in zip(heads, heads[1:] + [None], strict=True):
-        where = f"chat turn {len(drafts)}"
+    for n, (head, nxt) in enumerate(zip(heads, heads[1:] + [None], strict=True)):
+        where = f"chat turn {n}"  # the turn's place in the chat string (a system draft before it is not one)
         body = text[head.end(): nxt.start() if nxt else len(text)].strip()
         if body.endswith(SEPARATOR):
             body = body[: -len(SEPARATOR)].rstrip()
@@ -123,14 +123,14 @@ def read_chat(chat: str) -> list[dict]:
             raise Rejection("separator_in_text", f"{where} holds {SEPARATOR} before its end")
         role = _ROLES[head.group(1)]
         if role != "assistant":
-            drafts.append({"role": role, "content": body})
+            drafts.append({"role": role, "content": body, PLACE: where})
             continue
         said, calls = body, []
         if CALL_TAG in body:
             said, _, call = body.partition(CALL_TAG)
             calls = [parse_call(call, f"{where} {CALL_TAG}")]
         draft = {"role": "assistant", "content": said.strip() or None, "reasoning": [], "tool_calls": calls,
-                 "weight": None}
+                 "weight": None, PLACE: where}
         drafts.append(draft)
     return drafts
 

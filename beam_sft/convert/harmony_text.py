@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_sft.convert.assemble import finish_row
+from beam_sft.convert.assemble import PLACE, finish_row
 from beam_sft.convert.harmony_tools import parse_typescript_tools
 from beam_sft.convert.options import ConvertOptions
 from beam_sft.convert.parts import reject_media
@@ -93,14 +93,19 @@ def _convert(
     declared: list[dict] = []
     drafts: list[dict] = []
     turn: list[HarmonyMessage] = []
+    first = 0  # the index in the transcript of the turn's first message
 
     def flush() -> None:
         if turn:
-            drafts.append(_assistant(turn, given_tools if given_tools is not None else declared, len(drafts)))
+            where = message_place(first, first + len(turn) - 1)
+            draft = _assistant(turn, given_tools if given_tools is not None else declared, where)
+            drafts.append({**draft, PLACE: where})
             turn.clear()
 
-    for msg in messages:
+    for k, msg in enumerate(messages):
+        where = message_place(k)
         if msg.author == "assistant":
+            first = first if turn else k
             turn.append(msg)
             continue
         flush()
@@ -110,13 +115,13 @@ def _convert(
             instructions, tools = _read_developer(msg.body)
             declared = merge_tools(declared, tools)
             if instructions:
-                drafts.append({"role": "system", "content": instructions})
+                drafts.append({"role": "system", "content": instructions, PLACE: where})
         elif msg.author == "user":
-            drafts.append({"role": "user", "content": msg.body})
+            drafts.append({"role": "user", "content": msg.body, PLACE: where})
         elif msg.recipient == "assistant":
-            drafts.append({"role": "tool", "name": _bare(msg.author), "content": msg.body})
+            drafts.append({"role": "tool", "name": _bare(msg.author), "content": msg.body, PLACE: where})
         else:
-            raise Rejection("harmony_malformed", f"a message from {msg.author!r} to {msg.recipient!r}")
+            raise Rejection("harmony_malformed", f"{where}: a message from {msg.author!r} to {msg.recipient!r}")
     flush()
     return finish_row(
         drafts,
@@ -124,6 +129,16 @@ def _convert(
         kwargs=kwargs or None,
         options=options,
     )
+
+
+def message_place(first: int, last: int | None = None) -> str:
+    """How a rejection names messages of the transcript: by their index in it (from 0, each
+    ``<|start|>`` one message), as the source holds them (an assistant turn is several).
+
+    >>> message_place(3), message_place(4, 6), message_place(4, 4)
+    ('transcript message 3', 'transcript messages 4..6', 'transcript message 4')
+    """
+    return f"transcript message {first}" if last is None or last == first else f"transcript messages {first}..{last}"
 
 
 def _read_system(body: str, kwargs: dict) -> list[dict]:
@@ -186,17 +201,17 @@ def _is_gpt_oss(turn: list[HarmonyMessage]) -> bool:
     )
 
 
-def _assistant(turn: list[HarmonyMessage], tools: list[dict], index: int) -> dict:
+def _assistant(turn: list[HarmonyMessage], tools: list[dict], where: str) -> dict:
     if _is_gpt_oss(turn):
-        return _gpt_oss_turn(turn, index)
+        return _gpt_oss_turn(turn, where)
     text = "".join(markers.START + m.header + markers.MESSAGE + m.body + m.end for m in turn)
     text = text[len(_GENERATION_PROMPT) :]
     try:
         parsed = parse_assistant_turn(text, tools or None, check_response_template=False)
     except Rejection as exc:  # its own code kept (harmony_malformed_turn, ..._arguments): the table counts them
-        raise Rejection(exc.code, f"assistant turn {index}: {exc.message}") from None
+        raise Rejection(exc.code, f"{where}: {exc.message}") from None
     for call in parsed.get("tool_calls", []):
-        _check_numbers(call["function"], tools, f"assistant turn {index} call to {call['function'].get('name')}")
+        _check_numbers(call["function"], tools, f"{where} call to {call['function'].get('name')}")
     return {
         "role": "assistant",
         "content": parsed.get("content"),
@@ -230,7 +245,7 @@ def _check_numbers(function: dict, tools: list[dict], where: str) -> None:
             raise Rejection("non_standard_number", f"{where}: argument {key!r} is {value[:40]!r}, which JSON cannot hold")
 
 
-def _gpt_oss_turn(turn: list[HarmonyMessage], index: int) -> dict:
+def _gpt_oss_turn(turn: list[HarmonyMessage], where: str) -> dict:
     reasoning: list[str] = []
     content = None
     calls = []
@@ -238,16 +253,16 @@ def _gpt_oss_turn(turn: list[HarmonyMessage], index: int) -> dict:
         if msg.recipient:
             if msg.constrain not in (None, "json"):
                 raise Rejection(
-                    "harmony_malformed", f"assistant turn {index}: arguments constrained to {msg.constrain!r}"
+                    "harmony_malformed", f"{where}: arguments constrained to {msg.constrain!r}"
                 )
-            args = parse_arguments(msg.body, f"assistant turn {index} call to {msg.recipient}")
+            args = parse_arguments(msg.body, f"{where} call to {msg.recipient}")
             calls.append({"type": "function", "function": {"name": _bare(msg.recipient), "arguments": args}})
         elif msg.channel in ("analysis", "commentary"):
             reasoning.append(msg.body)
         elif msg.channel == "final":
             content = msg.body
         else:
-            raise Rejection("harmony_malformed", f"assistant turn {index}: channel {msg.channel!r}")
+            raise Rejection("harmony_malformed", f"{where}: channel {msg.channel!r}")
     joined = "\n\n".join(r.strip() for r in reasoning if r.strip())
     return {
         "role": "assistant",

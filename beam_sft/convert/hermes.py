@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from beam_sft.convert.assemble import finish_row, parse_envelope
+from beam_sft.convert.assemble import PLACE, finish_row, parse_envelope, place_of
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import canonical_role, reject_media
@@ -95,8 +95,9 @@ def read_transcript(text: str) -> list[dict]:
     drafts = []
     for head, nxt in zip(heads, heads[1:] + [None], strict=True):
         body = text[head.end() : nxt.start() if nxt else len(text)].strip()
-        role = canonical_role(head.group(1), f"transcript turn {len(drafts)}")  # the one alias table
-        draft: dict[str, Any] = {"role": role, "content": body}
+        where = f"transcript turn {len(drafts)}"
+        role = canonical_role(head.group(1), where)  # the one alias table
+        draft: dict[str, Any] = {"role": role, "content": body, PLACE: where}
         if role == "assistant":
             draft.update(reasoning=[], tool_calls=[], weight=None)
         drafts.append(draft)
@@ -107,7 +108,7 @@ def untag(drafts: list[dict]) -> list[dict]:
     """Tags -> structure: ``<tool_call>`` into calls, ``<tool_response>`` into tool messages."""
     out: list[dict] = []
     for i, draft in enumerate(drafts):
-        where = f"messages[{i}]"
+        where = place_of(draft, i)
         content = draft.get("content") or ""
         if draft["role"] == "assistant" and "<tool_call>" in content:
             if draft.get("tool_calls"):
@@ -115,7 +116,7 @@ def untag(drafts: list[dict]) -> list[dict]:
             text, after, calls = _take_calls(content, where)
             out.append({**draft, "content": text, "tool_calls": calls, "text_after_calls": after})
         elif draft["role"] in ("user", "tool") and "<tool_response>" in content:
-            out.extend(_carry_ids(_take_responses(content, where), draft, where))
+            out.extend({**result, PLACE: where} for result in _carry_ids(_take_responses(content, where), draft, where))
         else:
             out.append(draft)
     return out

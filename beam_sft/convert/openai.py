@@ -36,7 +36,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_sft.convert.assemble import DROPPED, add_call_turn, convert_with, missing_content, read_call_value
+from beam_sft.convert.assemble import (
+    DROPPED,
+    add_call_turn,
+    convert_with,
+    missing_content,
+    place_drafts,
+    read_call_value,
+)
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import (
     LOSS_FLAGS,
@@ -69,33 +76,49 @@ def convert_openai(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
     return row
 
 
-def read_openai_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
-    """``(draft messages, tools, template kwargs)`` of one row (see assemble.py for drafts)."""
-    messages, row = locate_messages(raw, columns)
-    drafts, prompt_tools = read_messages(messages)
+def read_openai_row(raw: Any, columns: ColumnMap, places: list[str] | None = None
+                    ) -> tuple[list[dict], list[dict], dict | None]:
+    """``(draft messages, tools, template kwargs)`` of one row (see assemble.py for drafts).
+
+    ``places``: a reader that rewrote its own format into this shape names the source entry of each
+    message it wrote (``contents[2]``); without it, the entries of the list read are named.
+    """
+    messages, row, found = locate_messages(raw, columns)
+    drafts, prompt_tools = read_messages(messages, found if places is None else places)
     return drafts, merge_tools(row_tools(row, columns), prompt_tools), read_template_kwargs(row)
 
 
-def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict]:
-    """``(message list, row dict)`` of the shapes this converter reads."""
+def _indexed(key: str, items: list) -> list[str]:
+    return [f"{key}[{i}]" for i in range(len(items))]
+
+
+def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict, list[str]]:
+    """``(message list, row dict, the name of each message in the row)`` of the shapes this converter
+    reads: a message is named by the row's own key and index (``traj[3]``, ``completion[0]``).
+
+    >>> locate_messages({"prompt": [{"role": "user", "content": "q"}],
+    ...                  "completion": [{"role": "assistant", "content": "a"}]}, ColumnMap())[2]
+    ['prompt[0]', 'completion[0]']
+    """
     if isinstance(raw, list):
-        return raw, {}
+        return raw, {}, _indexed("row", raw)
     if not isinstance(raw, dict):
         raise Rejection("malformed_row", f"a row is a {type(raw).__name__}, not an object")
     value = raw.get(columns.messages)
     if isinstance(value, list):
-        return value, raw
+        return value, raw, _indexed(columns.messages, value)
     value = raw.get(columns.conversations)
     if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
-        return value, raw
+        return value, raw, _indexed(columns.conversations, value)
     nested = raw.get("answer_generation")
     if isinstance(nested, dict) and isinstance(nested.get("train_messages"), list):
         return _toolbench(nested)
     if holds_prompt_completion(raw):
-        return prompt_completion(raw), {k: v for k, v in raw.items() if k not in PROMPT_COMPLETION}
+        return (prompt_completion(raw), {k: v for k, v in raw.items() if k not in PROMPT_COMPLETION},
+                _indexed("prompt", raw["prompt"]) + _indexed("completion", raw["completion"]))
     keys = message_keys(raw, columns)
     if len(keys) == 1:
-        return raw[keys[0]], {k: v for k, v in raw.items() if k != keys[0]}
+        return raw[keys[0]], {k: v for k, v in raw.items() if k != keys[0]}, _indexed(keys[0], raw[keys[0]])
     if len(keys) > 1:
         raise Rejection("malformed_row", f"the row holds role-bearing message lists under {keys[0]!r} and "
                         f"{keys[1]!r}: which conversation is meant is unclear; map one with columns: {{messages: KEY}}")
@@ -162,16 +185,17 @@ def no_list_message(key: str, raw: dict) -> str:
                "answer: COLUMN} (--columns prompt=COLUMN answer=COLUMN)" if flat else ""))
 
 
-def _toolbench(nested: dict) -> tuple[list, dict]:
+def _toolbench(nested: dict) -> tuple[list, dict, list[str]]:
     copies = nested["train_messages"]
     if not copies or not all(isinstance(c, list) for c in copies):
         raise Rejection("malformed_row", "answer_generation.train_messages is not a list of message lists")
-    longest = max(copies, key=len)
+    at = max(range(len(copies)), key=lambda k: len(copies[k]))  # the first longest, as max() picks
+    longest = copies[at]
     if any(longest[: len(c)] != c for c in copies):
         raise Rejection(
             "ambiguous_conversation", "answer_generation.train_messages are not prefixes of one conversation"
         )
-    return longest, {"functions": nested.get("function")}
+    return longest, {"functions": nested.get("function")}, _indexed(f"answer_generation.train_messages[{at}]", longest)
 
 
 def row_tools(row: dict, columns: ColumnMap) -> list[dict]:
@@ -181,39 +205,48 @@ def row_tools(row: dict, columns: ColumnMap) -> list[dict]:
     )
 
 
-def read_messages(messages: list) -> tuple[list[dict], list[dict]]:
-    """Draft messages (see assemble.py) and the tools declared on system messages."""
+def read_messages(messages: list, places: list[str] | None = None) -> tuple[list[dict], list[dict]]:
+    """Draft messages (see assemble.py) and the tools declared on system messages. ``places``: each
+    message's name in the source (``messages[i]`` without it), named in every rejection."""
     drafts: list[dict] = []
     prompt_tools: list[dict] = []
     for i, msg in enumerate(messages):
-        where = f"messages[{i}]"
-        if not isinstance(msg, dict):
-            raise Rejection("malformed_row", f"{where} is not an object")
-        if "role" not in msg:
-            raise Rejection("malformed_row", f"{where} has no role (keys: {', '.join(map(repr, msg)) or 'none'})")
-        role = canonical_role(msg["role"], where)
-        if role == "assistant":
-            drafts.append({**read_assistant(msg, where), **_dropped(msg)})
-        elif role == "call":
-            add_call_turn(drafts, read_call_value(msg.get("content"), where), read_reasoning_fields(msg, where),
-                          read_weight(msg, where), where)
-        elif role == "tool":
-            check_untrained_weight(msg, where, role)
-            drafts.append(read_tool_result(msg, where))
-        else:
-            check_untrained_weight(msg, where, role)
-            text, _, _, _ = read_content(msg.get("content"), where, role=role)
-            declares = role in ("system", "developer") and (msg.get("tools") or msg.get("functions"))
-            if text is None and not declares:
-                raise missing_content(msg, where, role)
-            drafts.append({"role": role, "content": text, **_dropped(msg)})
-            if role in ("system", "developer"):
-                prompt_tools = merge_tools(
-                    prompt_tools,
-                    normalize_tools(msg.get("tools"), f"{where}.tools"),
-                    normalize_tools(msg.get("functions"), f"{where}.functions"),
-                )
+        where = places[i] if places is not None else f"messages[{i}]"
+        since = len(drafts)
+        role = _read_message(msg, where, drafts)
+        place_drafts(drafts, since, where)
+        if role in ("system", "developer"):
+            prompt_tools = merge_tools(
+                prompt_tools,
+                normalize_tools(msg.get("tools"), f"{where}.tools"),
+                normalize_tools(msg.get("functions"), f"{where}.functions"),
+            )
     return drafts, prompt_tools
+
+
+def _read_message(msg: Any, where: str, drafts: list[dict]) -> str:
+    """Read one message onto ``drafts`` (a call turn may join the draft before it); its role."""
+    if not isinstance(msg, dict):
+        raise Rejection("malformed_row", f"{where} is not an object")
+    if "role" not in msg:
+        raise Rejection("malformed_row", f"{where} has no role (keys: {', '.join(map(repr, msg)) or 'none'})")
+    role = canonical_role(msg["role"], where)
+    if role == "assistant":
+        drafts.append({**read_assistant(msg, where), **_dropped(msg)})
+    elif role == "call":
+        add_call_turn(drafts, read_call_value(msg.get("content"), where), read_reasoning_fields(msg, where),
+                      read_weight(msg, where), where)
+    elif role == "tool":
+        check_untrained_weight(msg, where, role)
+        drafts.append(read_tool_result(msg, where))
+    else:
+        check_untrained_weight(msg, where, role)
+        text, _, _, _ = read_content(msg.get("content"), where, role=role)
+        declares = role in ("system", "developer") and (msg.get("tools") or msg.get("functions"))
+        if text is None and not declares:
+            raise missing_content(msg, where, role)
+        drafts.append({"role": role, "content": text, **_dropped(msg)})
+    return role
 
 
 def _dropped(msg: dict) -> dict:

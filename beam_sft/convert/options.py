@@ -93,6 +93,9 @@ class ConvertOptions:
     - ``reasoning_origins``: converters note in ``meta.reasoning_origins`` which turns took their
       reasoning from inline tags or from text before tool calls (not a field). ``convert_row`` sets
       it when a fill runs (``beam_sft.reason``'s provenance); off, the converters' output is unchanged.
+    - ``message_places``: converters note in ``meta.places`` the source entry each message was read
+      from (``conversations[3]``), so that validate.py's rejections name it; ``convert_row`` sets it
+      and takes the list off again (it is never written). Off, the converters' output is unchanged.
     """
 
     missing_reasoning: MissingReasoning = "drop"
@@ -105,6 +108,7 @@ class ConvertOptions:
     columns: ColumnMap = field(default_factory=ColumnMap)
     forbidden_tokens: tuple[str, ...] = ()
     reasoning_origins: bool = False
+    message_places: bool = False
     pythonic_tool_calls: bool = False
     infer_tools: bool = False
     inferred_tools: tuple[str, ...] = ()  # JSON texts of declarations, set by the source's first pass

@@ -40,6 +40,19 @@ TEXT_PART_TYPES = ("text", "input_text", "output_text")
 REASONING_PART_TYPES = ("reasoning", "thinking")
 PART_VALUE_KEYS = ("text", "value", "reasoning", "thinking")
 LOSS_FLAGS = ("weight", "loss_weight", "loss", "train")
+
+
+class _NoPart:
+    """The type of ``NO_PART``."""
+
+    def __repr__(self) -> str:
+        return "NO_PART"
+
+
+# What a reader that rewrites its format's content into parts leaves where a block carries nothing
+# (Bedrock's cachePoint): read_content skips it, and every later part keeps the index it has in the
+# source, which the messages name. No JSON value is this object.
+NO_PART = _NoPart()
 # Row columns that hold media (LLaMA-Factory, ms-swift, xtuner): Beam cannot see them.
 MEDIA_COLUMNS = ("images", "videos", "audios", "image", "video", "audio")
 # what a content part carries when it is not text (OpenAI, Anthropic, Gemini shapes)
@@ -140,6 +153,8 @@ def read_content(
     calls: list[Any] = []
     for i, part in enumerate(content):
         at = f"{where}.content[{i}]"
+        if part is NO_PART:
+            continue
         if isinstance(part, str):
             (late if calls else texts).append(part)
             continue

@@ -48,7 +48,7 @@ from beam_sft.convert.infer_tools import ToolUsage, declare_inferred
 from beam_sft.convert.options import FORMATS, ConvertOptions
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
-from beam_sft.convert.validate import row_notes, validate
+from beam_sft.convert.validate import Places, row_notes, validate
 from beam_sft.data.batch_api import BatchPair, iter_batch_located
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
 from beam_sft.data.sources import (
@@ -232,19 +232,20 @@ def convert_row(
         return Rejection(*problem).at(source=source, row=row, raw=raw_out)
     converter = CONVERTERS[FORMAT_CONVERTERS[format]]
     try:
-        result = converter(raw, options=options if fill is None else _with_origins(options))
+        result = converter(raw, options=_asking(options, origins=fill is not None))
+        places = None if isinstance(result, Rejection) else _take_places(result)
         if not isinstance(result, Rejection) and options.infer_tools and options.inferred_tools:
             result = declare_inferred(result, options.inferred_tools)  # before a fill: its prompt shows them
         if not isinstance(result, Rejection):
             converted = result if fill is None else fill(result)
             result = apply_missing_reasoning(converted, options.missing_reasoning)
-            result = validate(result, options=options) or result
+            result = validate(result, options=options, places=places) or result
             if isinstance(result, Rejection) and result.code == "no_trained_turn":
                 result = _explain_no_trained_turn(result, converted, options)
             if late_check and not isinstance(result, Rejection):
                 result = late_rejection(result) or result
             if isinstance(result, Rejection) and result.code in _POLICY_CODES:
-                result = _fill_cause(result, converted)
+                result = _fill_cause(result, converted, places)
     except Rejection as exc:
         result = exc
     except (OutputUnwritable, RunStopped):  # a fill's store is full, its teacher refuses the key: the run ends
@@ -294,15 +295,29 @@ def _carried_provenance(raw: Any, row: BeamRow) -> list[dict] | None:
     return entries
 
 
-@functools.lru_cache(maxsize=8)
-def _with_origins(options: ConvertOptions) -> ConvertOptions:
-    """``options`` asking the converters where each turn's reasoning came from (for a fill's provenance)."""
-    return dataclasses.replace(options, reasoning_origins=True)
+@functools.lru_cache(maxsize=16)
+def _asking(options: ConvertOptions, *, origins: bool) -> ConvertOptions:
+    """``options`` asking the converters for the source entry of each message (for validate's messages)
+    and, with ``origins``, where each turn's reasoning came from (for a fill's provenance)."""
+    return dataclasses.replace(options, message_places=True, reasoning_origins=origins or options.reasoning_origins)
 
 
-def _fill_cause(rejection: Rejection, filled: BeamRow) -> Rejection:
+def _take_places(row: BeamRow) -> list[str] | None:
+    """The converter's ``meta.places`` (the source entry of each message), taken off the row: it names
+    messages in rejections and is never written."""
+    meta = row.get("meta")
+    if not isinstance(meta, dict) or "places" not in meta:
+        return None
+    places = meta.pop("places")
+    if not meta:
+        del row["meta"]
+    return places
+
+
+def _fill_cause(rejection: Rejection, filled: BeamRow, places: list[str] | None = None) -> Rejection:
     """The policy rejected a row whose turns a fill was asked for and refused: that refusal's code
-    (the first turn's), with the policy's message after it.
+    (the first turn's), with the policy's message after it. The turn is named by its source entry
+    (``places``, validate.Places).
 
     >>> row = {"meta": {"reasoning": [{"turn": 1, "source": "none", "rejected": "teacher_empty",
     ...        "message": "the teacher wrote nothing"}]}}
@@ -314,7 +329,9 @@ def _fill_cause(rejection: Rejection, filled: BeamRow) -> Rejection:
     refused = next((e for e in entries if isinstance(e, dict) and e.get("rejected")), None)
     if refused is None:
         return rejection
-    return Rejection(refused["rejected"], f"messages[{refused.get('turn')}]: {refused.get('message', '')} "
+    turn = refused.get("turn")
+    where = Places(places)(turn) if isinstance(turn, int) and not isinstance(turn, bool) else f"messages[{turn}]"
+    return Rejection(refused["rejected"], f"{where}: {refused.get('message', '')} "
                      f"(then {rejection.code}: {rejection.message})")
 
 

@@ -29,10 +29,12 @@ from __future__ import annotations
 from typing import Any
 
 from beam_sft.convert.assemble import (
+    PLACE,
     add_call_turn,
     convert_with,
     missing_content,
     parse_envelope,
+    place_drafts,
     read_call_value,
 )
 from beam_sft.convert.options import ColumnMap, ConvertOptions
@@ -59,6 +61,7 @@ def convert_sharegpt(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejectio
 
 def read_sharegpt_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
     """``(draft messages, tools, template kwargs)`` of one row (see assemble.py for drafts)."""
+    key = "row" if isinstance(raw, list) else columns.conversations  # a message is named by its own list
     if isinstance(raw, list):
         raw = {columns.conversations: raw}
     if not isinstance(raw, dict):
@@ -68,13 +71,13 @@ def read_sharegpt_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[di
         from beam_sft.convert.openai import no_list_message
 
         raise Rejection("malformed_row", no_list_message(columns.conversations, raw))
-    drafts = read_turns(turns, columns)
+    drafts = read_turns(turns, columns, key)
     system = raw.get(columns.system)
     if system is not None:
         if not isinstance(system, str):
             raise Rejection("malformed_row", f"{columns.system!r} is not a string")
         if system:
-            drafts.insert(0, {"role": "system", "content": system})
+            drafts.insert(0, {"role": "system", "content": system, PLACE: columns.system})
     tools = merge_tools(
         normalize_tools(raw.get(columns.tools), columns.tools),
         normalize_tools(raw.get("functions"), "functions"),
@@ -82,32 +85,40 @@ def read_sharegpt_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[di
     return drafts, tools, read_template_kwargs(raw)
 
 
-def read_turns(turns: list, columns: ColumnMap) -> list[dict]:
+def read_turns(turns: list, columns: ColumnMap, key: str = "conversations") -> list[dict]:
+    """Draft messages of the turns of list ``key``, each named ``key[i]`` (see assemble.py)."""
     drafts: list[dict] = []
     for i, turn in enumerate(turns):
-        where = f"conversations[{i}]"
-        if not isinstance(turn, dict):
-            raise Rejection("malformed_row", f"{where} is not an object")
-        if columns.role_key not in turn:
-            raise Rejection("malformed_row", f"{where} has no {columns.role_key!r} (keys: {', '.join(map(repr, turn))})")
-        role = canonical_role(turn[columns.role_key], where)
-        value = turn.get(columns.content_key)
-        if role == "call":
-            reasoning = read_reasoning_fields(turn, where)
-            add_call_turn(drafts, read_call_value(value, where), reasoning, read_weight(turn, where), where)
-            continue
-        if role != "assistant":
-            check_untrained_weight(turn, where, role)
-        text, reasoning_parts, part_calls, late = read_content(value, f"{where}.{columns.content_key}", role=role)
-        if role == "assistant":
-            drafts.append(_read_assistant(turn, text, reasoning_parts, part_calls, late, where))
-        elif role == "tool" and columns.content_key in turn:  # an explicit null is an empty result
-            drafts.append(_read_result(turn, text or "", where))
-        elif text is None:
-            raise missing_content(turn, where, role)
-        else:
-            drafts.append({"role": role, "content": text})
+        where = f"{key}[{i}]"
+        since = len(drafts)
+        _read_turn(turn, where, columns, drafts)
+        place_drafts(drafts, since, where)
     return drafts
+
+
+def _read_turn(turn: Any, where: str, columns: ColumnMap, drafts: list[dict]) -> None:
+    """Read one turn onto ``drafts`` (a call turn may join the draft before it)."""
+    if not isinstance(turn, dict):
+        raise Rejection("malformed_row", f"{where} is not an object")
+    if columns.role_key not in turn:
+        raise Rejection("malformed_row", f"{where} has no {columns.role_key!r} (keys: {', '.join(map(repr, turn))})")
+    role = canonical_role(turn[columns.role_key], where)
+    value = turn.get(columns.content_key)
+    if role == "call":
+        reasoning = read_reasoning_fields(turn, where)
+        add_call_turn(drafts, read_call_value(value, where), reasoning, read_weight(turn, where), where)
+        return
+    if role != "assistant":
+        check_untrained_weight(turn, where, role)
+    text, reasoning_parts, part_calls, late = read_content(value, f"{where}.{columns.content_key}", role=role)
+    if role == "assistant":
+        drafts.append(_read_assistant(turn, text, reasoning_parts, part_calls, late, where))
+    elif role == "tool" and columns.content_key in turn:  # an explicit null is an empty result
+        drafts.append(_read_result(turn, text or "", where))
+    elif text is None:
+        raise missing_content(turn, where, role)
+    else:
+        drafts.append({"role": role, "content": text})
 
 
 def _read_assistant(turn: dict, value: str | None, reasoning_parts: list[str], part_calls: list,

@@ -95,8 +95,34 @@ def _alternation(tokens: tuple[str, ...]) -> re.Pattern[str] | None:
     return re.compile("|".join(re.escape(t) for t in sorted(tokens, key=len, reverse=True)))
 
 
-def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
-    """The first Beam rule ``row`` breaks, as a Rejection, or None when it keeps every rule."""
+class Places:
+    """How a message of the converted row is named in a rejection: by the source entry it was read from
+    (``places[i]``, as the converter noted it in ``meta.places``: ``conversations[3]``), else by its index
+    here. A field of it follows as a path (``conversations[3].content``), or in parentheses after a
+    name that is not one (``output+reasoning (reasoning_content)``).
+
+    >>> at = Places(["system", "conversations[0]", "output+reasoning"])
+    >>> at(1), at(1, "content"), at(2, "reasoning_content"), at(5)
+    ('conversations[0]', 'conversations[0].content', 'output+reasoning (reasoning_content)', 'messages[5]')
+    """
+
+    def __init__(self, places: list[str] | None = None):
+        self.places = places or []
+
+    def __call__(self, i: int, key: str | None = None) -> str:
+        place = self.places[i] if i < len(self.places) else f"messages[{i}]"
+        if key is None:
+            return place
+        return f"{place}.{key}" if _PATH_RE.fullmatch(place) else f"{place} ({key})"
+
+
+_PATH_RE = re.compile(r"[\w.\[\]]+")
+
+
+def validate(row: BeamRow, *, options: ConvertOptions, places: list[str] | None = None) -> Rejection | None:
+    """The first Beam rule ``row`` breaks, as a Rejection, or None when it keeps every rule. ``places``:
+    the source entry of each message (``Places``), named in the rejection."""
+    at = Places(places)
     for check in (
         _shape,
         _system_leading,
@@ -109,31 +135,31 @@ def validate(row: BeamRow, *, options: ConvertOptions) -> Rejection | None:
         _reasoning,
         _trained,
     ):
-        problem = check(row, options)
+        problem = check(row, options, at)
         if problem is not None:
             return Rejection(*problem)
     return None
 
 
-def _shape(row: Any, options: ConvertOptions) -> tuple[str, str] | None:
+def _shape(row: Any, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
         return "malformed_row", "a BeamRow needs a messages list"
     if not row["messages"]:  # only truncation leaves a row empty: converters reject empty conversations
         return "no_trained_turn", "no message is left"
     for i, msg in enumerate(row["messages"]):
-        where = f"messages[{i}]"
+        where = at(i)
         if not isinstance(msg, dict) or msg.get("role") not in ROLES:
             return "malformed_row", f"{where} is not a message with a known role"
         for key in ("content", "reasoning_content", "name", "tool_call_id"):
             if key in msg and not isinstance(msg[key], str):
-                return "malformed_row", f"{where}.{key} is not a string"
+                return "malformed_row", f"{at(i, key)} is not a string"
         if msg["role"] != "assistant" and not isinstance(msg.get("content"), str):
             return "malformed_row", f"{where} has no string content"
         if "weight" in msg and (type(msg["weight"]) is not int or msg["weight"] not in (0, 1)):
-            return "bad_weight", f"{where}.weight is {msg['weight']!r}, not 0 or 1"
+            return "bad_weight", f"{at(i, 'weight')} is {msg['weight']!r}, not 0 or 1"
         calls = msg.get("tool_calls")
         if calls is not None and not (isinstance(calls, list) and all(_call_shape(c) for c in calls)):
-            return "malformed_row", f"{where}.tool_calls is not a list of function calls"
+            return "malformed_row", f"{at(i, 'tool_calls')} is not a list of function calls"
     tools = row.get("tools", [])
     if not isinstance(tools, list):
         return "bad_tool_definition", "tools is not a list"
@@ -148,29 +174,29 @@ def _call_shape(call: Any) -> bool:
     return isinstance(call, dict) and isinstance(call.get("function"), dict) and "name" in call["function"]
 
 
-def _system_leading(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _system_leading(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     seen_other = False
     for i, msg in enumerate(row["messages"]):
         if msg["role"] in ("system", "developer"):
             if seen_other:
                 return (
                     "system_not_leading",
-                    f"messages[{i}] is a {msg['role']} message after the conversation started",
+                    f"{at(i)} is a {msg['role']} message after the conversation started",
                 )
         else:
             seen_other = True
     return None
 
 
-def _calls(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _calls(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     for i, msg in enumerate(row["messages"]):
         if msg["role"] == "tool" and "name" in msg and not _TOOL_NAME_RE.fullmatch(msg["name"]):
-            return "bad_tool_name", f"messages[{i}].name {msg['name']!r} cannot be a Harmony author"
+            return "bad_tool_name", f"{at(i, 'name')} {msg['name']!r} cannot be a Harmony author"
         if msg["role"] != "assistant":
             continue
         calls = msg.get("tool_calls") or []
         for j, call in enumerate(calls):
-            where = f"messages[{i}].tool_calls[{j}]"
+            where = at(i, f"tool_calls[{j}]")
             name, args = call["function"]["name"], call["function"].get("arguments")
             if not isinstance(name, str) or not _TOOL_NAME_RE.fullmatch(name):
                 return "bad_tool_name", f"{where}: {name!r} cannot be a Harmony recipient"
@@ -184,20 +210,20 @@ def _calls(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
                     return "param_delimiter_in_argument", f"{where}: argument {key!r} contains {PARAM_CLOSE}"
         content = msg.get("content") or ""
         if calls and content:
-            return "content_with_tool_calls", f"messages[{i}] has an answer beside its tool calls"
+            return "content_with_tool_calls", f"{at(i)} has an answer beside its tool calls"
         if not calls and not content.strip():
-            return "empty_assistant", f"messages[{i}] has neither an answer nor a tool call"
+            return "empty_assistant", f"{at(i)} has neither an answer nor a tool call"
     return None
 
 
-def _results(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _results(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     pending: list[dict] = []
     for i, msg in enumerate(row["messages"]):
-        where = f"messages[{i}]"
+        where = at(i)
         if msg["role"] == "tool":
             if not pending:
                 return "tool_result_unmatched", f"{where} is a tool result but no call is waiting for one"
-            problem = _match(msg, pending, where)
+            problem = _match(msg, pending, where, at(i, "tool_call_id"))
             if problem is not None:
                 return problem
             pending.pop(0)
@@ -210,7 +236,7 @@ def _results(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
     return None
 
 
-def _match(msg: dict, pending: list[dict], where: str) -> tuple[str, str] | None:
+def _match(msg: dict, pending: list[dict], where: str, id_where: str) -> tuple[str, str] | None:
     expected = pending[0]
     name = expected["function"]["name"]
     if "tool_call_id" in msg:
@@ -219,7 +245,7 @@ def _match(msg: dict, pending: list[dict], where: str) -> tuple[str, str] | None
                 return "tool_result_order", f"{where} answers a later call than {expected.get('id')!r}"
             return (
                 "tool_result_unmatched",
-                f"{where}.tool_call_id {msg['tool_call_id']!r} matches no waiting call",
+                f"{id_where} {msg['tool_call_id']!r} matches no waiting call",
             )
         if "name" in msg and msg["name"] != name:
             return "tool_result_unmatched", f"{where} is named {msg['name']!r} but answers a call to {name!r}"
@@ -233,7 +259,7 @@ def _match(msg: dict, pending: list[dict], where: str) -> tuple[str, str] | None
     return "tool_result_unmatched", f"{where} has neither a name nor a tool_call_id"
 
 
-def _kwargs(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _kwargs(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     kwargs = row.get("chat_template_kwargs", {})
     if not isinstance(kwargs, dict):
         return "bad_template_kwargs", "chat_template_kwargs is not an object"
@@ -262,8 +288,10 @@ def _kwargs(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
     return None
 
 
-def iter_rendered_text(row: BeamRow) -> Iterator[tuple[str, str]]:
-    """``(path, text)`` for every string the template can render (ids and meta excluded)."""
+def iter_rendered_text(row: BeamRow, at: Places | None = None) -> Iterator[tuple[str, str]]:
+    """``(path, text)`` for every string the template can render (ids and meta excluded); a message's
+    path starts with its name (``Places``: ``messages[i]`` without one)."""
+    at = at or Places()
     stack: list[tuple[str, Any]] = [
         ("chat_template_kwargs", row.get("chat_template_kwargs")),
         ("tools", row.get("tools")),
@@ -272,11 +300,11 @@ def iter_rendered_text(row: BeamRow) -> Iterator[tuple[str, str]]:
         for key, value in msg.items():
             if key == "tool_calls" and isinstance(value, list):
                 stack.extend(
-                    (f"messages[{i}].tool_calls[{j}].function", c.get("function"))
+                    (at(i, f"tool_calls[{j}].function"), c.get("function"))
                     for j, c in enumerate(value)
                 )
             elif key not in ("tool_call_id", "role", "weight"):
-                stack.append((f"messages[{i}].{key}", value))
+                stack.append((at(i, key), value))
     while stack:
         path, value = stack.pop()
         if isinstance(value, str):
@@ -318,16 +346,17 @@ def _rendered_strings(row: BeamRow) -> str:
     return "\0".join(out)
 
 
-def _control_text(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _control_text(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     """``_markers`` then ``_special_tokens``, over one join of the row's rendered strings."""
     joined = _rendered_strings(row)
-    return _markers(row, options, joined) or _special_tokens(row, options, joined)
+    return _markers(row, options, at, joined) or _special_tokens(row, options, at, joined)
 
 
-def _markers(row: BeamRow, options: ConvertOptions, joined: str | None = None) -> tuple[str, str] | None:
+def _markers(row: BeamRow, options: ConvertOptions, at: Places | None = None,
+             joined: str | None = None) -> tuple[str, str] | None:
     if "<|" not in (_rendered_strings(row) if joined is None else joined):
         return None
-    for path, text in iter_rendered_text(row):
+    for path, text in iter_rendered_text(row, at):
         if "<|" in text:
             for marker in ALL_MARKERS:
                 if marker in text:
@@ -335,13 +364,14 @@ def _markers(row: BeamRow, options: ConvertOptions, joined: str | None = None) -
     return None
 
 
-def _special_tokens(row: BeamRow, options: ConvertOptions, joined: str | None = None) -> tuple[str, str] | None:
+def _special_tokens(row: BeamRow, options: ConvertOptions, at: Places | None = None,
+                    joined: str | None = None) -> tuple[str, str] | None:
     pattern = _alternation(tuple(sorted(options.forbidden_tokens)))
     if pattern is None:
         return None
     if pattern.search(_rendered_strings(row) if joined is None else joined) is None:
         return None
-    for path, text in iter_rendered_text(row):
+    for path, text in iter_rendered_text(row, at):
         m = pattern.search(text)
         if m is not None:
             return "special_token_in_text", f"{path} contains the tokenizer's added token {m.group()!r}"
@@ -366,7 +396,7 @@ def _first(markup: Iterable[str], text: str) -> str | None:
     return next((m for m in markup if m in text), None)
 
 
-def _trained_markup(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _trained_markup(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     for i, msg in enumerate(row["messages"]):
         if not is_trained(msg):
             continue
@@ -374,15 +404,15 @@ def _trained_markup(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | 
             text = msg.get(key) or ""
             found = find_reasoning_markup(text)
             if found:
-                return "reasoning_markup_in_text", f"messages[{i}].{key} holds {found} (trained text)"
+                return "reasoning_markup_in_text", f"{at(i, key)} holds {found} (trained text)"
             found = _first(TOOL_CALL_MARKUP, text)
             if found:
-                return "tool_call_markup_in_text", f"messages[{i}].{key} holds {found} (trained text)"
+                return "tool_call_markup_in_text", f"{at(i, key)} holds {found} (trained text)"
         for j, call in enumerate(msg.get("tool_calls") or []):
             for text in _strings(call.get("function")):
                 found = find_reasoning_markup(text)
                 if found:
-                    return "reasoning_markup_in_text", f"messages[{i}].tool_calls[{j}] holds {found} (trained text)"
+                    return "reasoning_markup_in_text", f"{at(i, f'tool_calls[{j}]')} holds {found} (trained text)"
     return None
 
 
@@ -398,7 +428,7 @@ def row_notes(row: BeamRow) -> dict[str, int]:
     return {}
 
 
-def _declared(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _declared(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     if not options.require_declared_tools:
         return None
     declared = {t["function"]["name"] for t in row.get("tools", [])}
@@ -407,19 +437,19 @@ def _declared(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
             if call["function"]["name"] not in declared:
                 return (
                     "undeclared_tool",
-                    f"messages[{i}] calls {call['function']['name']!r}, which the row does not declare",
+                    f"{at(i)} calls {call['function']['name']!r}, which the row does not declare",
                 )
     return None
 
 
-def _reasoning(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _reasoning(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     for i, msg in enumerate(row["messages"]):
         if is_trained(msg) and not has_reasoning(msg):
-            return "missing_reasoning", f"messages[{i}] is trained but has no reasoning"
+            return "missing_reasoning", f"{at(i)} is trained but has no reasoning"
     return None
 
 
-def _trained(row: BeamRow, options: ConvertOptions) -> tuple[str, str] | None:
+def _trained(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     if not any(is_trained(m) for m in row["messages"]):
         return "no_trained_turn", "no assistant turn is trained"
     return None

@@ -49,6 +49,7 @@ from beam_sft.convert.options import FORMATS, ConvertOptions
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.validate import Places, row_notes, validate
+from beam_sft.data import hub
 from beam_sft.data.batch_api import BatchPair, iter_batch_located
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
 from beam_sft.data.sources import (
@@ -366,11 +367,14 @@ class SourceConversion:
         if format != "auto" and format not in FORMATS:
             raise BeamError(f"unknown format {format!r} (known: auto, {', '.join(FORMATS)})")
         self.options = options or ConvertOptions()
-        self.source = str(path) if source is None else source
+        ref = path if isinstance(path, (BatchPair, hub.DatasetRef)) else hub.parse_data_arg(path)
+        # a dataset (a local repository's split included) is named with its split, as prepare's report does
+        self.source = (ref.label if isinstance(ref, hub.DatasetRef) else str(path)) if source is None else source
         self.auto = format == "auto"
         self.fill = fill
         self.workers = max(1, workers)
-        self._path = path.label if isinstance(path, BatchPair) else str(path)
+        self._path = path.label if isinstance(path, BatchPair) else ref.label if isinstance(
+            ref, hub.DatasetRef) else str(path)
         if isinstance(path, BatchPair):  # two files joined by custom_id (data/batch_api.py): one source
             self.source = path.label if source is None else source
             self.files, self.skipped = path.files, []
@@ -427,8 +431,14 @@ class SourceConversion:
                                 fill=self.fill)
 
     def __iter__(self) -> Iterator[BeamRow | Rejection]:
+        return (result for _, result in self.numbered())
+
+    def numbered(self) -> Iterator[tuple[int, BeamRow | Rejection]]:
+        """``(the record's number in the whole source, from 0; its result)``: a source of several files
+        (a folder, a Batch API pair, a dataset's split) names each result by its file and its row there,
+        and this number is the record's place in the source (a rejects line's ``index``)."""
         records = itertools.chain(self._head, self._records)
-        for raw, fmt, result in ordered_map(self._convert, records, self.workers):
+        for index, (raw, fmt, result) in enumerate(ordered_map(self._convert, records, self.workers)):
             if isinstance(result, Rejection):
                 cause = MISSING_REASONING_CAUSE.format(policy=self.options.missing_reasoning)
                 self.summary.count_rejected(result.code, fmt, cause if cause in result.message else None)
@@ -436,7 +446,7 @@ class SourceConversion:
                     self.summary.unreadable = (raw.byte, raw.more)
             else:
                 self.summary.count_kept(fmt, result["meta"].get("notes"))
-            yield result
+            yield index, result
 
 
 def ordered_map(fn: Callable[[Any], Any], items: Iterable[Any], workers: int) -> Iterator[Any]:
@@ -557,11 +567,11 @@ def convert_files(
                 conversion = SourceConversion(path, format=format, options=options, fill=fill, workers=workers)
                 if on_source is not None:
                     on_source(conversion)
-                for result in conversion:
+                for index, result in conversion.numbered():
                     if on_row is not None:
                         on_row(result)
-                    if isinstance(result, Rejection):
-                        rejects_out.write(result)
+                    if isinstance(result, Rejection):  # placed: the table's source, and its file when it has several
+                        rejects_out.write(result, source=conversion.source, index=index)
                     elif out_fh is not None:
                         out_fh.write(json.dumps(result, ensure_ascii=False) + "\n")
                 report.sources.append(conversion.summary)

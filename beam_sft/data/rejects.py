@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from beam_sft.dataset_folder.rejects import reject_json
+from beam_sft.dataset_folder.rejects import placed, reject_json
 
 
 class RejectRecord(Protocol):
@@ -198,10 +198,16 @@ class RejectsWriter:
             self._fh = open(self.path, "w", encoding="utf-8")
         return self
 
-    def write(self, rejection: RejectRecord) -> None:
+    def write(self, rejection: RejectRecord, *, source: str | None = None, index: int | None = None) -> None:
+        """One line. ``source``: the label of the source the rejection's own ``source`` (its file) belongs
+        to, with ``index`` the record's number in that source: the line is ``placed`` (it names the file
+        and the index where they differ from the source and the row), as prepare's lines are."""
         self.count += 1
         if self._fh is not None:
-            self._fh.write(reject_json(rejection.to_json()) + "\n")
+            record = rejection.to_json()
+            if source is not None:
+                record = placed(record, source, record.get("source"), index)
+            self._fh.write(reject_json(record) + "\n")
 
 
     def __exit__(self, *exc: object) -> None:

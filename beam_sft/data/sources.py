@@ -120,17 +120,17 @@ def iter_records(path: str | Path | hub.DatasetRef) -> Iterator[tuple[int, Any]]
 
 
 def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, Any]]:
-    """``(file, row index in that file, record)``; for a plain file or a dataset, ``file`` is its name."""
+    """``(file, row index in that file, record)``; for a plain file or a streamed dataset, ``file`` is its
+    name; the files of a folder or of a local dataset repository's split each by their own path (the
+    folder as given, joined with the file's path in it), so two files' rows are never told apart by
+    a running number alone."""
     source = path if isinstance(path, hub.DatasetRef) else hub.parse_data_arg(path)
     if isinstance(source, hub.DatasetRef):
         name = source.label
         own = hub.local_data_files(source)
-        if own is not None:  # a local repository: each file by its own reader, one running index
-            index = 0
+        if own is not None:  # a local repository: each file by its own reader, named by its own path
             for file in own:
-                for _, record in _iter_file(file):
-                    yield name, index, record
-                    index += 1
+                yield from ((_under(source.path, file), i, r) for i, r in _iter_file(file))
             return
         for index, record in hub.iter_dataset(source):
             yield name, index, _drop_nulls(record)
@@ -149,6 +149,21 @@ def iter_located(path: str | Path | hub.DatasetRef) -> Iterator[tuple[str, int, 
                                                 "read more than once, so save it to a file first)"
                                                 if path.exists() else "no such file or directory"))
     yield from ((str(path), i, r) for i, r in _iter_file(path))
+
+
+def _under(folder: str, file: Path) -> str:
+    """A file of ``folder`` named as the folder was given, joined with the file's path in it
+    (``datasets`` resolves a repository's patterns to absolute paths).
+
+    >>> _under("repo", Path.cwd() / "repo" / "data" / "train-0.jsonl")
+    'repo/data/train-0.jsonl'
+    """
+    for root in (Path(folder).absolute(), Path(folder).resolve()):
+        try:
+            return str(Path(folder) / file.relative_to(root))
+        except ValueError:
+            continue
+    return str(file)
 
 
 def _local(path: str | Path) -> Path:

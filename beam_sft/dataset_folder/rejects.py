@@ -1,5 +1,5 @@
 """DIR/rejects.jsonl: one JSON object per row left out, ``{"source", "row", "code", "message", "raw"}``
-(and ``file``, in a folder source's line of ``prepare``: ``placed``).
+(and ``file`` and ``index``, in a line of a source of several files: ``placed``).
 
 The one writer of a rejects line, for ``prepare`` and ``convert --rejects`` alike.
 """
@@ -44,8 +44,10 @@ def reject_line(source: str, row: int, code: str, message: str, raw: Any, file: 
 
 
 def placed(record: Mapping[str, Any], source: str, file: str | None, index: int | None = None) -> dict[str, Any]:
-    """A rejects record of ``prepare``: ``source`` is the source's label, as report.json counts it (and
-    verify's ``rejects_count`` reads it); a folder source's line also names its ``file``, in which
+    """A rejects record of ``prepare`` (and of ``convert``, for a source of several files): ``source`` is the
+    source's label, as report.json (convert's summary) counts it (and verify's ``rejects_count`` reads
+    it); the line of a source of several files (a folder, a Batch API pair, a dataset folder's split)
+    also names its ``file``, in which
     ``row`` is the row, and a line whose ``row`` is not the record's number in the whole source (a
     folder's, a Batch API pair's) its ``index``, that number (the dataset's ``row_index``: verify holds
     every index of a source to be kept or rejected, once).

@@ -19,6 +19,7 @@ import json
 from pathlib import Path
 
 from beam_sft import arrow_arrays
+from beam_sft.data.hub import DatasetRef
 from beam_sft.dataset_folder.report_json import SourceInfo
 from beam_sft.prepare import shard_plan
 from beam_sft.prepare.batch import RECORD_COLUMNS, SourceJob
@@ -78,8 +79,10 @@ def record_batches(sources, batch_size: int, ranges: list[tuple[int, int]] | Non
         detected = SourceConversion(location, format=spec.format, options=options, source=spec.label)
         # detected.options: with infer_tools, the declarations its first pass made from the source
         yield "job", SourceJob(spec.label, spec.format, spec.weight, detected.options, detected.format)
-        # A file read on its own is named by the source's label; a directory's rows name their file.
-        folder = str(Path(location)) if isinstance(location, (str, Path)) and Path(location).is_dir() else None
+        # A file read on its own (or a streamed dataset) is named by the source's label; the rows of a
+        # source of several files (a directory, a dataset repository's split, a Batch API pair) name their file.
+        own = location.label if isinstance(location, DatasetRef) else str(Path(location)) if isinstance(
+            location, (str, Path)) else None
         unreadable: list[dict] = []
         batch: dict[str, list] = {name: [] for name in RECORD_COLUMNS}
         raws, errors, offsets, indices, files, rows = (batch[n] for n in (
@@ -105,7 +108,7 @@ def record_batches(sources, batch_size: int, ranges: list[tuple[int, int]] | Non
             errors.append(bad_json(record.bad) if record.bad else "")
             offsets.append(record.byte)
             indices.append(index)
-            files.append(record.file if folder not in (None, record.file) else None)
+            files.append(None if record.file == own else record.file)
             rows.append(record.row)
             if len(raws) >= batch_size:
                 yield "batch", flush()

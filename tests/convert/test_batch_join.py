@@ -95,6 +95,22 @@ def test_convert_cli_batch_flags_and_summary(tmp_path, capsys):
     assert "batch_missing_response=1" in capsys.readouterr().out
 
 
+def test_convert_cli_reject_lines_name_the_pair_and_the_file(tmp_path, capsys):
+    """A rejects line of a pair is placed as prepare's are: ``source`` the pair as the table names it,
+    ``file`` which of the two files the line is in, ``row`` its line there, ``index`` its record's number
+    in the source (the input's unanswered requests come after every output line)."""
+    pair = _pair(tmp_path, [request("r1"), request("r2")], [output("r9"), output("r1", status=500)])
+    rejects = tmp_path / "rejects.jsonl"
+    main(["convert", "--batch-input", pair.input, "--batch-output", pair.output, "-o", str(tmp_path / "rows.jsonl"),
+          "--rejects", str(rejects)])
+    assert pair.label in capsys.readouterr().out
+    lines = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [(r["source"], r["file"], r["row"], r["index"], r["code"]) for r in lines] == [
+        (pair.label, pair.output, 0, 0, "batch_missing_request"),
+        (pair.label, pair.output, 1, 1, "batch_http_error"),
+        (pair.label, pair.input, 1, 2, "batch_missing_response")]  # r1's request is the 500's pair
+
+
 def test_convert_cli_needs_both_batch_flags(tmp_path, capsys):
     pair = _pair(tmp_path, [request("r1")], [output("r1")])
     assert main(["convert", "--batch-input", pair.input, "-o", str(tmp_path / "o.jsonl")]) != 0

@@ -261,7 +261,37 @@ def test_convert_reads_a_dataset_repository(tmp_path):
     report = convert_files([f"{repo}@train"], output=tmp_path / "rows.jsonl", rejects=tmp_path / "rejects.jsonl")
     assert report.read == 12 and report.kept + sum(sum(s.rejected.values()) for s in report.sources) == 12
     kept = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text().splitlines()]
-    assert kept and kept[0]["meta"]["source"] == f"{repo}@train"
+    # one source, named with its split; each row names its own file (as a folder's rows do) and its row there
+    assert [s.source for s in report.sources] == [f"{repo}@train"]
+    assert {r["meta"]["source"] for r in kept} == {f"{repo}/data/train-00000.jsonl", f"{repo}/data/train-00001.jsonl"}
+    assert max(r["meta"]["row"] for r in kept) < 6
+
+
+def test_convert_names_each_file_of_a_split_folder(tmp_path, monkeypatch, capsys):
+    """``beam-sft convert DIR`` on a folder named by splits (data/train-* beside data/test-*): the table
+    names the split read (DIR@train, not DIR: the test rows are not in it), and a rejects line names
+    its file, as DIR was given joined with the file's path in it, its row there and its index in the
+    source (prepare's rejects line, ``placed``); two files' rows are never one running number."""
+    from beam_sft.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    ok = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a",
+                                                             "reasoning_content": "r"}]}
+    bad = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+    Path("repo/data").mkdir(parents=True)
+    for name, data in (("train-00000-of-00002", [ok, bad]), ("train-00001-of-00002", [bad, ok]),
+                       ("test-00000-of-00001", [bad])):
+        write_jsonl(Path("repo/data") / f"{name}.jsonl", data)
+    assert main(["convert", "repo", "-o", "rows.jsonl", "--rejects", "rejects.jsonl"]) == 0
+    table = capsys.readouterr().out
+    assert table.splitlines()[1].split()[:3] == ["repo@train", "openai", "4"]
+    lines = [json.loads(line) for line in Path("rejects.jsonl").read_text().splitlines()]
+    assert [(r["source"], r["file"], r["row"], r["index"]) for r in lines] == [
+        ("repo@train", "repo/data/train-00000-of-00002.jsonl", 1, 1),
+        ("repo@train", "repo/data/train-00001-of-00002.jsonl", 0, 2)]
+    kept = [json.loads(line)["meta"] for line in Path("rows.jsonl").read_text().splitlines()]
+    assert kept == [{"source": "repo/data/train-00000-of-00002.jsonl", "row": 0},
+                    {"source": "repo/data/train-00001-of-00002.jsonl", "row": 1}]
 
 
 # ---------------------------------------------------------------- prepare: same rows, same ids and masks

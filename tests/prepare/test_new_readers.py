@@ -60,12 +60,18 @@ def test_a_batch_pair_as_a_source_spec(tmp_path, tokenizer_dir, tokenizer):
                                                              batch.request("r3")])),
                      str(write_jsonl(tmp_path / "out.jsonl", [batch.output("r2"), batch.output("r1", status=429),
                                                               batch.output("r7")])))
-    _, entry, where = _prepare(tmp_path, tokenizer_dir, SourceSpec(path=pair.output, batch_input=pair.input,
-                                                                   name="batch"))
+    out, entry, where = _prepare(tmp_path, tokenizer_dir, SourceSpec(path=pair.output, batch_input=pair.input,
+                                                                     name="batch"))
     assert (entry["read"], entry["kept"]) == (4, 1)
     assert entry["rejected"] == {"batch_http_error": 1, "batch_missing_request": 1, "batch_missing_response": 1}
     assert {(code, row) for _, row, code in where} == {
         ("kept", 0), ("batch_http_error", 1), ("batch_missing_request", 2), ("batch_missing_response", 2)}
+    # each rejects line names which of the two files its row is in (row 2 of the input, row 2 of the output)
+    lines = [json.loads(line) for line in (out / "rejects.jsonl").read_text().splitlines()]
+    assert {(r["code"], r["file"], r["row"]) for r in lines} == {
+        ("batch_http_error", pair.output, 1), ("batch_missing_request", pair.output, 2),
+        ("batch_missing_response", pair.input, 2)}
+    assert {r["source"] for r in lines} == {"batch"}
 
 
 def test_inferred_tools_render_through_the_template_and_verify(tmp_path, tokenizer_dir, tokenizer):

@@ -174,7 +174,12 @@ def finish_row(
                                     "its pythonic tool call") from None
                 except TooSmall as exc:
                     raise Rejection("non_standard_number", f"{where}: its pythonic tool call: {exc}") from None
-            message, origin = _finish_assistant(draft, where, options, notes)
+            try:
+                message, origin = _finish_assistant(draft, where, options, notes)
+            except Rejection as exc:  # reasoning.py's readers see a text, not the turn: the turn is named here
+                if exc.message.startswith(where):
+                    raise
+                raise Rejection(exc.code, f"{where}: {exc.message}") from None
             if origin != "data":
                 origins[len(messages)] = origin
             messages.append(message)

@@ -195,3 +195,15 @@ def test_harmony_turns_are_named_by_their_transcript_messages():
     r = rejected({"text": text}, "harmony")
     assert r.code == "harmony_malformed_turn"  # (the second turn opens without its analysis message)
     assert r.message.startswith("transcript message 5: "), r.message  # was "assistant turn 4": a draft count
+
+
+@pytest.mark.parametrize("turn, code", [
+    ({"from": "gpt", "value": "answer <think>r</think>"}, "interleaved_reasoning"),
+    ({"from": "gpt", "value": "<think>r</think>a", "reasoning_content": "other"}, "conflicting_reasoning"),
+    ({"from": "gpt", "value": "<think>r"}, "unclosed_reasoning_tag"),
+])
+def test_reasoning_readers_rejections_name_the_turn(turn, code):
+    """reasoning.py reads a text and knows no turn: its rejections are named by the turn they came from."""
+    r = rejected({"system": "S", "conversations": [{"from": "human", "value": "q"}, turn]}, "sharegpt")
+    assert r.code == code
+    assert r.message.startswith("conversations[1]: "), r.message

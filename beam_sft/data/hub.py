@@ -4,9 +4,10 @@ How a source string is read (``parse_data_arg``; the same rule for ``--data``, a
 ``sources[].path`` and ``beam-sft convert``):
 
 1. A path that exists locally is local, always. A local folder whose ``README.md`` front matter
-   declares ``configs:`` (a dataset repository, as on the hub), or with no card whose files are named
-   for two splits or more as ``datasets`` infers splits, is read as a dataset (one split, ``train``
-   unless named); any other file or folder through ``beam_sft.data.sources``.
+   (or ``.huggingface.yaml``) declares ``configs:`` (a dataset repository, as on the hub), or with no
+   card whose files are named for two splits or more as ``datasets`` infers splits, is read as a
+   dataset (one split, ``train`` unless named); any other file or folder through
+   ``beam_sft.data.sources``.
 2. Otherwise ``ORG/NAME[:CONFIG][@SPLIT]`` (exactly one ``/``, no data-file suffix such as
    ``.jsonl``) is a hub id; ``BASE:CONFIG@SPLIT`` where ``BASE`` is a local folder is that folder.
 3. Anything else stays a local path (and fails as "no such file or directory").
@@ -75,10 +76,26 @@ class DatasetRef:
 
 
 def _card(path: str | Path) -> dict | None:
-    """The YAML front matter of a folder's ``README.md``, or None."""
-    from beam_sft.config_utils import MAX_CONFIG_BYTES, parse_yaml
+    """A folder's repository metadata as ``datasets`` reads it: the YAML front matter of its
+    ``README.md``, with the top-level keys of ``.huggingface.yaml`` over it (a hub repository may keep
+    its ``configs:`` there); None when there is neither. Front matter that is not YAML is refused, as
+    ``datasets`` refuses it: read as a plain folder, every split's files would be trained on."""
+    root = Path(path)
+    header = _front_matter(root / "README.md")
+    standalone = root / _STANDALONE_YAML
+    if standalone.is_file():
+        extra = _yaml(standalone, standalone.read_text(encoding="utf-8-sig", errors="replace"))
+        if isinstance(extra, dict):
+            header = {**(header or {}), **extra}
+    return header
 
-    card = Path(path) / "README.md"
+
+_STANDALONE_YAML = ".huggingface.yaml"  # datasets.config.REPOYAML_FILENAME
+
+
+def _front_matter(card: Path) -> dict | None:
+    from beam_sft.config_utils import MAX_CONFIG_BYTES
+
     if not card.is_file():
         return None
     with card.open(encoding="utf-8-sig", errors="replace") as fh:  # (a BOM before the front matter)
@@ -88,11 +105,18 @@ def _card(path: str | Path) -> dict | None:
     end = text.find("\n---", 3)
     if end < 0:
         return None
-    try:  # bounded like a config: no alias bomb in a dataset's card (a folder's README is data)
-        header = parse_yaml(text[3:end], card, unique_keys=False)
-    except ConfigError:
-        return None
+    header = _yaml(card, text[3:end])
     return header if isinstance(header, dict) else None
+
+
+def _yaml(where: Path, text: str):
+    from beam_sft.config_utils import parse_yaml
+
+    try:  # bounded like a config: no alias bomb in a dataset's card (a folder's README is data)
+        return parse_yaml(text, where, unique_keys=False)
+    except ConfigError as exc:
+        raise BeamError(f"{exc}; datasets cannot read the folder's metadata either: fix the YAML, or move "
+                        f"{where.name} out of {where.parent} to read it as a plain folder") from None
 
 
 def is_dataset_repo(path: str | Path) -> bool:
@@ -157,30 +181,89 @@ def _resolve(root: Path, pattern: str) -> list[Path]:
 _OWN_READER = DATA_SUFFIXES
 
 
-def _split_files(data_files: Any) -> dict[str, list[str]] | None:
+# datasets.naming._split_re: the split names datasets accepts (a card naming another fails to load whole).
+_SPLIT_NAME_OK = re.compile(r"\w+(\.\w+)*")
+# The keys of a card config read here file by file; any other (features, field, sep, ...) is a builder
+# option only datasets applies.
+_OWN_KEYS = {"config_name", "data_files", "data_dir", "default"}
+
+
+def _split_files(data_files: Any, where: str) -> dict[str, list[str]] | None:
     """``data_files`` as ``load_dataset`` takes it (a str, a list, a split mapping, or a card's list
-    of ``{split, path}``) as split -> patterns; None for a shape not known here."""
-    if isinstance(data_files, str):
-        return {DEFAULT_SPLIT: [data_files]}
+    of ``{split, path}``) as split -> patterns, checked as ``datasets.data_files.sanitize_patterns``
+    checks it (a list mixing patterns and splits, a split given twice: refused, naming ``where``);
+    None for a shape not known here (then ``datasets`` reads it, and says what is wrong)."""
+    def paths(value):
+        value = [value] if isinstance(value, str) else value
+        return value if isinstance(value, list) and value and all(isinstance(v, str) for v in value) else None
+
     if isinstance(data_files, dict):
-        out = {}
-        for split, paths in data_files.items():
-            paths = [paths] if isinstance(paths, str) else paths
-            if not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
-                return None
-            out[str(split)] = paths
-        return out
-    if isinstance(data_files, list) and all(isinstance(p, str) for p in data_files):
-        return {DEFAULT_SPLIT: list(data_files)}
-    if isinstance(data_files, list) and all(isinstance(e, dict) and "split" in e and "path" in e for e in data_files):
-        out = {}
-        for entry in data_files:
-            paths = [entry["path"]] if isinstance(entry["path"], str) else entry["path"]
-            if not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
-                return None
-            out.setdefault(str(entry["split"]), []).extend(paths)
-        return out
-    return None
+        out = {str(split): paths(value) for split, value in data_files.items()}
+        return None if any(v is None for v in out.values()) else out
+    if isinstance(data_files, list) and any(isinstance(e, dict) for e in data_files):
+        if not all(isinstance(e, dict) and set(e) == {"split", "path"} and paths(e["path"]) for e in data_files):
+            raise BeamError(f"{where}: a data_files entry is not {{split: NAME, path: PATTERN or [PATTERNS]}} beside "
+                            "entries that are (a pattern, another key, an empty path); datasets refuses it too")
+        splits = [str(e["split"]) for e in data_files]
+        twice = sorted({s for s in splits if splits.count(s) > 1})
+        if twice:
+            raise BeamError(f"{where}: data_files names split {', '.join(map(repr, twice))} in two entries; datasets "
+                            "refuses it: give one entry per split, with a list of patterns as its path")
+        return {str(e["split"]): paths(e["path"]) for e in data_files}
+    listed = paths(data_files)
+    return {DEFAULT_SPLIT: listed} if listed is not None else None
+
+
+def _check_split_names(splits: dict[str, list[str]], where: str) -> None:
+    bad = [s for s in splits if not _SPLIT_NAME_OK.fullmatch(s)]
+    if bad:
+        raise BeamError(f"{where}: split name {', '.join(map(repr, bad))} is not one datasets accepts (words of "
+                        "letters, digits and _ joined by '.'; no '-'), so datasets cannot load it: rename the split")
+
+
+def _chosen_config(ref: DatasetRef, configs: Any) -> dict:
+    """The card config ``load_dataset(path, name)`` reads, chosen and checked as ``datasets``
+    (``MetadataConfigs``) does: every config named by a ``config_name``, no name twice; with no name
+    given, the only config, else the one named ``default`` or marked ``default: true`` (two such, or
+    none among several: refused, naming the configs, never the first one read in their place). Every
+    config's ``data_files`` is checked, as ``datasets`` fails to load a card with one bad config."""
+    where = f"{ref.path}: README.md"
+    if not isinstance(configs, list) or not configs or not all(isinstance(c, dict) for c in configs):
+        raise BeamError(f"{where}: configs is not a list of configs (each a mapping with config_name and "
+                        "data_files); datasets cannot load it either")
+    names = []
+    for config in configs:
+        name = config.get("config_name")
+        if not isinstance(name, str):
+            raise BeamError(f"{where}: a config has no config_name ({_shown(config)}); datasets refuses it: "
+                            "name it (config_name: default for the one read when none is named)")
+        if name in names:
+            raise BeamError(f"{where}: two configs are named {name!r}; datasets would read the last one "
+                            "unsaid: rename one")
+        names.append(name)
+        if config.get("data_files") is not None:
+            splits = _split_files(config["data_files"], f"{where}, config {name!r}")
+            if splits is not None:
+                _check_split_names(splits, f"{where}, config {name!r}")
+    if ref.name is not None:
+        if ref.name not in names:
+            raise BeamError(f"{ref.describe()}: README.md declares no config {ref.name!r} "
+                            f"(configs: {', '.join(names)})")
+        return configs[names.index(ref.name)]
+    defaults = [n for n, c in zip(names, configs, strict=True) if len(configs) == 1 or n == "default" or c.get("default")]
+    how = f"name one: {ref.path}:CONFIG on the command line, or name: CONFIG in a recipe's source"
+    if len(defaults) > 1:
+        raise BeamError(f"{ref.path}: README.md marks {len(defaults)} configs as the default "
+                        f"({', '.join(defaults)}); datasets refuses it: {how}")
+    if not defaults:
+        raise BeamError(f"{ref.path}: README.md declares configs {', '.join(names)} and none is the default "
+                        f"(config_name: default, or default: true); {how}")
+    return configs[names.index(defaults[0])]
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def local_data_files(ref: DatasetRef) -> list[Path] | None:
@@ -198,58 +281,94 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
     return files if own and all(p.name.lower().endswith(_OWN_READER) for p in files) else None
 
 
+def _split_plan(ref: DatasetRef) -> tuple[Path, dict[str, list[str]], bool, bool] | None:
+    """Where a local repository's patterns resolve from, its split -> patterns, whether ``datasets``
+    inferred them from file names (alternatives: one that matches nothing is no error), and whether
+    the files may be read file by file; None for what only ``datasets`` knows (a loading script, a
+    config name with no card)."""
+    root = Path(ref.path)
+    if ref.data_files is not None:  # given with the source: the card's configs do not apply
+        splits = _split_files(ref.data_files, f"{ref.describe()}: data_files")
+        return (root, splits, False, True) if splits is not None else None
+    configs = (_card(root) or {}).get("configs")
+    if configs is None:
+        named = _named_splits(root) if ref.name is None else {}
+        return (root, named, True, True) if named else None
+    config = _chosen_config(ref, configs)
+    own = not set(config) - _OWN_KEYS
+    base = root / str(config["data_dir"]) if config.get("data_dir") else root  # data_files resolve from data_dir
+    if config.get("data_files") is None:  # datasets infers the splits from the names under data_dir
+        splits = _inferred_splits(base)
+        return (base, splits, True, own) if splits else None
+    splits = _split_files(config["data_files"], f"{ref.path}: README.md, config {config['config_name']!r}")
+    return (base, splits, False, own) if splits is not None else None
+
+
+def _inferred_splits(base: Path) -> dict[str, list[str]]:
+    if not base.is_dir():
+        return {}
+    from datasets.data_files import get_data_patterns
+
+    try:
+        return {str(split): list(p) for split, p in get_data_patterns(str(base)).items()}
+    except Exception:  # noqa: BLE001 (no data files datasets knows: datasets says so itself)
+        return {}
+
+
 def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
     """The files one split of a local repository reads, and whether the card leaves them to be read
     file by file (False: it holds features or a builder's options, ``datasets``' own reading); None
     when no pattern is known here (a loading script, no ``configs``) or ``ref`` is not local.
 
-    Patterns are the card's (``data/train-*``), or with no card those ``datasets`` infers from
-    split-named files (``_named_splits``), resolved as ``datasets`` resolves them (``_resolve``), in
-    sorted order; a split or config the repository does not have is a ``BeamError`` naming them.
-    ``local_data_files`` reads by this list, and prepare's check that no file is read twice asks it.
+    Patterns are the card's (``data/train-*``, from its config's ``data_dir`` when it has one), or
+    with no card those ``datasets`` infers from split-named files (``_named_splits``), resolved as
+    ``datasets`` resolves them (``_resolve``), in sorted order; a split or config the repository does
+    not have is a ``BeamError`` naming them, and so is a file two patterns of the split name (``datasets``
+    would read its rows twice). ``local_data_files`` reads by this list, and prepare's check that no
+    file is read twice asks it.
     """
     if not ref.is_local:
         return None
-    root = Path(ref.path)
-    data_files = ref.data_files
-    inferred = False
-    own = True
-    if data_files is None:
-        configs = (_card(root) or {}).get("configs")
-        named = _named_splits(root) if configs is None and ref.name is None else {}
-        if named:  # no card: the splits datasets infers from the files' names
-            data_files, inferred = named, True
-        else:
-            if not isinstance(configs, list) or not all(isinstance(c, dict) for c in configs) or not configs:
-                return None
-            names = [str(c.get("config_name", "default")) for c in configs]
-            if ref.name is not None:
-                if ref.name not in names:
-                    raise BeamError(f"{ref.describe()}: README.md declares no config {ref.name!r} "
-                                    f"(configs: {', '.join(names)})")
-                config = configs[names.index(ref.name)]
-            else:
-                config = next((c for c in configs if c.get("default") is True), None) or \
-                    (configs[names.index("default")] if "default" in names else configs[0])
-            data_files = config.get("data_files")
-            if data_files is None:
-                return None
-            own = not set(config) - {"config_name", "data_files", "default"}
-    splits = _split_files(data_files)
-    if splits is None:
+    plan = _split_plan(ref)
+    if plan is None:
         return None
+    base, splits, inferred, own = plan
     if ref.split not in splits:
         raise BeamError(f"{ref.describe()}: no split {ref.split!r} in the repository "
                         f"(splits: {', '.join(sorted(splits))})")
+    _check_split_names({ref.split: []}, ref.describe())
     files: list[Path] = []
+    matched_by: dict[Path, str] = {}
     for pattern in splits[ref.split]:
-        found = _resolve(root, pattern)
-        if not found and not inferred:  # (datasets' inferred patterns are alternatives)
+        found = _resolve(base, pattern)
+        if not found and not inferred and not _is_glob(pattern):  # datasets skips a glob that matches nothing
             raise BeamError(f"{ref.describe()}: no file matches {pattern!r}")
-        files.extend(p for p in found if p not in files)
+        for path in found:
+            if path in matched_by:
+                raise BeamError(f"{ref.describe()}: {_relative(path, base)} is matched by both "
+                                f"{matched_by[path]!r} and {pattern!r}, so datasets reads its rows twice; " + (
+                                    "list the split's files in a README.md configs: card, or rename the folder"
+                                    if inferred else "name each file in one pattern of the split"))
+            matched_by[path] = pattern
+            files.append(path)
+    if not files:
+        raise BeamError(f"{ref.describe()}: no file matches {' or '.join(map(repr, splits[ref.split]))}")
     if inferred:
         files.sort()
     return files, own
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base.absolute()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _is_glob(pattern: str) -> bool:
+    from datasets.data_files import has_magic
+
+    return bool(has_magic(pattern))
 
 
 def looks_like_hub_id(text: str) -> bool:

@@ -433,3 +433,115 @@ def test_a_plain_folder_whose_names_hold_split_words_reads_every_file(tmp_path):
         _rows(folder / name, 1, name.split(".")[0])
     assert parse_data_arg(str(folder)) == str(folder)
     assert len(_tags(str(folder))) == 4
+
+
+# ---------------------------------------------------------------- cards datasets reads another way, or not at all
+
+
+def _card(repo: Path, yaml: str) -> Path:
+    repo.mkdir(parents=True, exist_ok=True)
+    (repo / "README.md").write_text(f"---\n{yaml.strip()}\n---\n# card\n", encoding="utf-8")
+    return repo
+
+
+def _refused(source, pattern: str) -> str:
+    with pytest.raises(BeamError, match=pattern) as err:
+        list(iter_records(source))
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+def test_the_config_read_with_no_name_is_the_one_datasets_reads_or_refused(tmp_path):
+    """With no config named, datasets reads the only config, the one named `default` or the one marked
+    `default: true`; several and none marked is "Config name is missing", two marked is refused. The
+    first config was read in their place, unsaid."""
+    one_two = "- config_name: one\n  data_files: one/*.jsonl\n- config_name: {second}\n{mark}  data_files: two/*.jsonl"
+    cases = {"marked": ("two", "  default: true\n"), "named": ("default", ""), "none": ("two", ""),
+             "both": ("default", "  default: true\n")}
+    repos = {}
+    for key, (second, mark) in cases.items():
+        repos[key] = _card(tmp_path / key, "configs:\n" + one_two.format(second=second, mark=mark))
+        _rows(repos[key] / "one" / "a.jsonl", 1, "one")
+        _rows(repos[key] / "two" / "a.jsonl", 1, "two")
+    (repos["both"] / "README.md").write_text((repos["both"] / "README.md").read_text().replace(
+        "- config_name: one\n", "- config_name: one\n  default: true\n"))
+    assert _tags(str(repos["marked"])) == ["two0"]
+    assert _tags(str(repos["named"])) == ["two0"]
+    assert _tags(f"{repos['none']}:one") == ["one0"]
+    said = _refused(str(repos["none"]), r"declares configs one, two and none is the default")
+    assert f"{repos['none']}:CONFIG" in said
+    _refused(str(repos["both"]), r"marks 2 configs as the default \(one, default\)")
+
+
+def test_a_card_datasets_refuses_is_refused_not_read(tmp_path):
+    """A config without config_name, two configs of one name (datasets reads the last, unsaid), a split
+    given in two entries, entries of two shapes, a split name datasets does not accept (it fails to
+    load every split of that card), front matter that is not YAML: each one line naming the folder."""
+    cards = {
+        "unnamed": ("configs:\n- data_files: a.jsonl", r"a config has no config_name"),
+        "twice": ("configs:\n- config_name: default\n  data_files: a.jsonl\n- config_name: default\n"
+                  "  data_files: b.jsonl", r"two configs are named 'default'"),
+        "split_twice": ("configs:\n- config_name: default\n  data_files:\n  - split: train\n    path: a.jsonl\n"
+                        "  - split: train\n    path: b.jsonl", r"names split 'train' in two entries"),
+        "mixed": ("configs:\n- config_name: default\n  data_files:\n  - a.jsonl\n  - split: test\n    path: b.jsonl",
+                  r"a data_files entry is not \{split: NAME"),
+        "dash": ("configs:\n- config_name: default\n  data_files:\n  - split: train\n    path: a.jsonl\n"
+                 "  - split: train-00\n    path: b.jsonl", r"split name 'train-00' is not one datasets accepts"),
+        "yaml": ("configs: [unclosed", r"README.md: line \d.*not valid YAML.*move README.md out"),
+    }
+    for key, (yaml, pattern) in cards.items():
+        repo = _card(tmp_path / key, yaml)
+        _rows(repo / "a.jsonl", 1, "a")
+        _rows(repo / "b.jsonl", 1, "b")
+        assert str(repo) in _refused(str(repo), pattern), key
+
+
+def test_a_file_two_patterns_of_a_split_match_is_refused_not_read_once_or_twice(tmp_path):
+    """datasets reads such a file once per pattern (its rows twice); it was read once here, unsaid."""
+    repo = _card(tmp_path / "card", "configs:\n- config_name: default\n  data_files:\n  - split: train\n"
+                                    "    path:\n    - data/*.jsonl\n    - data/a.jsonl")
+    _rows(repo / "data" / "a.jsonl", 1, "a")
+    _rows(repo / "data" / "b.jsonl", 1, "b")
+    _refused(str(repo), r"data/a.jsonl is matched by both 'data/\*.jsonl' and 'data/a.jsonl'.*rows twice")
+    plain = tmp_path / "given"
+    _rows(plain / "x" / "a.jsonl", 1, "a")
+    _refused(DatasetRef(str(plain), data_files=["x/*.jsonl", "x/a.jsonl"]), r"x/a.jsonl is matched by both")
+    inferred = tmp_path / "inferred"  # datasets' own split patterns overlap: train/ and train-0/
+    _rows(inferred / "train" / "train-0" / "a.jsonl", 1, "a")
+    _rows(inferred / "test" / "b.jsonl", 1, "b")
+    _refused(str(inferred), r"matched by both '\*\*/train/\*\*' and .*configs: card")
+
+
+def test_a_glob_that_matches_nothing_is_skipped_as_datasets_skips_it(tmp_path):
+    repo = _card(tmp_path / "repo", "configs:\n- config_name: default\n  data_files:\n  - split: train\n"
+                                    "    path:\n    - a/*.jsonl\n    - b/*.jsonl\n  - split: test\n    path: c/x.jsonl")
+    _rows(repo / "a" / "x.jsonl", 2, "a")
+    assert _tags(str(repo)) == ["a0", "a1"]
+    _refused(f"{repo}@test", r"no file matches 'c/x.jsonl'")  # a file named outright must be there
+
+
+def test_a_config_data_dir_is_read_file_by_file(tmp_path):
+    """`data_dir`: the config's files are under it (its data_files resolve from it; with none, its
+    split-named files); read here file by file, so files whose columns differ lose nothing (read through
+    datasets streaming, the second file stopped the run)."""
+    repo = _card(tmp_path / "repo", "configs:\n- config_name: en\n  data_dir: en\n- config_name: fr\n"
+                                    "  data_dir: fr\n  data_files:\n  - split: train\n    path: part/*.jsonl")
+    _rows(repo / "en" / "train-a.jsonl", 1, "en_a")
+    (repo / "en" / "train-b.jsonl").write_text(json.dumps({"tag": "en_b", "i": 0, "system": "s"}) + "\n")
+    _rows(repo / "en" / "test.jsonl", 1, "en_test")
+    _rows(repo / "fr" / "part" / "a.jsonl", 1, "fr")
+    _rows(repo / "part" / "a.jsonl", 1, "root")
+    assert _tags(f"{repo}:en") == ["en_a0", "en_b0"]
+    assert hub.local_data_files(DatasetRef(str(repo), name="en")) is not None
+    assert _tags(f"{repo}:en@test") == ["en_test0"]
+    assert _tags(f"{repo}:fr") == ["fr0"]
+
+
+def test_configs_in_huggingface_yaml_are_the_card(tmp_path):
+    """datasets reads a repository's configs from `.huggingface.yaml` too; the folder was read whole."""
+    repo = tmp_path / "repo"
+    _rows(repo / "keep" / "a.jsonl", 1, "keep")
+    _rows(repo / "notes" / "b.jsonl", 1, "other")
+    (repo / ".huggingface.yaml").write_text("configs:\n- config_name: default\n  data_files: keep/*.jsonl\n")
+    assert isinstance(parse_data_arg(str(repo)), DatasetRef)
+    assert _tags(str(repo)) == ["keep0"]

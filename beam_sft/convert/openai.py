@@ -179,10 +179,33 @@ def no_list_message(key: str, raw: dict) -> str:
     """Why a row has no conversation: the key looked for, the keys found, and the option to map them."""
     found = ", ".join(repr(k) for k in list(raw)[:12]) or "none"
     flat = sum(isinstance(v, str) for v in raw.values()) >= 2  # a prompt and an answer column, unmapped
+    wrapped = _wrapped_rows(raw)
+    if wrapped is not None:  # a file that is one object holding its rows: datasets reads it as one row too
+        name, count = wrapped
+        return (f"no {key!r} list in the row: its {name!r} holds {count} rows (a file that is one JSON object "
+                f"wrapping its rows, read as one row, as datasets reads it without field: {name}); write the "
+                f"rows out one a line (jq -c '.{name}[]' FILE > rows.jsonl), or in a dataset repository's "
+                f"README.md config add field: {name}")
     return (f"no {key!r} list in the row (keys found: {found}); if the conversation is under another "
             f"key, map it with the convert option columns: {{messages: KEY}} (or conversations: KEY)"
             + ("; a flat row of text columns names its prompt and answer columns: columns: {prompt: COLUMN, "
                "answer: COLUMN} (--columns prompt=COLUMN answer=COLUMN)" if flat else ""))
+
+
+# The keys whose list is a conversation in a row of a known format: a list of dicts holding one of
+# these is a list of rows, not of messages.
+_ROW_KEYS = ("messages", "conversations", "contents", "chat", "traj")
+
+
+def _wrapped_rows(raw: dict) -> tuple[str, int] | None:
+    """``(key, count)`` when one value of ``raw`` is a list of rows (``{"version": 1, "data": [{"messages":
+    ...}, ...]}``: how SQuAD-style files and some exports wrap their rows), else None."""
+    for name, value in raw.items():
+        if isinstance(value, list) and value and all(
+                isinstance(item, dict) and any(isinstance(item.get(k), (list, str)) for k in _ROW_KEYS)
+                for item in value[:8]):
+            return str(name), len(value)
+    return None
 
 
 def _toolbench(nested: dict) -> tuple[list, dict, list[str]]:

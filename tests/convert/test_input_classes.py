@@ -435,3 +435,16 @@ def test_a_dataset_folder_and_a_file_of_its_split_are_refused_not_converted_twic
     err = capsys.readouterr().err
     assert f"{repo} and {src} both read {src}" in err and len(err.strip().splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_a_file_that_is_one_object_wrapping_its_rows_says_where_they_are(tmp_path):
+    """`{"version": 1, "data": [row, ...]}` is one record (datasets reads it as one row too, unless told
+    `field: data`): its one rejection says the rows are under `data` and how to read them, where it
+    said only that no `messages` list was found."""
+    row = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+    path = tmp_path / "train.json"
+    path.write_text(json.dumps({"version": "1", "data": [row, row, row]}, indent=2), encoding="utf-8")
+    results = list(SourceConversion(path, options=ConvertOptions()))
+    assert len(results) == 1 and isinstance(results[0], Rejection) and results[0].code == "malformed_row"
+    assert "'data' holds 3 rows" in str(results[0]) and "field: data" in str(results[0])
+    assert "jq -c '.data[]'" in str(results[0])

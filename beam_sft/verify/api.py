@@ -33,7 +33,7 @@ from beam_sft.verify.folder import PreparedFolder, open_prepared
 from beam_sft.verify.invariants import FOLDER_RULES, RULE_CODES, RULES, SAMPLED_PARTS, check_row
 from beam_sft.verify.provenance import check_provenance
 from beam_sft.verify.stats import STATS_VERSION, Aggregator, row_stats
-from beam_sft.verify.visible import visible
+from beam_sft.visible import visible
 
 CHUNK_ROWS = 128
 # A caller that may choose (prepare) checks fewer rows than this in one process: starting a pool (fork,

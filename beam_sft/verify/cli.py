@@ -12,7 +12,7 @@ from beam_sft.cli_args import count
 from beam_sft.dataset_folder.layout import REPORT_FILE
 from beam_sft.errors import BeamError, VerificationError
 from beam_sft.paths import Outputs, rewrites_own_files, writes
-from beam_sft.verify.visible import visible
+from beam_sft.visible import visible
 
 AUTO_PARALLEL_ROWS = 2000  # below this, starting worker processes costs more than it saves
 

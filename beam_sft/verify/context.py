@@ -30,7 +30,7 @@ from beam_sft.verify.spans import (
     turn_at,
 )
 from beam_sft.verify.template import Renderer
-from beam_sft.verify.visible import visible
+from beam_sft.visible import visible
 
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160

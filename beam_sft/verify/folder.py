@@ -15,7 +15,7 @@ from beam_sft.dataset_folder.arrow_dataset import SavedDataset, data_files, open
 from beam_sft.dataset_folder.layout import REJECTS_FILE
 from beam_sft.dataset_folder.tokenizer import prepared_tokenizer
 from beam_sft.errors import PreparedError, VerificationError
-from beam_sft.verify.visible import visible
+from beam_sft.visible import visible
 
 REQUIRED_COLUMNS = ("input_ids", "assistant_masks", "row")  # what the rules read (the contract has more)
 

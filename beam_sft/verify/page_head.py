@@ -10,7 +10,7 @@ served with headers; ``default-src 'none'`` already stops the page from framing 
 
 from __future__ import annotations
 
-from beam_sft.verify.visible import html_text as escape  # html.escape, then controls shown
+from beam_sft.visible import html_text as escape  # html.escape, then controls shown
 
 CONTENT_SECURITY_POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
                            "base-uri 'none'; form-action 'none'")

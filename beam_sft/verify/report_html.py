@@ -28,7 +28,7 @@ from typing import Any
 from beam_sft.dataset_folder.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.errors import BeamError, PreparedError
 from beam_sft.verify.page_head import page_head
-from beam_sft.verify.visible import html_text as escape  # html.escape, then controls shown
+from beam_sft.visible import html_text as escape  # html.escape, then controls shown
 
 EXAMPLES_PER_CODE = 3
 SAMPLE_ROWS = 4

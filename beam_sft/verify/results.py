@@ -10,7 +10,7 @@ from pathlib import Path
 from beam_sft.dataset_folder.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F401 (re-exported names)
 from beam_sft.dataset_folder.report_json import update_report
 from beam_sft.verify.png import write_lengths_png
-from beam_sft.verify.visible import visible
+from beam_sft.visible import visible
 
 
 def merge_verify_section(directory: Path, section: dict, *, key: str = "verify") -> Path:

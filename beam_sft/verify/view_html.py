@@ -15,8 +15,8 @@ from beam_sft.harmony import markers
 from beam_sft.verify.context import RowContext, Violation
 from beam_sft.verify.page_head import page_head
 from beam_sft.verify.view_terminal import provenance_lines, segments
-from beam_sft.verify.visible import html_text as escape  # html.escape, then controls shown
-from beam_sft.verify.visible import json_visible
+from beam_sft.visible import html_text as escape  # html.escape, then controls shown
+from beam_sft.visible import json_visible
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from beam_sft.verify.context import RowContext, Violation
 from beam_sft.verify.spans import Message
-from beam_sft.verify.visible import visible
+from beam_sft.visible import visible
 
 RESET = "\x1b[0m"
 TRAINED = "\x1b[1;30;102m"  # bold black on bright green

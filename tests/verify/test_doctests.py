@@ -9,7 +9,7 @@ import pytest
 
 MODULES = [f"beam_sft.verify.{name}" for name in (
     "api", "arrays", "caller_tokenizer", "cli", "compare", "context", "counts", "decode", "folder", "invariants", "page_head", "png", "provenance", "report_html", "results", "spans",
-    "stats", "template", "tokens", "view_html", "view_terminal", "visible")] + ["beam_sft.harmony.spans"]
+    "stats", "template", "tokens", "view_html", "view_terminal")] + ["beam_sft.harmony.spans", "beam_sft.visible"]
 
 
 def test_every_module_is_listed():

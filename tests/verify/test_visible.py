@@ -1,5 +1,5 @@
 """A hostile row (terminal escapes, BEL, NUL, CR, C1 controls, bidi overrides) is shown, never acted on:
-in the terminal views, verify's output and the HTML pages (``beam_sft.verify.visible``)."""
+in the terminal views, verify's output and the HTML pages (``beam_sft.visible``)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def evil_dir(make_prepared, tokenizer):
 
 
 def test_visible_escapes_what_acts_and_keeps_what_reads():
-    from beam_sft.verify.visible import html_text, visible
+    from beam_sft.visible import html_text, visible
 
     text = "a\x1b[2J\x07\x00\r\x08\x7f\x9b\u202e\u202a\u2066\u2069\u200e\u200f\u061c\u2028\ud800z"
     assert visible(text) == ("a\\x1b[2J\\x07\\x00\\r\\x08\\x7f\\x9b\\u202e\\u202a\\u2066\\u2069\\u200e\\u200f"

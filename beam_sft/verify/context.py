@@ -30,10 +30,11 @@ from beam_sft.verify.spans import (
     turn_at,
 )
 from beam_sft.verify.template import Renderer
-from beam_sft.visible import visible
+from beam_sft.visible import marked_off, visible
 
 EXCERPT_CONTEXT = 60
 EXCERPT_REGION = 160
+REGION_MARKS = "⟦⟧"  # around an excerpt's region
 PARSER_NAME = "beam_sft.harmony.response.parse_assistant_turn"
 
 
@@ -166,7 +167,8 @@ class CheckEnv:
 
     def excerpt(self, ids: Sequence[int], start: int | None, end: int | None) -> str:
         """Decoded text around ``ids[start:end]``, the region itself between ⟦ and ⟧, on one line, its
-        control and bidi characters escaped (``visible``): it is printed, and kept in the violations file."""
+        control and bidi characters escaped (``visible``): it is printed, and kept in the violations file.
+        A ⟦ or ⟧ of the row's own is escaped too, so the brackets shown are the region's."""
         if start is None:
             return ""
         end = max(end if end is not None else start + 1, start)
@@ -176,7 +178,8 @@ class CheckEnv:
             half = EXCERPT_REGION // 2
             region = region[:half] + " … " + region[-half:]
         right = self.decode(ids[end:end + 24])[:EXCERPT_CONTEXT]
-        return visible(left + "⟦" + region + "⟧" + right, newlines=False)
+        left, region, right = (marked_off(part, REGION_MARKS) for part in (left, region, right))
+        return visible(f"{left}{REGION_MARKS[0]}{region}{REGION_MARKS[1]}{right}", newlines=False)
 
 
 @dataclass(frozen=True)

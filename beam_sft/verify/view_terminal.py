@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from beam_sft.verify.context import RowContext, Violation
 from beam_sft.verify.spans import Message
-from beam_sft.visible import visible
+from beam_sft.visible import marked_off, visible
 
 RESET = "\x1b[0m"
 TRAINED = "\x1b[1;30;102m"  # bold black on bright green
@@ -115,7 +115,8 @@ def render_terminal(ctx: RowContext, texts: list[str], *, color: bool = True,
             text = visible("".join(texts[a:b]))  # (its newlines are the row's line breaks)
             if color:
                 pieces.append(_paint(text, TRAINED if is_trained else CONTEXT))
-            else:
+            else:  # (a bracket of the row's own is escaped: only ours say what is trained)
+                text = marked_off(text, PLAIN_OPEN + PLAIN_CLOSE)
                 pieces.append(f"{PLAIN_OPEN}{text}{PLAIN_CLOSE}" if is_trained else text)
         lines.append(f"{label} {''.join(pieces)}")
     lines.append("")

@@ -92,3 +92,71 @@ def test_report_names_from_data_are_shown_escaped(evil_dir):
     page = render_report_page(evil_dir)
     assert not ACTIVE.findall(page)
     assert "evil\\x1b]0;pwned\\x07\\u202e.jsonl" in page
+
+
+ENGLAND = "🏴\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f"  # (its tags are the flag's)
+# Characters that draw nothing: a shown line would read as text it is not (a marker, a clean word).
+HIDDEN_ROW = {"messages": [
+    {"role": "user", "content": "zw <|en\u200bd|> bom\ufeff soft\u00adhyphen wj\u2060x filler\u3164x"},
+    {"role": "assistant", "reasoning_content": "tags \U000e0069\U000e0067\U000e006e\U000e006f\U000e0072\U000e0065 end",
+     "content": "fake ⟫ brackets ⟪ and ⟦region⟧ 👩\u200d💻 " + ENGLAND}],
+    "meta": {"source": "hidden.jsonl", "row": 0}}
+HIDDEN = re.compile("[\u00ad\u200b\u2060\u3164\ufeff\U000e0000-\U000e007f]")
+
+
+def test_visible_escapes_what_draws_nothing_and_keeps_what_scripts_need():
+    from beam_sft.visible import json_visible, visible
+
+    assert visible("<|en\u200bd|>\ufeff\u00ad\u2060\u3164\U000e0041a\u200db\u034f") == (
+        "<|en\\u200bd|>\\ufeff\\xad\\u2060\\u3164\\U000e0041a\\u200db\\u034f")
+    assert visible("x\ufe0f 🏴\U000e0041\U000e007f") == "x\\ufe0f 🏴\\U000e0041\\U000e007f"
+    # what text needs: an emoji's joiner and selector, a keycap, Persian's non-joiner, a subdivision flag
+    kept = "👩\u200d💻 ❤\ufe0f 1\ufe0f\u20e3 می\u200cخواهم 🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"
+    assert visible(kept) == kept
+    text = "a\U000e0041\u200b\x7f\u202e😀"
+    assert json.loads(json_visible(text)) == text and json_visible(text).isascii() is False
+    assert "\\udb40\\udc41" in json_visible(text) and "\\u007f" in json_visible(text)
+
+
+@pytest.fixture()
+def hidden_dir(make_prepared, tokenizer):
+    def add(records):
+        hidden = records_for([HIDDEN_ROW], tokenizer)[0]
+        hidden["assistant_masks"] = [1] * len(hidden["input_ids"])  # (every token trained: violations)
+        hidden["num_trained"] = len(hidden["input_ids"])
+        records.append(hidden)
+
+    return make_prepared(mutate=add)
+
+
+def test_views_show_the_characters_that_draw_nothing(hidden_dir, capsys):
+    import html as html_module
+
+    text, _ = inspect_row(hidden_dir, 6, color=True)
+    _, page = inspect_row(hidden_dir, 6, html=True)
+    report_page = render_report_page(hidden_dir, sample_rows=8)
+    for shown in (text, page, report_page):
+        assert not HIDDEN.findall(shown.replace(ENGLAND, ""))
+        assert "<|en\\u200bd|>" in html_module.unescape(re.sub("<[a-z/!][^>]*>", "", shown))  # (a page: its token spans)
+    assert "👩\u200d💻" in text and ENGLAND in text  # the emoji stay whole
+    assert run(["verify", str(hidden_dir), "--num-proc", "1", "--no-histogram", "--max-violations", "50"]) == 1
+    out, err = capsys.readouterr()
+    assert not HIDDEN.findall((out + err).replace(ENGLAND, "")) and "\\U000e0069" in err
+
+
+def test_the_plain_view_and_excerpts_draw_only_their_own_brackets(hidden_dir):
+    from beam_sft.verify.context import CheckEnv
+    from beam_sft.verify.view_terminal import PLAIN_CLOSE, PLAIN_OPEN
+
+    text, _ = inspect_row(hidden_dir, 6, color=False)
+    body = text.split("\n", 2)[2].split("\nviolations:")[0]  # the messages
+    assert "fake \\u27eb brackets \\u27ea and" in body  # the row's own, escaped
+    # every trained run of the row (all of it is trained) is one bracketed piece, none opened by the row
+    messages = sum(line.startswith("[") for line in body.splitlines())
+    assert body.count(PLAIN_OPEN) == body.count(PLAIN_CLOSE) == messages == 4
+
+    class Chars:  # ids are code points
+        decode = staticmethod(lambda ids: "".join(map(chr, ids)))
+
+    ids = [ord(c) for c in "a⟧b⟦c d"]
+    assert CheckEnv.excerpt(Chars(), ids, 5, 6) == "a\\u27e7b\\u27e6c⟦ ⟧d"

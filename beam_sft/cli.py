@@ -16,6 +16,7 @@ from beam_sft import __version__
 from beam_sft.errors import BeamError
 from beam_sft.paths import guard_command
 from beam_sft.redact import redact_text
+from beam_sft.visible import visible
 
 # Explicit registry: subcommand modules, in the order --help lists them.
 COMMAND_MODULES = (
@@ -34,7 +35,7 @@ class OneLineParser(argparse.ArgumentParser):
     subcommand parsers are made of this class too."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {redact_text(message)} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {visible(redact_text(message), newlines=False)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,12 +59,13 @@ def dispatch(args: argparse.Namespace) -> int:
         guard_command(args)  # every output through the one guard, before the command opens anything
         return int(args.func(args) or 0)
     except BeamError as exc:  # redacted: an error may quote a URL's credentials (the last net under the rest)
-        print(f"beam-sft {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
+        # and shown visible: it may quote a row or a file's name (a pre-flight's list keeps its lines)
+        print(f"beam-sft {args.command}: error: {visible(redact_text(str(exc)))}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system said no (full, read-only, a folder where a file goes): one line
         from beam_sft.dataset_folder.oserrors import describe
 
-        print(f"beam-sft {args.command}: error: {redact_text(describe(exc))}", file=sys.stderr)
+        print(f"beam-sft {args.command}: error: {visible(redact_text(describe(exc)), newlines=False)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C in a command without its own handler: one line, as prepare says it
         print(f"beam-sft {args.command}: interrupted (SIGINT); nothing more was written", file=sys.stderr)

@@ -22,6 +22,7 @@ A backslash is not escaped: ordinary text keeps its backslashes, at the price th
 from __future__ import annotations
 
 import json
+import logging
 import re
 from html import escape
 
@@ -131,3 +132,17 @@ def marked_off(text: str, marks: str) -> str:
     'a\\\\u27ebb\\\\u27ea'
     """
     return "".join(f"\\u{ord(c):04x}" if c in marks else c for c in text) if any(m in text for m in marks) else text
+
+
+class VisibleFormatter(logging.Formatter):
+    """Log lines that name sources, files and folders (anyone's names): the message shown ``visible`` on
+    one line, so a name cannot act on the terminal or forge a line of its own; a traceback keeps its lines.
+
+    >>> record = logging.LogRecord("x", logging.WARNING, "", 0, "source %s is empty", ("a\\nb\\x1b[2J",), None)
+    >>> VisibleFormatter("%(message)s").format(record)
+    'source a\\\\nb\\\\x1b[2J is empty'
+    """
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        record.message = visible(record.message, newlines=False)
+        return super().formatMessage(record)

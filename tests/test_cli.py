@@ -77,3 +77,13 @@ def test_a_failed_command_does_not_wait_for_a_thread_blocked_in_a_request():
     began = __import__("time").monotonic()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and __import__("time").monotonic() - began < 30
+
+
+def test_an_error_quoting_a_hostile_name_is_shown_not_acted_on(tmp_path, capsys):
+    """Every error line goes through dispatch: a file name (or a row's text) it quotes cannot clear the
+    terminal, retitle it or reverse the line."""
+    name = tmp_path / "no\x1b[2Jsuch\x1b]0;pwned\x07\u202e\u200b.jsonl"
+    assert cli.main(["convert", str(name), "-o", str(tmp_path / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert not any(c in err for c in "\x1b\x07\u202e\u200b") and err.count("\n") == 1
+    assert "no\\x1b[2Jsuch\\x1b]0;pwned\\x07\\u202e\\u200b.jsonl" in err

@@ -24,6 +24,7 @@ from beam_sft.convert.options import (
 )
 from beam_sft.errors import BeamError, ConfigError
 from beam_sft.paths import Outputs, check_outputs, writes
+from beam_sft.visible import visible
 
 
 def _rate(text: str) -> float:
@@ -236,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     options = build_options(args)
 
     def announce(conversion) -> None:
-        print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
+        print(visible(f"{conversion.source}: format {conversion.detection}", newlines=False), file=sys.stderr)
 
     from beam_sft.dataset_folder.staged_files import staged_files
 
@@ -270,7 +271,7 @@ def run(args: argparse.Namespace) -> int:
         raise error from exc
     status = 0
     if report.kept == 0:
-        empty = [s.source for s in report.sources if s.empty]
+        empty = [visible(s.source, newlines=False) for s in report.sources if s.empty]
         why = f"; empty: {', '.join(empty)}" if empty else ""
         print(f"beam-sft convert: no row was kept ({report.read} read){why}", file=sys.stderr)
         status = 1
@@ -278,7 +279,7 @@ def run(args: argparse.Namespace) -> int:
         over = report.over_rate(args.max_reject_rate)
         for s in over:
             print(
-                f"beam-sft convert: {s.source} rejected {s.reject_rate:.1%} of its rows "
+                f"beam-sft convert: {visible(s.source, newlines=False)} rejected {s.reject_rate:.1%} of its rows "
                 f"(limit {args.max_reject_rate:.1%})",
                 file=sys.stderr,
             )

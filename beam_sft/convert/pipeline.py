@@ -64,6 +64,7 @@ from beam_sft.data.sources import (
 )
 from beam_sft.errors import BeamError, OutputUnwritable, RunStopped
 from beam_sft.harmony.spans import is_trained
+from beam_sft.visible import visible
 
 Converter = Callable[..., "BeamRow | Rejection"]
 # A step between conversion and the missing-reasoning policy (see the module docstring).
@@ -498,7 +499,7 @@ class ConvertReport:
 
     def table(self) -> str:
         lines = [format_summary_table(self.sources)]
-        lines.extend(f"{f.path}: skipped, {f.reason}" for f in self.skipped)
+        lines.extend(visible(f"{f.path}: skipped, {f.reason}", newlines=False) for f in self.skipped)
         return "\n".join(lines)
 
     def over_rate(self, max_reject_rate: float) -> list[SourceSummary]:

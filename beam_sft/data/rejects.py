@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from beam_sft.dataset_folder.rejects import placed, reject_json
+from beam_sft.visible import visible
 
 
 class RejectRecord(Protocol):
@@ -83,17 +84,19 @@ class SourceSummary:
         return next(iter(self.formats), self.format)
 
     def remarks(self) -> list[str]:
-        """Lines worth reading under the table: empty source, unreadable rest, notes."""
+        """Lines worth reading under the table: empty source, unreadable rest, notes (the source's name,
+        a file's, shown ``visible``: it is printed)."""
         out = []
+        source = visible(self.source, newlines=False)
         if self.empty:
-            out.append(f"{self.source}: the source is empty (no records)")
+            out.append(f"{source}: the source is empty (no records)")
         if self.unreadable:
             byte, more = self.unreadable
             about = f"about {more} more records" if more is not None else "record count unknown"
-            out.append(f"{self.source}: unreadable from byte {byte} ({about}), counted as one unreadable_rest")
+            out.append(f"{source}: unreadable from byte {byte} ({about}), counted as one unreadable_rest")
         if self.notes:
-            out.append(f"{self.source}: notes " + _reasons(self.notes))
-        out.extend(f"{self.source}: {n} rejected {cause}" for cause, n in sorted(self.causes.items()))
+            out.append(f"{source}: notes " + _reasons(self.notes))
+        out.extend(visible(f"{source}: {n} rejected {cause}", newlines=False) for cause, n in sorted(self.causes.items()))
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -119,7 +122,8 @@ class SourceSummary:
 
 
 def format_summary_table(summaries: list[SourceSummary]) -> str:
-    """A plain-text table: one line per source, then the total; reasons as ``code=count``.
+    """A plain-text table: one line per source, then the total; reasons as ``code=count``. Every cell is
+    shown ``visible`` on one line: a source is named by its file, and a file's name is anyone's.
 
     >>> s = SourceSummary("a.jsonl", "openai", read=3, kept=1, rejected=Counter(missing_reasoning=2))
     >>> print(format_summary_table([s]))
@@ -132,7 +136,8 @@ def format_summary_table(summaries: list[SourceSummary]) -> str:
         total.update(s.rejected)
     lines = [("source", "format", "read", "kept", "rejected", "reasons")]
     for s in summaries:
-        lines.append((s.source, s.format_label, str(s.read), str(s.kept), str(s.n_rejected), _reasons(s.rejected)))
+        lines.append((visible(s.source, newlines=False), visible(s.format_label, newlines=False), str(s.read),
+                      str(s.kept), str(s.n_rejected), visible(_reasons(s.rejected), newlines=False)))
     lines.append(
         (
             "TOTAL",

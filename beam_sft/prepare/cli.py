@@ -35,6 +35,7 @@ from beam_sft.prepare.children import children_die_with_me
 from beam_sft.prepare.config import FORMAT_CHOICES, PrepareConfig, prepare_section
 from beam_sft.prepare.progress import cli_progress
 from beam_sft.prepare.shards import merge_shards
+from beam_sft.visible import VisibleFormatter, visible
 
 
 def _choices(field: str) -> tuple[str, ...]:
@@ -189,9 +190,10 @@ def build_config(args: argparse.Namespace):
 def _summary(directory: Path) -> str:
     report = require_report(directory)
     lines = [sources_table(report["sources"])]
-    lines.extend(f"{name}: {entry['rows_out']} rows out after the mix (weight {entry['weight']})"
+    # (names of sources and files are anyone's: shown visible, one line each)
+    lines.extend(visible(f"{name}: {entry['rows_out']} rows out after the mix (weight {entry['weight']})", newlines=False)
                  for name, entry in report["sources"].items() if entry.get("rows_out", entry["kept"]) != entry["kept"])
-    lines.extend(f"{name}: skipped {f['path']}, {f['reason']}"
+    lines.extend(visible(f"{name}: skipped {f['path']}, {f['reason']}", newlines=False)
                  for name, entry in report["sources"].items() for f in entry.get("skipped", ()))
     tokens = report["tokens"]
     lines.append(f"rows {tokens['rows']}  tokens {tokens['total']}  trained {tokens['trained']} "
@@ -272,7 +274,10 @@ def _interruptible(command: str, work) -> int:
 def run_prepare(args: argparse.Namespace) -> int:
     # Our INFO lines only: other libraries' loggers stay at WARNING (a torch import cut short by a signal
     # would otherwise print its INFO statistics at exit, after our one-line message).
-    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    # Our lines name sources and files, anyone's names: each message shown visible, on its own line.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(VisibleFormatter("%(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("beam_sft").setLevel(logging.WARNING if args.quiet else logging.INFO)
     _check_engine(args)
     config = build_config(args)

@@ -17,6 +17,7 @@ from typing import Any
 from beam_sft.cli_args import count, non_negative_float, positive_float
 from beam_sft.convert.options import FORMAT_CHOICES
 from beam_sft.errors import BeamError, ConfigError
+from beam_sft.visible import visible
 
 
 def register(subparsers: Any) -> None:
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
     def announce(conversion) -> None:
         if not args.quiet:
-            print(f"{conversion.source}: format {conversion.detection}", file=sys.stderr)
+            print(visible(f"{conversion.source}: format {conversion.detection}", newlines=False), file=sys.stderr)
 
     # One writer per output, each staged and renamed into place at the end: a second run on the
     # same -o is refused, a killed run leaves the earlier outputs as they were (beam_sft.dataset_folder.staged_files).

@@ -230,7 +230,8 @@ def _refresh_page(directory: Path, env=None) -> None:
     try:
         write_report_page(directory, env=env)
     except (OSError, BeamError) as exc:
-        print(f"beam-sft verify: warning: the report page was not redrawn: {exc}", file=sys.stderr)
+        print(visible(f"beam-sft verify: warning: the report page was not redrawn: {exc}", newlines=False),
+              file=sys.stderr)
 
 
 def run_report(args: argparse.Namespace) -> int:

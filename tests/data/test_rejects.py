@@ -81,3 +81,19 @@ def test_summary_remarks_empty_and_unreadable_sources():
     assert "e.jsonl: the source is empty" in table
     assert "c.json: unreadable from byte 1234 (about 99 more records)" in table
     assert round(cut.reject_rate, 2) == 0.99
+
+
+def test_the_table_shows_a_hostile_file_name_on_its_own_line():
+    """A source is named by its file, and anyone names files: an ESC, a bidi override, a zero-width
+    space or a newline in one is shown as an escape, and every source keeps one line of the table."""
+    evil = "d/ev\x1b[2Jil\u202e\u200b\nTOTAL  9.jsonl"
+    a = SourceSummary(evil, "openai", read=2, kept=1, rejected=Counter(invalid_json=1))
+    a.unreadable = (7, 1)
+    a.causes = Counter({"cause\x1b]0;x\x07": 1})
+    empty = SourceSummary("e\x9b2J.jsonl", "openai")
+    table = format_summary_table([a, empty])
+    assert not any(c in table for c in "\x1b\x07\x9b\u202e\u200b")
+    lines = table.splitlines()
+    assert lines[1].split()[0] == "d/ev\\x1b[2Jil\\u202e\\u200b\\nTOTAL" and lines[2].startswith("e\\x9b2J.jsonl ")
+    assert lines[3].startswith("TOTAL ") and len(lines) == 7  # header, 2 sources, total, 3 remarks
+    assert all(line.startswith(("d/ev\\x1b", "e\\x9b")) for line in lines[4:])

@@ -13,23 +13,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from beam_sft.visible import json_visible
+
 # The keys every rejects line of ours holds (``reject_line``); what tells our file from a user's.
 REJECT_KEYS = frozenset({"source", "row", "code", "message"})
 
 
 def reject_json(record: Mapping[str, Any]) -> str:
-    """One rejects.jsonl line (no newline). Text that is not valid Unicode (lone surrogates from
-    bad bytes) cannot be written as UTF-8: such a record is written with ASCII escapes, still exact JSON.
+    """One rejects.jsonl line (no newline), its text as ``visible.json_visible`` writes it: people read
+    this file in a terminal, so a C1 control, a bidi override or a zero-width space in a row is a JSON
+    escape (still exact JSON, the same row read back); so is a lone surrogate from bad bytes, which
+    UTF-8 could not even write.
 
-    >>> reject_json({"raw": "x\\udcffy"}) == '{"raw": "x\\\\udcffy"}'
+    >>> reject_json({"raw": "x\\udcffy\\u202e\\x9b"}) == '{"raw": "x\\\\udcffy\\\\u202e\\\\u009b"}'
     True
     """
-    line = json.dumps(record, ensure_ascii=False, default=repr)
-    try:
-        line.encode("utf-8")
-    except UnicodeEncodeError:
-        line = json.dumps(record, ensure_ascii=True, default=repr)
-    return line
+    return json_visible(record, default=repr)
 
 
 def reject_line(source: str, row: int, code: str, message: str, raw: Any, file: str | None = None,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -10,7 +9,7 @@ from pathlib import Path
 from beam_sft.dataset_folder.layout import HISTOGRAM_FILE, VIOLATIONS_FILE  # noqa: F401 (re-exported names)
 from beam_sft.dataset_folder.report_json import update_report
 from beam_sft.verify.png import write_lengths_png
-from beam_sft.visible import visible
+from beam_sft.visible import json_visible, visible
 
 
 def merge_verify_section(directory: Path, section: dict, *, key: str = "verify") -> Path:
@@ -36,7 +35,8 @@ class ViolationWriter:
 
     def write(self, violation) -> None:
         if self._file is not None:
-            self._file.write(json.dumps(violation.to_json(), ensure_ascii=False) + "\n")
+            # (read in a terminal: a row's bidi or C1 character, quoted in a message, is a JSON escape)
+            self._file.write(json_visible(violation.to_json()) + "\n")
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._file is None:

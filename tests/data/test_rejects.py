@@ -97,3 +97,14 @@ def test_the_table_shows_a_hostile_file_name_on_its_own_line():
     assert lines[1].split()[0] == "d/ev\\x1b[2Jil\\u202e\\u200b\\nTOTAL" and lines[2].startswith("e\\x9b2J.jsonl ")
     assert lines[3].startswith("TOTAL ") and len(lines) == 7  # header, 2 sources, total, 3 remarks
     assert all(line.startswith(("d/ev\\x1b", "e\\x9b")) for line in lines[4:])
+
+
+def test_a_rejects_line_shows_what_would_act_in_a_terminal_as_json_escapes(tmp_path):
+    """People read rejects.jsonl with cat and grep: a row's C1 CSI, bidi override, zero-width space or DEL
+    is written as a JSON escape (JSON itself escapes only C0), and the line still reads back as the row."""
+    raw = {"messages": [{"role": "user", "content": "a\x9b2J b\u202eexe c<|en\u200bd|> d\x7f \U000e0041 é 😀"}]}
+    with RejectsWriter(tmp_path / "r.jsonl") as out:
+        out.write(Rejection("invalid_json", "bad \u202e", raw=raw, source="s\u2066.jsonl", row=1))
+    text = (tmp_path / "r.jsonl").read_text(encoding="utf-8")
+    assert not any(c in text for c in "\x9b\u202e\u200b\x7f\u2066\U000e0041") and "é 😀" in text
+    assert json.loads(text)["raw"] == raw

@@ -160,3 +160,17 @@ def test_the_plain_view_and_excerpts_draw_only_their_own_brackets(hidden_dir):
 
     ids = [ord(c) for c in "a⟧b⟦c d"]
     assert CheckEnv.excerpt(Chars(), ids, 5, 6) == "a\\u27e7b\\u27e6c⟦ ⟧d"
+
+
+def test_the_violations_file_writes_what_would_act_as_json_escapes(hidden_dir):
+    """verify_violations.jsonl is read in a terminal too: the hidden characters its excerpts and sources
+    could quote are JSON escapes there (the same values read back)."""
+    from beam_sft.verify.context import Violation
+    from beam_sft.verify.results import ViolationWriter
+
+    found = Violation("structure", 1, "s\u202e\x9b.jsonl", 0, "m \u200b\U000e0041", excerpt="e\u2066")
+    with ViolationWriter(hidden_dir) as out:
+        out.write(found)
+    text = (hidden_dir / "verify_violations.jsonl").read_text(encoding="utf-8")
+    assert not any(c in text for c in "\u202e\x9b\u200b\U000e0041\u2066")
+    assert Violation(**json.loads(text)) == found

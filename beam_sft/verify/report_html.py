@@ -33,6 +33,7 @@ from beam_sft.visible import html_text as escape  # html.escape, then controls s
 EXAMPLES_PER_CODE = 3
 SAMPLE_ROWS = 4
 _RAW_CHARS = 1500  # a raw row longer than this is cut in the page (the rejects file has it whole)
+_MESSAGE_CHARS = 300  # a message quotes data (a 50,000-character role): cut likewise
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 1200px; color: #222; padding: 0 1em; }
@@ -83,7 +84,8 @@ def violations_by_row(path: Path, positions: set[int]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for entry in json_objects(path) if positions else ():
         if isinstance(entry.get("row"), int) and entry["row"] in positions:
-            out.setdefault(entry["row"], []).append(f"{entry.get('rule')}: {entry.get('message')}")
+            out.setdefault(entry["row"], []).append(_cut(f"{entry.get('rule')}: {entry.get('message')}",
+                                                         _MESSAGE_CHARS, VIOLATIONS_FILE))
     return out
 
 
@@ -209,11 +211,18 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, left: int | f
     return f'<table class="{escape(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _cut(text: str, limit: int, where: str) -> str:
+    """``text``, its first ``limit`` characters when longer, saying how many more ``where`` holds.
+
+    >>> _cut("abcdef", 4, "rejects.jsonl")
+    'abcd… (2 more characters in rejects.jsonl)'
+    """
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters in {where})"
+
+
 def _raw(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
-    if len(text) > _RAW_CHARS:
-        text = text[:_RAW_CHARS] + f"… ({len(text) - _RAW_CHARS} more characters in {REJECTS_FILE})"
-    return f'<pre class="raw">{escape(text, quote=False)}</pre>'
+    return f'<pre class="raw">{escape(_cut(text, _RAW_CHARS, REJECTS_FILE), quote=False)}</pre>'
 
 
 # ---------------------------------------------------------------------------- sections
@@ -254,7 +263,8 @@ def _rejects_section(report: dict, examples: dict[str, list[dict]]) -> str:
         parts.append(f"<h3>{escape(code)} <span class=\"muted\">({len(shown)} of {by_code[code]} shown)</span></h3>")
         for entry in shown:
             where = f"{entry.get('source')} row {entry.get('row')}"
-            parts.append(f'<div class="reject"><div><b>{escape(where)}</b>: {escape(str(entry.get("message")))}'
+            message = _cut(str(entry.get("message")), _MESSAGE_CHARS, REJECTS_FILE)
+            parts.append(f'<div class="reject"><div><b>{escape(where)}</b>: {escape(message)}'
                          f"</div>{_raw(entry.get('raw'))}</div>")
     return "".join(parts)
 

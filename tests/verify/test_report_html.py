@@ -209,3 +209,16 @@ def test_verify_never_redraws_the_page_from_an_edited_report(prepared, tmp_path)
     page = (folder / "report.html").read_bytes()
     assert main(["verify", str(folder)]) != 0
     assert (folder / "report.html").read_bytes() == page
+
+
+def test_a_rejection_message_quoting_a_huge_value_is_cut_in_the_page():
+    """convert's messages quote the row's values whole (a 50,000-character role): the page shows the
+    message's start and says where the rest is, as it does for the raw row."""
+    from beam_sft.verify.report_html import _MESSAGE_CHARS, _rejects_section
+
+    role = "R" * 50_000
+    entry = {"source": "a.jsonl", "row": 0, "code": "unknown_role", "message": f"messages[0] has role {role!r}",
+             "raw": {"messages": [{"role": role}]}}
+    section = _rejects_section({"rejects": {"by_code": {"unknown_role": 1}}}, {"unknown_role": [entry]})
+    assert len(section) < 5_000 and "more characters in rejects.jsonl" in section
+    assert f"messages[0] has role &#x27;{'R' * (_MESSAGE_CHARS - 22)}" in section

@@ -4,10 +4,12 @@ How a source string is read (``parse_data_arg``; the same rule for ``--data``, a
 ``sources[].path`` and ``beam-sft convert``):
 
 1. A path that exists locally is local, always. A local folder whose ``README.md`` front matter
-   (or ``.huggingface.yaml``) declares ``configs:`` (a dataset repository, as on the hub), or with no
-   card whose files are named for two splits or more as ``datasets`` infers splits, is read as a
+   (or ``.huggingface.yaml``) declares ``configs:`` (a dataset repository, as on the hub) is read as a
    dataset (one split, ``train`` unless named); any other file or folder through
-   ``beam_sft.data.sources``.
+   ``beam_sft.data.sources``, except that a folder with no such card whose files are named by split
+   (``train.jsonl`` beside ``test.jsonl``, ``test/``, ``data/test-00000-of-00001.parquet``:
+   ``refuse_split_named``) is refused unless a split is named: ``FOLDER@train`` reads what
+   ``datasets.load_dataset(FOLDER, split="train")`` reads.
 2. Otherwise ``ORG/NAME[:CONFIG][@SPLIT]`` (exactly one ``/``, no data-file suffix such as
    ``.jsonl``) is a hub id; ``BASE:CONFIG@SPLIT`` where ``BASE`` is a local folder is that folder.
 3. Anything else stays a local path (and fails as "no such file or directory").
@@ -80,14 +82,22 @@ def _card(path: str | Path) -> dict | None:
     ``README.md``, with the top-level keys of ``.huggingface.yaml`` over it (a hub repository may keep
     its ``configs:`` there); None when there is neither. Front matter that is not YAML is refused, as
     ``datasets`` refuses it: read as a plain folder, every split's files would be trained on."""
+    return _card_and_origin(path)[0]
+
+
+def _card_and_origin(path: str | Path) -> tuple[dict | None, str]:
+    """``_card``, and the file its ``configs`` come from (named in a message about them)."""
     root = Path(path)
     header = _front_matter(root / "README.md")
+    origin = "README.md"
     standalone = root / _STANDALONE_YAML
     if standalone.is_file():
         extra = _yaml(standalone, standalone.read_text(encoding="utf-8-sig", errors="replace"))
         if isinstance(extra, dict):
             header = {**(header or {}), **extra}
-    return header
+            if "configs" in extra:
+                origin = _STANDALONE_YAML
+    return header, origin
 
 
 _STANDALONE_YAML = ".huggingface.yaml"  # datasets.config.REPOYAML_FILENAME
@@ -120,37 +130,122 @@ def _yaml(where: Path, text: str):
 
 
 def is_dataset_repo(path: str | Path) -> bool:
-    """A folder whose ``README.md`` opens with YAML front matter that declares ``configs``, or whose
-    files are named for two splits or more as the hub names them (``data/train-*.parquet`` beside
-    ``data/test-*.parquet``: ``_named_splits``), which ``datasets`` reads as a repository's splits.
-    Read as a plain folder, the test split would be trained on."""
+    """A folder whose ``README.md`` front matter (or ``.huggingface.yaml``) declares ``configs``.
+    A folder with none whose files are named by split is refused here (``refuse_split_named``): both
+    ``parse_data_arg`` and ``dataset_source`` ask this of a folder given without a split."""
     header = _card(path)
     if header is not None and "configs" in header:
         return True
-    return len(_named_splits(Path(path))) > 1
+    refuse_split_named(Path(path))
+    return False
 
 
+# datasets.data_files.SPLIT_KEYWORDS: the words that name a split's files or folder.
+_SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val"),
+                   "test": ("test", "testing", "eval", "evaluation")}
+_KEYWORD_SPLIT = {word: split for split, words in _SPLIT_KEYWORDS.items() for word in words}
+# datasets.data_files.SPLIT_PATTERN_SHARDED's file name, `{split}-00000-of-00003*.*` (greedy, as
+# datasets' string_to_dict takes the split: `train-part-00000-of-00001.parquet` is split `train-part`).
+_SHARD = re.compile(r"(?P<split>.+)-[0-9]{5}-of-[0-9]{5}.*\..*")
 # datasets' split keywords and separators (datasets.data_files.SPLIT_KEYWORDS, NON_WORDS_CHARS): a
 # cheap look at the names before asking datasets itself (importing it costs about a second).
 _SPLIT_NAME_RE = re.compile(r"(?:^|[-._ 0-9/])(?:train|training|validation|valid|dev|val|test|testing|eval|"
                             r"evaluation)(?:[-._ 0-9/]|$)")
 
 
-def _named_splits(root: Path) -> dict[str, list[str]]:
-    """The split patterns ``datasets`` infers for a folder with no ``configs:`` card, when its data
-    files are named for splits (``datasets.data_files.get_data_patterns``), else ``{}``."""
+def refuse_split_named(root: Path) -> None:
+    """Refuse, in one line, a folder given with no split and no ``configs:`` card whose files
+    ``datasets`` reads as a repository's splits, one of them not ``train``: read whole, the test
+    split's rows would be trained on, unsaid; read as ``datasets`` reads it, the files that name no
+    split are dropped and a folder of only ``test.jsonl`` has no train split at all. Named by split
+    means a file whose name before its first dot is a split word (``test.jsonl``, ``dev.json.gz``,
+    ``test-00000-of-00002.jsonl``), a top-level or ``data/`` folder named by one (``test/``,
+    ``data/validation/``), a hub shard ``data/SPLIT-00000-of-00001.parquet``, or a folder every data
+    file of which ``datasets`` puts in one of two splits or more (``_named_splits``). A name that only
+    holds the word (``test_case.json``, ``drone_training.jsonl`` beside ``chat.jsonl``) leaves the
+    folder plain."""
     if not root.is_dir():
-        return {}
-    names = [p.relative_to(root).as_posix() for p in root.rglob("*")
-             if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES) and not _is_hidden(p, root)]
+        return
+    _check_shard_names(root)
+    names = _data_names(root)
+    found = _named_by_split(names)
+    if set(found) <= {DEFAULT_SPLIT}:
+        for split, patterns in _named_splits(root, names).items():
+            example = next((p for pattern in patterns for p in _resolve(root, pattern)), None)
+            if example is not None:
+                found.setdefault(split, _relative(example, root))
+    others = sorted(s for s in found if s != DEFAULT_SPLIT)
+    if not others:
+        return
+    order = [DEFAULT_SPLIT] * (DEFAULT_SPLIT in found) + others
+    splits = "; ".join(f"{s}: {found[s]}" for s in order)
+    if DEFAULT_SPLIT in found:
+        give = f"give {root}@train (in a recipe, split: train) to read its train split as datasets does"
+    else:
+        pick = next((s for s in others if s.startswith(DEFAULT_SPLIT)), others[0])  # train_sft, ...
+        give = f"datasets finds no train split in it: give {root}@{pick} (in a recipe, split: {pick}) to read that split"
+    raise BeamError(f"{root}: its files are named by split, as datasets reads a repository's splits ({splits}); "
+                    f"read as a plain folder, the {' and '.join(others)} rows would be trained on, unsaid; {give}, "
+                    "or name the files themselves to read them all")
+
+
+def _data_names(root: Path) -> list[str]:
+    """The data files a plain folder reads (``sources.expand_source``'s suffixes, hidden ones left
+    out), as sorted paths relative to ``root``."""
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+                  if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES) and not _is_hidden(p, root))
+
+
+def _named_by_split(names: list[str]) -> dict[str, str]:
+    """split -> the first of a plain folder's data files (``_data_names``) named by it
+    (``refuse_split_named``)."""
+    found: dict[str, str] = {}
+    for name in names:
+        split = _split_of(name.split("/"))
+        if split is not None:
+            found.setdefault(split, name)
+    return found
+
+
+def _split_of(parts: list[str]) -> str | None:
+    name = parts[-1]
+    shard = _SHARD.fullmatch(name)
+    if shard and parts[:-1] == ["data"]:
+        return shard["split"]  # a hub shard names its split, whatever the word
+    word = shard["split"] if shard else name.split(".")[0]
+    if word in _KEYWORD_SPLIT:
+        return _KEYWORD_SPLIT[word]
+    folders = parts[:-1]
+    for folder in (folders[:1] + (folders[1:2] if folders[:1] == ["data"] else [])):
+        if folder in _KEYWORD_SPLIT:
+            return _KEYWORD_SPLIT[folder]
+    return None
+
+
+def _check_shard_names(base: Path) -> None:
+    """datasets fails to infer any split of a folder whose ``data/`` holds a shard named for a split
+    it does not accept (``data/train-part-00000-of-00001.parquet``: split ``train-part``, a ``-`` in
+    it); refused here as it is there, in one line, never read as a plain folder instead."""
+    folder = base / "data"
+    if not folder.is_dir():
+        return
+    for path in sorted(folder.iterdir()):
+        shard = _SHARD.fullmatch(path.name)
+        if shard and path.is_file() and not path.name.startswith(".") and not _SPLIT_NAME_OK.fullmatch(shard["split"]):
+            fixed = re.sub(r"\W", "_", shard["split"])
+            raise BeamError(f"{base}: data/{path.name} is named as a shard of split {shard['split']!r}, a split name "
+                            "datasets refuses (letters, digits and _ only), so datasets cannot load the folder: "
+                            f"rename it data/{fixed}-{path.name[len(shard['split']) + 1:]} (or move it out of data/), "
+                            "or name the files themselves")
+
+
+def _named_splits(root: Path, names: list[str]) -> dict[str, list[str]]:
+    """The split patterns ``datasets`` infers for a folder with no ``configs:`` card, when its data
+    files (``names``: ``_data_names``) are named for two splits or more and every one of them is in
+    a split, else ``{}``."""
     if not any(_SPLIT_NAME_RE.search(n) for n in names):
         return {}
-    from datasets.data_files import get_data_patterns
-
-    try:
-        patterns = {str(split): list(p) for split, p in get_data_patterns(str(root)).items()}
-    except Exception:  # noqa: BLE001 (datasets finds no data files it knows: not a repository to it)
-        return {}
+    patterns = _inferred_splits(root)
     if len(patterns) < 2:
         return {}
     # Only a folder every data file of which is in a split: `drone_training.jsonl` beside `test_case.json`
@@ -168,11 +263,12 @@ def _is_hidden(path: Path, root: Path) -> bool:
 def _resolve(root: Path, pattern: str) -> list[Path]:
     """The files a ``data_files`` pattern names in a local repository, as ``datasets`` resolves them
     (``datasets.data_files.resolve_pattern``: ``**`` at any depth, hidden files and folders left out
-    unless named), sorted."""
+    unless named, a file of a type datasets reads none of left out), sorted."""
     from datasets.data_files import resolve_pattern
+    from datasets.packaged_modules import _ALL_ALLOWED_EXTENSIONS  # what load_dataset resolves data files by
 
     try:
-        return sorted(Path(p) for p in resolve_pattern(pattern, str(root)))
+        return sorted(Path(p) for p in resolve_pattern(pattern, str(root), allowed_extensions=_ALL_ALLOWED_EXTENSIONS))
     except FileNotFoundError:
         return []
 
@@ -221,13 +317,14 @@ def _check_split_names(splits: dict[str, list[str]], where: str) -> None:
                         "letters, digits and _ joined by '.'; no '-'), so datasets cannot load it: rename the split")
 
 
-def _chosen_config(ref: DatasetRef, configs: Any) -> dict:
+def _chosen_config(ref: DatasetRef, configs: Any, origin: str = "README.md") -> dict:
     """The card config ``load_dataset(path, name)`` reads, chosen and checked as ``datasets``
     (``MetadataConfigs``) does: every config named by a ``config_name``, no name twice; with no name
     given, the only config, else the one named ``default`` or marked ``default: true`` (two such, or
     none among several: refused, naming the configs, never the first one read in their place). Every
-    config's ``data_files`` is checked, as ``datasets`` fails to load a card with one bad config."""
-    where = f"{ref.path}: README.md"
+    config's ``data_files`` is checked, as ``datasets`` fails to load a card with one bad config.
+    ``origin``: the file the configs come from (README.md or .huggingface.yaml), named in each refusal."""
+    where = f"{ref.path}: {origin}"
     if not isinstance(configs, list) or not configs or not all(isinstance(c, dict) for c in configs):
         raise BeamError(f"{where}: configs is not a list of configs (each a mapping with config_name and "
                         "data_files); datasets cannot load it either")
@@ -247,16 +344,16 @@ def _chosen_config(ref: DatasetRef, configs: Any) -> dict:
                 _check_split_names(splits, f"{where}, config {name!r}")
     if ref.name is not None:
         if ref.name not in names:
-            raise BeamError(f"{ref.describe()}: README.md declares no config {ref.name!r} "
+            raise BeamError(f"{ref.describe()}: {origin} declares no config {ref.name!r} "
                             f"(configs: {', '.join(names)})")
         return configs[names.index(ref.name)]
     defaults = [n for n, c in zip(names, configs, strict=True) if len(configs) == 1 or n == "default" or c.get("default")]
     how = f"name one: {ref.path}:CONFIG on the command line, or name: CONFIG in a recipe's source"
     if len(defaults) > 1:
-        raise BeamError(f"{ref.path}: README.md marks {len(defaults)} configs as the default "
+        raise BeamError(f"{where} marks {len(defaults)} configs as the default "
                         f"({', '.join(defaults)}); datasets refuses it: {how}")
     if not defaults:
-        raise BeamError(f"{ref.path}: README.md declares configs {', '.join(names)} and none is the default "
+        raise BeamError(f"{where} declares configs {', '.join(names)} and none is the default "
                         f"(config_name: default, or default: true); {how}")
     return configs[names.index(defaults[0])]
 
@@ -290,23 +387,27 @@ def _split_plan(ref: DatasetRef) -> tuple[Path, dict[str, list[str]], bool, bool
     if ref.data_files is not None:  # given with the source: the card's configs do not apply
         splits = _split_files(ref.data_files, f"{ref.describe()}: data_files")
         return (root, splits, False, True) if splits is not None else None
-    configs = (_card(root) or {}).get("configs")
-    if configs is None:
-        named = _named_splits(root) if ref.name is None else {}
+    header, origin = _card_and_origin(root)
+    configs = (header or {}).get("configs")
+    if configs is None:  # the splits datasets infers from the names (a split named: any folder)
+        named = _inferred_splits(root) if ref.name is None else {}
         return (root, named, True, True) if named else None
-    config = _chosen_config(ref, configs)
+    config = _chosen_config(ref, configs, origin)
     own = not set(config) - _OWN_KEYS
     base = root / str(config["data_dir"]) if config.get("data_dir") else root  # data_files resolve from data_dir
     if config.get("data_files") is None:  # datasets infers the splits from the names under data_dir
         splits = _inferred_splits(base)
         return (base, splits, True, own) if splits else None
-    splits = _split_files(config["data_files"], f"{ref.path}: README.md, config {config['config_name']!r}")
+    splits = _split_files(config["data_files"], f"{ref.path}: {origin}, config {config['config_name']!r}")
     return (base, splits, False, own) if splits is not None else None
 
 
 def _inferred_splits(base: Path) -> dict[str, list[str]]:
+    """split -> patterns, as ``datasets`` infers them from the names under ``base``
+    (``datasets.data_files.get_data_patterns``); ``{}`` when it finds no data file."""
     if not base.is_dir():
         return {}
+    _check_shard_names(base)
     from datasets.data_files import get_data_patterns
 
     try:
@@ -355,7 +456,55 @@ def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
         raise BeamError(f"{ref.describe()}: no file matches {' or '.join(map(repr, splits[ref.split]))}")
     if inferred:
         files.sort()
-    return files, own
+    return _checked_types(ref, base, files, matched_by, inferred), own
+
+
+# Files datasets resolves as data (harbor's task documents) that are a folder's notes beside rows of
+# another type: dropped by datasets as by a plain folder, no rows lost.
+_NOTES = (".md",)
+
+
+def _checked_types(ref: DatasetRef, base: Path, files: list[Path], matched_by: dict[Path, str],
+                   inferred: bool) -> list[Path]:
+    """Refuse a split ``datasets`` would read part of, unsaid: it reads one type of file per split
+    (``datasets.load.infer_module_for_data_files_list``: the most common). Split by file names, it
+    drops the files of the other types (``train.csv`` beside ``train.jsonl``); listed by a card, it
+    reads them all as that type and stops at the first one not of it (``notes.md`` that ``data/*``
+    matches), naming no file. A card's split of JSON, JSON Lines and Parquet is read here file by file,
+    each by its own reader. Returns the files read: split by file names, notes (``_NOTES``) left out."""
+    from datasets.load import infer_module_for_data_files_list
+
+    def module(group: list[Path]) -> str | None:
+        return infer_module_for_data_files_list([str(p) for p in group])[0]
+
+    ours = [p for p in files if p.name.lower().endswith(_OWN_READER)]
+    if not inferred and ours:
+        odd = [p for p in files if p not in ours]
+    else:
+        kept = module(files)
+        dropped = [p for p in files if module([p]) != kept]
+        if inferred:
+            files = [p for p in files if p not in dropped or not p.name.lower().endswith(_NOTES)]
+        odd = [p for p in dropped if p in files]
+    if not odd:
+        return files
+    types = " and ".join(sorted({_type(p) for p in files}))
+    named = _relative(odd[0], base) + (f" (and {len(odd) - 1} more)" if len(odd) > 1 else "")
+    if inferred:
+        raise BeamError(f"{ref.describe()}: the split holds {types} files and datasets reads one type per split: "
+                        f"it reads the {' and '.join(sorted({_type(p) for p in files if p not in odd}))} files and "
+                        f"drops {named}; move the other type's files out, or name the files themselves")
+    given = "the card's" if ref.data_files is None else "the source's data_files"
+    raise BeamError(f"{ref.describe()}: {named} is matched by {given} pattern {matched_by[odd[0]]!r} but is not "
+                    f"a data file that pattern should match (a {_type(odd[0])} file in a split of {types} files; "
+                    "datasets would read it as the others' type and stop at it): narrow the pattern to the data "
+                    "files' type, or move the file out")
+
+
+def _type(path: Path) -> str:
+    """A file's type as a message names it: ``.jsonl`` for ``a.jsonl.gz`` too."""
+    name = path.name.lower().removesuffix(".gz")
+    return Path(name).suffix or name
 
 
 def _relative(path: Path, base: Path) -> str:

@@ -40,7 +40,9 @@ Shapes read (by content, not only by extension):
   dataset repository): a hub id is streamed through ``load_dataset`` (``beam_sft.data.hub``); a
   local repository's split is its card's files, each read here by its own type
   (``hub.local_data_files``), so Parquet beside JSON Lines, or files whose columns differ, read
-  as they are; a card only ``datasets`` understands goes through ``load_dataset``.
+  as they are; a card only ``datasets`` understands goes through ``load_dataset``. A folder with
+  no card whose files are named by split (``test.jsonl``, ``test/``) is refused unless a split is
+  named (``hub.refuse_split_named``): read whole, its test rows would be trained on.
 - A file that is not readable as its type (a fake or corrupt ``.parquet``) raises ``BeamError``
   naming the file.
 

@@ -55,7 +55,8 @@ def register(subparsers: Any) -> None:
     prepare.add_argument("--data", action="append", metavar="PATH|ORG/NAME[:CONFIG][@SPLIT]",
                          help="a source (repeatable): a local file or folder, or a datasets dataset read by "
                          "load_dataset(streaming=True). A path that exists locally always wins (a folder whose "
-                         "README.md declares `configs:` is read as a dataset repository); otherwise ORG/NAME "
+                         "README.md declares `configs:` is read as a dataset repository; one whose files are "
+                         "named by split, test.jsonl or test/, only as FOLDER@SPLIT); otherwise ORG/NAME "
                          "(one slash, no file suffix) is a hub id; split defaults to train")
     prepare.add_argument("--weight", action="append", type=non_negative_float, metavar="W",
                          help="weight of the --data at the same position (default 1)")

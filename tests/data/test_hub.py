@@ -8,6 +8,7 @@ the hub (README.md with ``configs:`` + Parquet/JSONL files) is read file by file
 from __future__ import annotations
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -268,8 +269,8 @@ def test_convert_reads_a_dataset_repository(tmp_path):
 
 
 def test_convert_names_each_file_of_a_split_folder(tmp_path, monkeypatch, capsys):
-    """``beam-sft convert DIR`` on a folder named by splits (data/train-* beside data/test-*): the table
-    names the split read (DIR@train, not DIR: the test rows are not in it), and a rejects line names
+    """``beam-sft convert DIR@train`` on a folder named by splits (data/train-* beside data/test-*): the table
+    names the split read (DIR@train: the test rows are not in it), and a rejects line names
     its file, as DIR was given joined with the file's path in it, its row there and its index in the
     source (prepare's rejects line, ``placed``); two files' rows are never one running number."""
     from beam_sft.cli import main
@@ -282,7 +283,7 @@ def test_convert_names_each_file_of_a_split_folder(tmp_path, monkeypatch, capsys
     for name, data in (("train-00000-of-00002", [ok, bad]), ("train-00001-of-00002", [bad, ok]),
                        ("test-00000-of-00001", [bad])):
         write_jsonl(Path("repo/data") / f"{name}.jsonl", data)
-    assert main(["convert", "repo", "-o", "rows.jsonl", "--rejects", "rejects.jsonl"]) == 0
+    assert main(["convert", "repo@train", "-o", "rows.jsonl", "--rejects", "rejects.jsonl"]) == 0
     table = capsys.readouterr().out
     assert table.splitlines()[1].split()[:3] == ["repo@train", "openai", "4"]
     lines = [json.loads(line) for line in Path("rejects.jsonl").read_text().splitlines()]
@@ -388,25 +389,66 @@ def _tags(source) -> list[str]:
     return sorted(f"{r['tag']}{r['i']}" for _, r in iter_records(source))
 
 
-def test_a_folder_named_by_splits_without_a_card_reads_its_train_split_as_datasets_does(tmp_path):
-    """data/train-*.jsonl beside data/test-*.jsonl and no configs: card: datasets reads two splits;
-    read as a plain folder, the test rows would be trained on."""
+# Folders with no card whose files are named by split, as datasets infers a repository's splits: each
+# layout, the splits the refusal names (with an example file), and the split FOLDER@SPLIT reads.
+SPLIT_LAYOUTS = {
+    "files": (["train.jsonl", "test.jsonl", "extra.jsonl"], "train: train.jsonl; test: test.jsonl", "train"),
+    "folders": (["train/a.jsonl", "train/b.json", "test/a.jsonl", "train.jsonl"],
+                "train: train.jsonl; test: test/a.jsonl", "train"),
+    "data folders": (["data/train/a.jsonl", "data/validation/a.jsonl"],
+                     "train: data/train/a.jsonl; validation: data/validation/a.jsonl", "train"),
+    "shards": (["data/train-00000-of-00002.jsonl", "data/train-00001-of-00002.jsonl", "data/test-00000-of-00001.jsonl"],
+               "train: data/train-00000-of-00002.jsonl; test: data/test-00000-of-00001.jsonl", "train"),
+    "test only": (["test.jsonl"], "test: test.jsonl", "test"),
+    "dev beside chat": (["dev.jsonl.gz", "chat.jsonl"], "validation: dev.jsonl.gz", "validation"),
+    "words only": (["sft_train.jsonl", "sft_test.jsonl"], "train: sft_train.jsonl; test: sft_test.jsonl", "train"),
+}
+
+
+@pytest.mark.parametrize("layout", list(SPLIT_LAYOUTS))
+def test_a_folder_named_by_splits_is_refused_without_a_split_and_read_as_datasets_reads_it(tmp_path, layout):
+    """`train.jsonl` beside `test.jsonl` (and `extra.jsonl`), `train/` beside `test/`, `test.jsonl` alone:
+    read as a plain folder, every split's rows were trained on (datasets reads the train split only, or
+    has none); now refused in one line naming the folder, its splits and what to do, by convert and by a
+    recipe alike. FOLDER@SPLIT reads what `datasets.load_dataset(FOLDER, split=SPLIT)` reads."""
+    import gzip
+
     datasets = pytest.importorskip("datasets")
+    names, said, split = SPLIT_LAYOUTS[layout]
     repo = tmp_path / "repo"
-    _rows(repo / "data" / "train-00000-of-00002.jsonl", 2, "train")
-    _rows(repo / "data" / "train-00001-of-00002.jsonl", 1, "train_b")
-    _rows(repo / "data" / "test-00000-of-00001.jsonl", 3, "test")
-    ref = parse_data_arg(str(repo))
-    assert isinstance(ref, DatasetRef) and ref.split == "train"
-    assert _tags(ref) == ["train0", "train1", "train_b0"]
-    assert _tags(parse_data_arg(f"{repo}@test")) == ["test0", "test1", "test2"]
-    want = datasets.load_dataset(str(repo), split="test")
-    assert len(want) == 3
-    # a folder of shards with no split in their names stays one plain folder
-    plain = tmp_path / "plain"
-    _rows(plain / "part-0.jsonl", 1, "a")
-    _rows(plain / "part-1.jsonl", 1, "b")
-    assert parse_data_arg(str(plain)) == str(plain)
+    for k, name in enumerate(names):
+        _rows(repo / name.removesuffix(".gz"), 2, f"f{k}_")
+        if name.endswith(".gz"):
+            plain = repo / name.removesuffix(".gz")
+            (repo / name).write_bytes(gzip.compress(plain.read_bytes()))
+            plain.unlink()
+    message = _refused(str(repo), re.escape(f"{repo}: its files are named by split, as datasets reads a "
+                                            f"repository's splits ({said}); read as a plain folder"))
+    assert f"give {repo}@{split} (in a recipe, split: {split})" in message and "name the files themselves" in message
+    with pytest.raises(BeamError, match="named by split"):  # a recipe's source, and prepare's duplicate check
+        dataset_source(SourceSpec(path=str(repo)))
+    from beam_sft.data.sources import files_read
+
+    with pytest.raises(BeamError, match="named by split"):
+        files_read(str(repo))
+    want = datasets.load_dataset(str(repo), split=split, cache_dir=str(tmp_path / "cache"))
+    got = _tags(f"{repo}@{split}")
+    assert got == sorted(f"{r['tag']}{r['i']}" for r in want) and got
+    assert _tags(dataset_source(SourceSpec(path=str(repo), split=split))) == got
+    assert sorted(files_read(f"{repo}@{split}")) == sorted(
+        Path(p) for p in datasets.load_dataset_builder(str(repo)).config.data_files[split])
+
+
+def test_a_folder_with_only_train_named_stays_a_plain_folder(tmp_path):
+    """No split but train named (`train.jsonl` beside `more.jsonl`, shards of train only): nothing of
+    another split to train on, so the folder is read whole, as before."""
+    for layout in (["train.jsonl", "more.jsonl"], ["data/train-00000-of-00002.jsonl", "data/train-00001-of-00002.jsonl"],
+                   ["part-0.jsonl", "part-1.jsonl"]):
+        folder = tmp_path / str(len(list(tmp_path.iterdir())))
+        for name in layout:
+            _rows(folder / name, 1, name)
+        assert parse_data_arg(str(folder)) == str(folder)
+        assert len(_tags(str(folder))) == 2
 
 
 def test_card_patterns_resolve_as_datasets_resolves_them(tmp_path):
@@ -509,7 +551,7 @@ def test_a_file_two_patterns_of_a_split_match_is_refused_not_read_once_or_twice(
     inferred = tmp_path / "inferred"  # datasets' own split patterns overlap: train/ and train-0/
     _rows(inferred / "train" / "train-0" / "a.jsonl", 1, "a")
     _rows(inferred / "test" / "b.jsonl", 1, "b")
-    _refused(str(inferred), r"matched by both '\*\*/train/\*\*' and .*configs: card")
+    _refused(f"{inferred}@train", r"matched by both '\*\*/train/\*\*' and .*configs: card")
 
 
 def test_a_glob_that_matches_nothing_is_skipped_as_datasets_skips_it(tmp_path):
@@ -545,3 +587,67 @@ def test_configs_in_huggingface_yaml_are_the_card(tmp_path):
     (repo / ".huggingface.yaml").write_text("configs:\n- config_name: default\n  data_files: keep/*.jsonl\n")
     assert isinstance(parse_data_arg(str(repo)), DatasetRef)
     assert _tags(str(repo)) == ["keep0"]
+
+
+def test_a_card_pattern_matching_a_file_that_is_not_data_names_it(tmp_path):
+    """`data/*` matching `notes.md` beside the JSON Lines: datasets reads it as JSON and stops; it was
+    refused as "reading stopped at row 2: ArrowInvalid", naming no file. The same for a .csv a card's
+    `train.*` matches beside `train.jsonl`, and for a source's own data_files."""
+    repo = _card(tmp_path / "md", "configs:\n- config_name: default\n  data_files: data/*")
+    _rows(repo / "data" / "a.jsonl", 2, "a")
+    (repo / "data" / "notes.md").write_text("# how these rows were made\n")
+    said = _refused(str(repo), r"data/notes.md is matched by the card's pattern 'data/\*' but is not a data file "
+                               r"that pattern should match \(a \.md file in a split of \.jsonl and \.md files")
+    assert str(repo) in said
+    csv = _card(tmp_path / "csv", "configs:\n- config_name: default\n  data_files: train.*")
+    _rows(csv / "train.jsonl", 1, "a")
+    (csv / "train.csv").write_text("tag,i\ncsv,0\n")
+    _refused(str(csv), r"train.csv is matched by the card's pattern 'train\.\*' but is not a data file")
+    _refused(DatasetRef(str(csv), data_files="train.*"), r"train.csv is matched by the source's data_files pattern")
+
+
+def test_a_split_of_two_file_types_datasets_reads_one_of_is_refused(tmp_path):
+    """`train.csv` beside `train.jsonl` (and `test.jsonl`): datasets reads one type per split and dropped
+    the CSV's rows unsaid; refused naming the types and the files dropped. A note (`.md`) in a split
+    folder is dropped by datasets too and holds no rows: the split is read without it."""
+    repo = tmp_path / "repo"
+    _rows(repo / "train.jsonl", 2, "tr")
+    _rows(repo / "test.jsonl", 1, "te")
+    (repo / "train.csv").write_text("tag,i\ncsv,0\n")
+    said = _refused(f"{repo}@train", r"split train\): the split holds \.csv and \.jsonl files and datasets reads "
+                                     r"one type per split: it reads the \.jsonl files and drops train\.csv")
+    assert str(repo) in said
+    notes = tmp_path / "notes"
+    _rows(notes / "train" / "a.jsonl", 2, "tr")
+    (notes / "train" / "NOTES.md").write_text("# made by hand\n")
+    _rows(notes / "test" / "a.jsonl", 1, "te")
+    assert _tags(f"{notes}@train") == ["tr0", "tr1"]
+    from beam_sft.data.sources import files_read
+
+    assert [p.name for p in files_read(f"{notes}@train")] == ["a.jsonl"]
+
+
+def test_a_shard_named_for_a_split_datasets_refuses_is_refused_as_datasets_refuses_it(tmp_path):
+    """`data/train-part-00000-of-00001.parquet`: datasets takes `train-part` for the split and refuses
+    the folder; it was read as a plain folder (with no split named) or handed to datasets."""
+    repo = tmp_path / "repo"
+    _rows(repo / "data" / "train-part-00000-of-00001.jsonl", 1, "a")
+    for source in (str(repo), f"{repo}@train"):
+        said = _refused(source, r"data/train-part-00000-of-00001.jsonl is named as a shard of split 'train-part', "
+                                r"a split name datasets refuses")
+        assert f"{repo}: " in said and "rename it data/train_part-00000-of-00001.jsonl" in said
+        assert "name the files themselves" in said
+    assert _tags(str(repo / "data" / "train-part-00000-of-00001.jsonl")) == ["a0"]
+
+
+def test_a_card_refusal_names_the_file_the_configs_come_from(tmp_path):
+    """configs in `.huggingface.yaml`: its refusals said README.md, a file the folder may not have."""
+    repo = tmp_path / "repo"
+    _rows(repo / "a.jsonl", 1, "a")
+    (repo / ".huggingface.yaml").write_text("configs:\n- config_name: one\n  data_files: a.jsonl\n"
+                                            "- config_name: two\n  data_files: a.jsonl\n")
+    _refused(str(repo), re.escape(f"{repo}: .huggingface.yaml declares configs one, two and none is the default"))
+    _refused(f"{repo}:three", r"\.huggingface\.yaml declares no config 'three'")
+    (repo / ".huggingface.yaml").write_text("configs:\n- config_name: default\n  data_files:\n"
+                                            "  - split: a-b\n    path: a.jsonl\n")
+    _refused(str(repo), re.escape(f"{repo}: .huggingface.yaml, config 'default': split name 'a-b'"))

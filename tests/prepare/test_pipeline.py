@@ -10,7 +10,7 @@ import pytest
 
 from beam_sft.data.synthetic import synthetic_rows
 from beam_sft.encode import encode_row
-from beam_sft.errors import ConfigError, NothingKept
+from beam_sft.errors import BeamError, ConfigError, NothingKept
 from beam_sft.prepare import PrepareConfig, SourceSpec, prepare
 from tests.encode.conftest import simple_row, write_jsonl
 
@@ -280,18 +280,23 @@ def hub_folder(root: Path, layout: str) -> Path:
 @pytest.mark.parametrize("layout", ["card", "named files", "split folders"])
 def test_a_hub_layout_folder_and_a_file_it_reads_are_refused_naming_both(tmp_path, layout):
     """The folder is a dataset (its train split), not a plain folder, yet the file is still read by it:
-    the check asks the readers' own listing (sources.files_read), so a hub layout is one more case of it."""
+    the check asks the readers' own listing (sources.files_read), so a hub layout is one more case of it.
+    With no card, the split is named (`split: train`): the folder alone is refused (hub.refuse_split_named)."""
     repo = tmp_path / "repo"
     train = hub_folder(repo, layout)
-    with pytest.raises(ConfigError, match=r"sources\[0\] \('.*repo'\) and sources\[1\] \('.*train.*'\) both read "
-                       r"'.*train.*': its rows would be read twice; give sources\[1\] a `name`"):
-        PrepareConfig(sources=[SourceSpec(path=str(repo)), SourceSpec(path=str(train))])
+    if layout != "card":
+        with pytest.raises(BeamError, match=r"repo: its files are named by split.*split: train"):
+            PrepareConfig(sources=[SourceSpec(path=str(repo))])
+    split = None if layout == "card" else "train"
+    with pytest.raises(ConfigError, match=r"sources\[0\] \('.*repo(@train)?'\) and sources\[1\] \('.*train.*'\) both "
+                       r"read '.*train.*': its rows would be read twice; give sources\[1\] a `name`"):
+        PrepareConfig(sources=[SourceSpec(path=str(repo), split=split), SourceSpec(path=str(train))])
     with pytest.raises(ConfigError, match=r"both read '.*train"):  # either order, and through `split: train`
         PrepareConfig(sources=[SourceSpec(path=str(train)), SourceSpec(path=str(repo), split="train")])
     # the test split's file is not read by the train split: no overlap; a name says a second reading is meant
     test_file = next(p for p in repo.rglob("*") if p.is_file() and "test" in str(p.relative_to(repo)))
-    PrepareConfig(sources=[SourceSpec(path=str(repo)), SourceSpec(path=str(test_file))])
-    PrepareConfig(sources=[SourceSpec(path=str(repo)), SourceSpec(path=str(train), name="again")])
+    PrepareConfig(sources=[SourceSpec(path=str(repo), split=split), SourceSpec(path=str(test_file))])
+    PrepareConfig(sources=[SourceSpec(path=str(repo), split=split), SourceSpec(path=str(train), name="again")])
 
 
 def test_a_hidden_file_is_not_read_by_its_folder_so_not_twice(tmp_path):

@@ -8,6 +8,7 @@ module with the audit of what it relies on, and one ``problems()`` over all of t
 - ``model_config.py``: a model config's attention implementation (``train/packing.py``);
 - ``torch_distributed.py``: the process group's timeout (``train/ranks.py``);
 - ``datasets_table.py``: whether a dataset's rows are its Arrow table's (``train/preflight.py``);
+- ``datasets_files.py``: how ``load_dataset`` lists and types a local repository's files (``data/hub.py``);
 - ``trainer_loop.py``: transformers' Trainer loop, stopped at ``max_steps`` on a resume (``train/trainer.py``).
 
 A leaf: it imports nothing else of beam_sft, so the encoder and verify both use it and stay
@@ -24,6 +25,7 @@ import logging
 from beam_sft.compat import (
     accelerate_state,
     chat_template,
+    datasets_files,
     datasets_table,
     jinja_sandbox,
     model_config,
@@ -72,5 +74,6 @@ def problems() -> dict[str, list[str]]:
         "packed attention masks (train/packing.py)": model_config.problems(),
         "the rank watch's training timeout (train/ranks.py)": torch_distributed.problems(),
         "the pre-flight's column reads (train/preflight.py)": datasets_table.problems(),
+        "a local repository's files as load_dataset lists them (data/hub.py)": datasets_files.problems(),
         "a resume at max_steps trains nothing (train/trainer.py)": trainer_loop.problems(),
     }

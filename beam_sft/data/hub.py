@@ -265,10 +265,11 @@ def _resolve(root: Path, pattern: str) -> list[Path]:
     (``datasets.data_files.resolve_pattern``: ``**`` at any depth, hidden files and folders left out
     unless named, a file of a type datasets reads none of left out), sorted."""
     from datasets.data_files import resolve_pattern
-    from datasets.packaged_modules import _ALL_ALLOWED_EXTENSIONS  # what load_dataset resolves data files by
+
+    from beam_sft.compat.datasets_files import allowed_extensions  # what load_dataset resolves data files by
 
     try:
-        return sorted(Path(p) for p in resolve_pattern(pattern, str(root), allowed_extensions=_ALL_ALLOWED_EXTENSIONS))
+        return sorted(Path(p) for p in resolve_pattern(pattern, str(root), allowed_extensions=allowed_extensions()))
     except FileNotFoundError:
         return []
 
@@ -472,10 +473,10 @@ def _checked_types(ref: DatasetRef, base: Path, files: list[Path], matched_by: d
     reads them all as that type and stops at the first one not of it (``notes.md`` that ``data/*``
     matches), naming no file. A card's split of JSON, JSON Lines and Parquet is read here file by file,
     each by its own reader. Returns the files read: split by file names, notes (``_NOTES``) left out."""
-    from datasets.load import infer_module_for_data_files_list
+    from beam_sft.compat.datasets_files import split_module
 
     def module(group: list[Path]) -> str | None:
-        return infer_module_for_data_files_list([str(p) for p in group])[0]
+        return split_module([str(p) for p in group])
 
     ours = [p for p in files if p.name.lower().endswith(_OWN_READER)]
     if not inferred and ours:

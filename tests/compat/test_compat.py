@@ -215,3 +215,18 @@ def test_a_patched_library_function_changes_the_prepare_fingerprint(monkeypatch,
     monkeypatch.setattr(module, "_alias_reasoning_fields", patched)
     assert beam_sft.compat.library_code_digest() != before
     assert resolve(config, tokenizer).code_digest != plan.code_digest
+
+
+def test_datasets_file_listing_holds_and_a_change_is_named(monkeypatch):
+    """data/hub.py lists and types a local repository's files as load_dataset does, through
+    compat/datasets_files.py: holds on the pinned datasets, and a change is named, not read past."""
+    import datasets.load
+
+    from beam_sft.compat import datasets_files
+
+    assert datasets_files.problems() == []
+    assert datasets_files.split_module(["a.jsonl", "b.jsonl", "c.csv"]) == "json"
+    monkeypatch.setattr(datasets.load, "infer_module_for_data_files_list", lambda files: ("csv", {}))
+    assert any("infer_module_for_data_files_list" in p for p in datasets_files.problems())
+    monkeypatch.delattr(datasets.load, "infer_module_for_data_files_list")
+    assert any("datasets' data-file listing" in p for p in datasets_files.problems())

@@ -69,12 +69,15 @@ def test_compare_prints_both_runs_side_by_side(tmp_path):
 
 @pytest.mark.slow
 def test_the_guard_fails_on_a_real_planted_slowdown(tmp_path):
-    """The whole guard, measuring: a baseline from this tree, then the same prepare with 10 s
-    planted in its measured time fails (both tries), naming the ratio."""
+    """The whole guard, measuring: a baseline from this tree, then the same prepare with a delay
+    planted in its measured time fails (both tries), naming the ratio. The delay is twice the
+    baseline's own prepare time (at least 10 s): a fixed 10 s was a fall of only 30% on a machine
+    busy enough to make the 60-row prepare take 30 s, and the guard rightly let it pass."""
     baseline = tmp_path / "baseline.json"
     common = [sys.executable, str(GUARD), "--rows", "60", "--baseline", str(baseline)]
     subprocess.run([*common, "--update"], check=True, timeout=600, capture_output=True)
-    done = subprocess.run([*common, "--plant-delay", "10"], capture_output=True, text=True, timeout=900)
+    delay = max(10.0, 2 * json.loads(baseline.read_text(encoding="utf-8"))["beam_s"])
+    done = subprocess.run([*common, "--plant-delay", f"{delay:.1f}"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL: ratio_vs_trl" in done.stdout and "measuring again once" in done.stdout
 

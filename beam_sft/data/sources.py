@@ -360,9 +360,10 @@ def expand_source(path: str | Path | hub.DatasetRef) -> tuple[list, list[Skipped
         return [path], []
     files: list[Path] = []
     skipped: list[SkippedFile] = []
-    saved = [p for p in sorted(path.rglob("*")) if p.is_dir() and not _hidden(p, path) and _saved_dataset(p)]
+    entries = sorted(path.rglob("*"))  # one walk of the tree, for the saved folders and the files
+    saved = [p for p in entries if p.is_dir() and not _hidden(p, path) and _saved_dataset(p)]
     saved = [p for p in saved if not any(outer in p.parents for outer in saved)]  # a DatasetDict's splits: its own
-    for p in sorted(path.rglob("*")):
+    for p in entries:
         if p in saved:
             files.append(p)
         if not p.is_file() or _hidden(p, path) or any(folder in p.parents for folder in saved):

@@ -151,18 +151,28 @@ def check_record(raw: Any, max_chars: int | None = None, *, text: str | None = N
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                return "invalid_text", f"{path} is not valid Unicode text ({exc.reason} at character {exc.start})"
+                return "invalid_text", f"{path} is not valid Unicode text ({_lone_surrogate(exc)})"
         elif isinstance(value, float):
             if not math.isfinite(value):
                 return "non_standard_number", f"{path} is {value!r}, which JSON cannot hold"
-        elif isinstance(value, dict):
-            for key, item in value.items():
+        elif isinstance(value, dict):  # pushed last first, so the first bad place in the row is named
+            for key, item in reversed(value.items()):
+                stack.append((f"{path}.{key}", item))
                 if isinstance(key, str):
                     stack.append((f"{path} (key)", key))
-                stack.append((f"{path}.{key}", item))
         elif isinstance(value, list):
-            stack.extend((f"{path}[{i}]", item) for i, item in enumerate(value))
+            stack.extend((f"{path}[{i}]", item) for i, item in reversed(list(enumerate(value))))
     return None
+
+
+def _lone_surrogate(exc: UnicodeEncodeError) -> str:
+    """Where and what: U+DC80..U+DCFF is how the reader keeps a byte that is not UTF-8
+    (``surrogateescape``), which a user looks for as a byte, not as a surrogate."""
+    code = ord(exc.object[exc.start])
+    if 0xDC80 <= code <= 0xDCFF:
+        return (f"U+{code:04X} at character {exc.start}: the byte 0x{code - 0xDC00:02X}, which is not UTF-8, "
+                f"or a \\u{code:04x} escape")
+    return f"a lone surrogate U+{code:04X} at character {exc.start}"
 
 
 def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] | None:

@@ -117,3 +117,18 @@ def test_a_surrogate_in_meta_is_not_the_rows_rejection():
     row = {**ROW, "meta": {"source": "bad\udcff.jsonl", "row": 0}}
     assert late_rejection(row) is None
     assert row_column(row) == json.dumps(row, ensure_ascii=False)
+
+
+def test_the_first_bad_place_is_named_and_an_undecodable_byte_is_called_a_byte():
+    """The walk names the first bad value in the row's own order (it named the last), and a
+    U+DC80..U+DCFF (how the reader keeps a byte that is not UTF-8) is described as that byte."""
+    raw = {"messages": [{"role": "user", "content": "h\udcff"},
+                        {"role": "assistant", "content": "t\udcffnk", "x": "\ud800"}]}
+    code, message = check_record(raw)
+    assert code == "invalid_text"
+    assert message.startswith("row.messages[0].content is not valid Unicode text (U+DCFF at character 1:")
+    assert "the byte 0xFF, which is not UTF-8" in message
+    code, message = check_record({"a": ["ok", {"b": "\ud800", "c": "\udcff"}]})
+    assert message == "row.a[1].b is not valid Unicode text (a lone surrogate U+D800 at character 0)"
+    code, message = check_record({"k\ud800": "v\udcff"})
+    assert message.startswith("row (key) is not valid Unicode text (a lone surrogate U+D800")

@@ -177,6 +177,13 @@ def messages_key_note(raw: Any, columns: ColumnMap) -> str | None:
 
 def no_list_message(key: str, raw: dict) -> str:
     """Why a row has no conversation: the key looked for, the keys found, and the option to map them."""
+    if key in raw and raw[key] is not None:  # present but not a list: "keys found: 'messages'" misled
+        value = raw[key]
+        shown = f"the text {value[:60]!r}" + ("..." if len(value) > 60 else "") if isinstance(value, str) \
+            else f"{'an' if type(value).__name__[0] in 'aeiou' else 'a'} {type(value).__name__}"
+        hint = ("; it looks like JSON text of a list: write the list itself into the row"
+                if isinstance(value, str) and value.lstrip().startswith("[") else "")
+        return f"{key!r} is {shown}, not a list of messages{hint}"
     found = ", ".join(repr(k) for k in list(raw)[:12]) or "none"
     flat = sum(isinstance(v, str) for v in raw.values()) >= 2  # a prompt and an answer column, unmapped
     wrapped = _wrapped_rows(raw)

@@ -448,3 +448,17 @@ def test_a_file_that_is_one_object_wrapping_its_rows_says_where_they_are(tmp_pat
     assert len(results) == 1 and isinstance(results[0], Rejection) and results[0].code == "malformed_row"
     assert "'data' holds 3 rows" in str(results[0]) and "field: data" in str(results[0])
     assert "jq -c '.data[]'" in str(results[0])
+
+
+@pytest.mark.parametrize(("fmt", "key", "value", "said"), [
+    ("openai", "messages", "hello", "'messages' is the text 'hello', not a list of messages"),
+    ("openai", "messages", '[{"role": "user"}]', "it looks like JSON text of a list"),
+    ("openai", "messages", {"role": "user"}, "'messages' is a dict, not a list of messages"),
+    ("sharegpt", "conversations", 7, "'conversations' is an int, not a list of messages"),
+])
+def test_a_conversation_key_that_is_not_a_list_is_named_as_such(fmt, key, value, said):
+    """It said "no 'messages' list in the row (keys found: 'messages')": the key was there."""
+    from beam_sft.convert import ConvertOptions, convert_row
+
+    result = convert_row({key: value}, format=fmt, options=ConvertOptions())
+    assert result.code == "malformed_row" and said in result.message

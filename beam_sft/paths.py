@@ -7,6 +7,9 @@ a trailing slash or another case (on a case-insensitive file system) of an input
 path that does not exist yet is placed by its nearest existing ancestor (resolved the same way), so
 ``new/../x.jsonl`` and a not-yet-made folder inside an input are caught too.
 
+``place`` is that identity for any caller (``sources.read_twice``: no file is read by two sources),
+so the project has one notion of "the same file" and of "inside".
+
 ``check_paths(inputs, outputs)`` raises OutputRefused with one line naming both sides; ``check_writable_target``
 refuses an output that cannot be one (a folder where a file is written, a path under a file) with the
 same one line, before a write turns it into a traceback.
@@ -36,22 +39,52 @@ def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _chain(path: str | os.PathLike) -> list[tuple[int, int]]:
-    """The identities of ``path`` (when it exists) and of every existing folder above it, nearest first.
+@dataclass(frozen=True)
+class Place:
+    """Where a path lies on disk: ``real`` (absolute, links followed, ``..`` applied after them, as the
+    kernel does), ``identity`` (of what is there; None when nothing is), whether that is a folder, and
+    ``above``: the identities of every existing folder above it, nearest first."""
 
-    The path is made absolute and resolved first (symbolic links followed, ``..`` applied after that, as
-    the kernel does), so an output spelled through a link or ``..`` is placed where a write would land.
+    real: Path
+    identity: tuple[int, int] | None
+    folder: bool
+    above: tuple[tuple[int, int], ...]
+
+
+def place(path: str | os.PathLike, folders: dict[Path, tuple[int, int] | None] | None = None) -> Place | None:
+    """``path``'s ``Place``, or None for a name no file can have (a NUL). ``folders`` caches the folders'
+    identities across calls: a listing of many files in few folders stats each folder once, where
+    deciding "inside" pair by pair would stat every pair.
     """
     try:
-        real = Path(os.path.realpath(os.path.abspath(os.fspath(path))))
-    except (OSError, ValueError):  # a NUL in the name: refused by name in check_paths
+        real = _real(path)
+    except (OSError, ValueError):  # a NUL in the name
+        return None
+    try:
+        st = os.stat(real)
+    except OSError:  # missing, a dangling link: placed by the folders above it
+        st = None
+    above = []
+    for parent in real.parents:
+        if folders is not None and parent in folders:
+            ident = folders[parent]
+        else:
+            ident = _identity(parent)
+            if folders is not None:
+                folders[parent] = ident
+        if ident is not None and ident not in above:
+            above.append(ident)
+    return Place(real, (st.st_dev, st.st_ino) if st is not None else None,
+                 st is not None and stat.S_ISDIR(st.st_mode), tuple(above))
+
+
+def _chain(path: str | os.PathLike) -> list[tuple[int, int]]:
+    """The identities of ``path`` (when it exists) and of every existing folder above it, nearest first."""
+    where = place(path)
+    if where is None:
         return []
-    out = []
-    for candidate in (real, *real.parents):
-        ident = _identity(candidate)
-        if ident is not None and ident not in out:
-            out.append(ident)
-    return out
+    own = [where.identity] if where.identity is not None else []
+    return own + [ident for ident in where.above if ident != where.identity]
 
 
 def relation(output: str | os.PathLike, other: str | os.PathLike) -> str | None:

@@ -62,7 +62,6 @@ import decimal
 import gzip
 import io
 import json
-import os
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -73,6 +72,7 @@ from beam_sft.data import hub, jsontext
 from beam_sft.data.file_kinds import DATA_SUFFIXES, LINE_KINDS, reader_of, unsupported
 from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
 from beam_sft.errors import BeamError
+from beam_sft.paths import place
 from beam_sft.redact import redact_url
 
 CHUNK = 1 << 20
@@ -396,31 +396,37 @@ def files_read(source: str | Path | hub.DatasetRef) -> list[Path]:
 
 def read_twice(groups: Sequence[Sequence[str | Path]]) -> tuple[int, int, str] | None:
     """The first file two sources both read: ``(earlier, later, real path)``, or None when every
-    file is read once. ``groups``: what each source reads (``files_read``), in order; paths are
-    compared real (``./a.jsonl``, a symbolic link, ``..``), and a folder in a group is read whole, so
-    anything inside it counts as read by it."""
-    seen: dict[str, int] = {}
-    folders: list[tuple[str, int]] = []
+    file is read once. ``groups``: what each source reads (``files_read``), in order. A file is
+    known by what the file system says it is (``paths.place``: device and inode), not by its
+    spelling, so ``./a.jsonl``, a symbolic link, ``..``, a hard link and a folder reached through a
+    bind mount are all the one file; and a folder in a group is read whole, so anything inside it
+    counts as read by it. Each path is placed once, and "inside" is a look-up of the folders above
+    it, so a listing of many files costs one pass, not a comparison of every pair."""
+    folders: dict[Path, tuple[int, int] | None] = {}  # paths.place's cache of folder identities
+    read: dict[object, int] = {}  # a file or folder (its identity; its real path when missing) -> first source
+    whole: dict[tuple[int, int], int] = {}  # a folder read whole -> the first source reading it
+    under: dict[tuple[int, int], tuple[int, str]] = {}  # a folder -> the first source reading inside it, and what
     for later, group in enumerate(groups):
-        real = sorted({os.path.realpath(p) for p in group})
-        for path in real:
-            earlier = seen.get(path)
+        placed = (place(p, folders) for p in group)
+        places = sorted({p.real: p for p in placed if p is not None}.values(), key=lambda p: p.real)
+        for where in places:
+            key = where.identity or where.real
+            earlier = read.get(key)
             if earlier is None:  # inside a folder an earlier source reads whole?
-                earlier = next((k for folder, k in folders if _inside(path, folder)), None)
+                earlier = next((whole[ident] for ident in where.above if ident in whole), None)
             if earlier is not None and earlier != later:
-                return earlier, later, path
-        for path in real:
-            seen.setdefault(path, later)
-            if os.path.isdir(path):
-                hit = next((p for p, k in seen.items() if k != later and _inside(p, path)), None)
-                if hit is not None:  # an earlier source's file inside this folder read whole
-                    return seen[hit], later, hit
-                folders.append((path, later))
+                return earlier, later, str(where.real)
+            if where.folder and where.identity in under and under[where.identity][0] != later:
+                return under[where.identity][0], later, under[where.identity][1]  # an earlier file inside it
+        for where in places:
+            read.setdefault(where.identity or where.real, later)
+            for ident in where.above:
+                if ident in under:  # (whoever put it there put every folder above it too)
+                    break
+                under[ident] = (later, str(where.real))
+            if where.folder:
+                whole.setdefault(where.identity, later)
     return None
-
-
-def _inside(path: str, folder: str) -> bool:
-    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _byte_lines(path: Path) -> Iterator[tuple[int, bytes]]:

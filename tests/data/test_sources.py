@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from hypothesis import given, settings
@@ -378,3 +379,46 @@ def test_read_twice_finds_one_file_in_two_sources_and_a_file_inside_a_folder_rea
     assert read_twice([[saved], [other], [inside]]) == (0, 2, str(inside.resolve()))
     assert read_twice([[inside], [other], [saved]]) == (0, 2, str(inside.resolve()))
     assert read_twice([[saved, inside]]) is None  # within one source: its own listing, read once
+
+
+def test_read_twice_knows_a_file_by_its_identity_not_its_spelling(tmp_path):
+    """A hard link is the file it links (one inode), and a file reached through a symlinked folder
+    lies inside the folder another source reads whole: both are one file read twice."""
+    from beam_sft.data.sources import read_twice
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("{}\n", encoding="utf-8")
+    b.write_text("{}\n", encoding="utf-8")
+    linked = tmp_path / "linked.jsonl"
+    os.link(a, linked)
+    assert read_twice([[a], [linked]]) == (0, 1, str(linked.resolve()))
+    assert read_twice([[a], [b]]) is None  # distinct files: fine
+
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "x.arrow").write_bytes(b"")
+    alias = tmp_path / "alias"
+    alias.symlink_to(saved, target_is_directory=True)
+    through = alias / "x.arrow"  # a file of the folder read whole, spelled through a symlinked folder
+    assert read_twice([[saved], [through]]) == (0, 1, str((saved / "x.arrow").resolve()))
+    assert read_twice([[through], [b], [saved]]) == (0, 2, str((saved / "x.arrow").resolve()))
+    assert read_twice([[alias], [b], [saved / "x.arrow"]]) == (0, 2, str((saved / "x.arrow").resolve()))
+    assert read_twice([[saved], [b]]) is None
+
+
+def test_read_twice_places_each_path_once_not_each_pair(tmp_path, monkeypatch):
+    """A large listing: every file is placed once and each folder above it stat'ed once (no pairwise stat)."""
+    from beam_sft import paths
+    from beam_sft.data.sources import read_twice
+
+    folder = tmp_path / "many"
+    folder.mkdir()
+    files = []
+    for i in range(300):
+        files.append(folder / f"{i}.jsonl")
+        files[-1].write_bytes(b"")
+    calls = []
+    real_stat = os.stat
+    monkeypatch.setattr(paths.os, "stat", lambda p, *a, **k: calls.append(p) or real_stat(p, *a, **k))
+    assert read_twice([files[:150], files[150:], [tmp_path / "elsewhere"]]) is None
+    assert len(calls) < 2 * len(files)

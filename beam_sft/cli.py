@@ -59,8 +59,10 @@ def dispatch(args: argparse.Namespace) -> int:
         guard_command(args)  # every output through the one guard, before the command opens anything
         return int(args.func(args) or 0)
     except BeamError as exc:  # redacted: an error may quote a URL's credentials (the last net under the rest)
-        # and shown visible: it may quote a row or a file's name (a pre-flight's list keeps its lines)
-        print(f"beam-sft {args.command}: error: {visible(redact_text(str(exc)))}", file=sys.stderr)
+        # and shown visible on one line: it may quote a row or a file's name, whose newline would start a
+        # line that reads as ours (a pre-flight's list keeps its lines: each was made one line, of_lines)
+        shown = visible(redact_text(str(exc)), newlines=exc.multiline)
+        print(f"beam-sft {args.command}: error: {shown}", file=sys.stderr)
         return 2
     except OSError as exc:  # the file system said no (full, read-only, a folder where a file goes): one line
         from beam_sft.dataset_folder.oserrors import describe

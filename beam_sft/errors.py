@@ -6,6 +6,7 @@ import signal
 from typing import Any
 
 from beam_sft.reject_codes import REASONS
+from beam_sft.visible import visible
 
 
 class BeamError(Exception):
@@ -14,7 +15,26 @@ class BeamError(Exception):
     Each one pickles to itself (``__reduce__`` where ``__init__`` takes other arguments than its
     message): a Ray task's or a worker process's error reaches the driver as the same type and
     message, not as Ray's "failed to deserialize exception".
+
+    An error is one line where it is shown (``beam_sft.cli``): a newline in a name it quotes is shown
+    ``\\n``, so a file named ``a\\nbeam-sft prepare: done`` cannot add a line that reads as ours. Only an
+    error whose lines are its own (``multiline``: built by ``of_lines``, each line shown on one line
+    as it was made) keeps them.
     """
+
+    multiline = False
+
+    @classmethod
+    def of_lines(cls, *lines: str) -> BeamError:
+        """An error of several lines (a head, then a list), each line's data shown ``visible`` on one line.
+
+        >>> e = BeamError.of_lines("pre-flight failed:", "  - a\\nb.jsonl: empty")
+        >>> str(e), e.multiline
+        ('pre-flight failed:\\n  - a\\\\nb.jsonl: empty', True)
+        """
+        error = cls("\n".join(visible(line, newlines=False) for line in lines))
+        error.multiline = True  # (an instance attribute: pickles with the error)
+        return error
 
 
 def _rebuild(cls, args: tuple, kwargs: dict):
@@ -111,9 +131,12 @@ def _rebuild_rejection(code, message, raw, source, row) -> Rejection:
 class TokenizerError(BeamError):
     """The tokenizer is unfit for Beam Harmony; ``problems`` lists every rule it breaks."""
 
+    multiline = True
+
     def __init__(self, problems: list[str]):
         self.problems = list(problems)
-        super().__init__("tokenizer is unfit for Beam Harmony:\n  - " + "\n  - ".join(self.problems))
+        super().__init__("tokenizer is unfit for Beam Harmony:" + "".join(
+            f"\n  - {visible(p, newlines=False)}" for p in self.problems))
 
     def __reduce__(self):
         return _rebuild, (type(self), (self.problems,), {})
@@ -178,7 +201,9 @@ class RunStopped(BeamError):
 
 class NothingKept(BeamError):
     """Every input row was rejected (or mixed out): there is nothing to prepare. The message holds
-    the per-source table of reasons."""
+    the per-source table of reasons (``data.rejects.sources_table``: each cell shown on one line)."""
+
+    multiline = True
 
 
 class Interrupted(BaseException):

@@ -87,3 +87,55 @@ def test_an_error_quoting_a_hostile_name_is_shown_not_acted_on(tmp_path, capsys)
     err = capsys.readouterr().err
     assert not any(c in err for c in "\x1b\x07\u202e\u200b") and err.count("\n") == 1
     assert "no\\x1b[2Jsuch\\x1b]0;pwned\\x07\\u202e\\u200b.jsonl" in err
+
+
+FORGED = "a\nbeam-sft convert: done, 3 rows kept\n.jsonl"  # a newline in a file's name: a line that reads as ours
+
+
+@pytest.mark.parametrize("name", [FORGED, "b\x1b[2J\x1b]0;t\x07.jsonl"])
+def test_an_error_naming_a_file_with_a_newline_or_esc_in_its_name_is_one_line(tmp_path, capsys, name):
+    """One error is one line: the file's name, quoted by the error (convert's "both read", from
+    sources.read_twice), is shown with its newline as \\n and its ESC as \\x1b."""
+    path = tmp_path / name
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
+    assert cli.main(["convert", str(path), str(path), "-o", str(tmp_path / "out.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("beam-sft convert: error: ") and "\x1b" not in err, err
+    assert "a\\nbeam-sft convert: done, 3 rows kept\\n.jsonl" in err or "b\\x1b[2J\\x1b]0;t\\x07.jsonl" in err
+
+
+def test_a_folder_with_a_newline_in_its_name_is_one_error_line_in_prepare(tmp_path, fixture_dir):
+    from tests.tree import assert_one_line_error, run_cli
+
+    folder = tmp_path / "d\nbeam-sft prepare: error: forged"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("not data", encoding="utf-8")
+    code, err = run_cli(["prepare", "--data", str(folder), "--tokenizer", str(fixture_dir),
+                         "--output", str(tmp_path / "out"), "--num-proc", "1", "--quiet"])
+    assert code == 2
+    assert_one_line_error(err, "prepare", "d\\nbeam-sft prepare: error: forged", "no data files")
+    assert err.count("\n") == 1, err
+
+
+def test_a_pre_flight_list_keeps_its_lines_and_each_item_is_one_line(capsys):
+    """The pre-flight's list of problems is several lines by design; a name in one item cannot add one."""
+    import argparse
+
+    from beam_sft.errors import PreflightError
+    from beam_sft.paths import DECLARATION, Declaration
+    from beam_sft.train.preflight import raise_if
+
+    with pytest.raises(PreflightError) as caught:
+        raise_if([f"[process 0] {FORGED}: empty", "[process 1] b\x1b[2J.jsonl: empty"], "the data")
+    assert str(caught.value).splitlines() == [
+        "pre-flight failed (the data):",
+        "  - [process 0] a\\nbeam-sft convert: done, 3 rows kept\\n.jsonl: empty",
+        "  - [process 1] b\\x1b[2J.jsonl: empty"]
+
+    def fail(args):
+        raise caught.value
+
+    args = argparse.Namespace(command="train", func=fail, **{DECLARATION: Declaration("nothing")})
+    assert cli.dispatch(args) == 2
+    assert capsys.readouterr().err.splitlines() == ["beam-sft train: error: " + str(caught.value).splitlines()[0],
+                                                    *str(caught.value).splitlines()[1:]]

@@ -258,8 +258,8 @@ def run(args: argparse.Namespace) -> int:
                 staged["--summary-json"].write_text(json.dumps(report.to_json(), indent=2), encoding="utf-8")
         print(report.table())
         if report.read > report.kept and not args.rejects:
-            print(f"beam-sft convert: {report.read - report.kept} rejected row(s) written to {rejects_path(args)}",
-                  file=sys.stderr)
+            print(visible(f"beam-sft convert: {report.read - report.kept} rejected row(s) written to "
+                          f"{rejects_path(args)}", newlines=False), file=sys.stderr)
     except OSError as exc:  # a full disk, a read-only folder: one line naming where (beam_sft.cli says the rest)
         from pathlib import Path
 

@@ -24,6 +24,7 @@ from beam_sft.errors import BeamError
 from beam_sft.evaluate.metrics import KINDS, METRICS, TaskMetrics
 from beam_sft.paths import Outputs, writes
 from beam_sft.redact import Redactor, redact_strings, redact_url
+from beam_sft.visible import visible
 
 DEFAULT_MAX_NEW_TOKENS = 512
 DEFAULT_TIMEOUT = 300.0
@@ -154,9 +155,9 @@ def run(args: argparse.Namespace) -> int:
             data = redact_strings(data, redact)
         write_json(Path(args.json_out), data)
     if stopped is not None:
-        print(f"beam-sft eval: error: stopped after {len(turns)} of {len(selection.turns)} turns: {stopped}"
-              + (f"; the {len(turns)} scored are in {args.json_out} (run.complete: false)" if args.json_out else ""),
-              file=sys.stderr)
+        print(visible(f"beam-sft eval: error: stopped after {len(turns)} of {len(selection.turns)} turns: {stopped}"
+                      + (f"; the {len(turns)} scored are in {args.json_out} (run.complete: false)"
+                         if args.json_out else ""), newlines=False), file=sys.stderr)
         return 2
     return 0
 

@@ -12,6 +12,7 @@ from beam_sft.harmony.check import check_tokenizer, tokenizer_warnings
 from beam_sft.harmony.fixture import ARCHES, build_fixture
 from beam_sft.model_support import missing_support, model_type_at
 from beam_sft.paths import Outputs, check_writable_target, writes, writes_nothing
+from beam_sft.visible import visible
 
 
 def register(subparsers) -> None:
@@ -115,11 +116,8 @@ def run_check_tokenizer(args: argparse.Namespace) -> int:
     try:
         tokenizer = AutoTokenizer.from_pretrained(args.path)
     except (OSError, ValueError, ImportError) as exc:  # a bad path or id; a model type it has no code for
-        print(
-            f"beam-sft check-tokenizer: error: cannot load a tokenizer from {args.path}: "
-            f"{support or exc}",
-            file=sys.stderr,
-        )
+        print(visible(f"beam-sft check-tokenizer: error: cannot load a tokenizer from {args.path}: "
+                      f"{support or exc}", newlines=False), file=sys.stderr)
         return 2
     problems = check_tokenizer(tokenizer)
     if support:  # the tokenizer reads, the model beside it would not

@@ -88,11 +88,11 @@ def check_model_tokenizer(model_path: str, tokenizer, *, trust_remote_code: bool
     if own is not None:
         problems = tokenizer_differences(tokenizer, own)
         if problems:
-            listed = "\n  - ".join(problems[:MAX_LISTED])
-            raise PreflightError(
-                f"the prepared tokenizer is not the model's own ({model_path}):\n  - {listed}\n"
+            raise PreflightError.of_lines(
+                f"the prepared tokenizer is not the model's own ({model_path}):",
+                *(f"  - {p}" for p in problems[:MAX_LISTED]),
                 "Re-run `beam-sft prepare` with the model's tokenizer (data.prepare.tokenizer, or leave it "
-                "out to use the model's)."
+                "out to use the model's).",
             )
     size = len(tokenizer)
     if rows is not None and (size > rows or (own is None and size != rows)):
@@ -384,9 +384,8 @@ def agree(problems: list[str], accelerator=None, watch=None, what: str = "the pr
 def raise_if(problems: list[str], what: str) -> None:
     if not problems:
         return
-    listed = "\n  - ".join(problems[:MAX_LISTED])
-    more = f"\n  ... and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
-    raise PreflightError(f"pre-flight failed ({what}):\n  - {listed}{more}")
+    more = [f"  ... and {len(problems) - MAX_LISTED} more"] if len(problems) > MAX_LISTED else []
+    raise PreflightError.of_lines(f"pre-flight failed ({what}):", *(f"  - {p}" for p in problems[:MAX_LISTED]), *more)
 
 
 def first_batches(trainer, count: int) -> list[dict]:

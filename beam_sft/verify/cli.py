@@ -157,8 +157,8 @@ def _partial(result, directory: Path) -> int:
     recorded = (read_report(directory) or {}).get("verify")
     full = isinstance(recorded, dict) and recorded.get("full") is True
     what = "full verification" if full else "verification (a partial run's: only a full `beam-sft verify DIR` clears it)"
-    print(f"beam-sft verify: error: {directory}: its recorded {what} FAILED; a partial run cannot clear "
-          "it (see report.json verify and verify_violations.jsonl)", file=sys.stderr)
+    print(visible(f"beam-sft verify: error: {directory}: its recorded {what} FAILED; a partial run cannot clear "
+                  "it (see report.json verify and verify_violations.jsonl)", newlines=False), file=sys.stderr)
     return 1
 
 
@@ -182,7 +182,8 @@ def run_inspect(args: argparse.Namespace) -> int:
         try:
             line = _dataset_reasoning(args.directory)
         except ValueError as exc:  # the row is shown; the report's figures cannot be
-            print(f"beam-sft inspect: error: {args.directory / REPORT_FILE}: {exc}", file=sys.stderr)
+            print(visible(f"beam-sft inspect: error: {args.directory / REPORT_FILE}: {exc}", newlines=False),
+                  file=sys.stderr)
             return 1
         if line:
             print(line)

@@ -21,6 +21,7 @@ A backslash is not escaped: ordinary text keeps its backslashes, at the price th
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -132,6 +133,24 @@ def marked_off(text: str, marks: str) -> str:
     'a\\\\u27ebb\\\\u27ea'
     """
     return "".join(f"\\u{ord(c):04x}" if c in marks else c for c in text) if any(m in text for m in marks) else text
+
+
+@functools.lru_cache(maxsize=8)
+def _heads(heads: tuple[str, ...]) -> re.Pattern:
+    return re.compile("\n(?=" + "|".join(re.escape(head) for head in heads) + ")(.)", re.DOTALL)
+
+
+def heads_marked_off(text: str, heads: tuple[str, ...]) -> str:
+    """``text`` with the first character of each line (after its first) that begins with one of ``heads``
+    written as ``\\uXXXX``: for a view whose own lines begin so (``inspect``'s ``[assistant:final]``
+    label), so a line of a row's text cannot pass for one of them. (``marked_off`` for a view's lines.)
+
+    >>> heads_marked_off("a\\n[assistant:final] b [c]\\nviolations: none", ("[", "violations:"))
+    'a\\n\\\\u005bassistant:final] b [c]\\n\\\\u0076iolations: none'
+    """
+    if "\n" not in text:
+        return text
+    return _heads(heads).sub(lambda m: f"\n\\u{ord(m.group(1)):04x}", text)
 
 
 class VisibleFormatter(logging.Formatter):

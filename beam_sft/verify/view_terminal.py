@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from beam_sft.verify.context import RowContext, Violation
 from beam_sft.verify.spans import Message
-from beam_sft.visible import marked_off, visible
+from beam_sft.visible import heads_marked_off, marked_off, visible
 
 RESET = "\x1b[0m"
 TRAINED = "\x1b[1;30;102m"  # bold black on bright green
@@ -19,6 +19,10 @@ LABEL_COLORS = {"assistant": "\x1b[1;36m", "tool": "\x1b[1;35m", "unknown": "\x1
 DEFAULT_LABEL_COLOR = "\x1b[1;33m"
 # Without colour, trained text is bracketed instead.
 PLAIN_OPEN, PLAIN_CLOSE = "⟪", "⟫"
+# How the plain view's own lines after the header begin: a message's ``[label]``, the ``violations:``
+# section (its ``  [rule]`` lines follow that). A row's line beginning so is escaped (``\u005b``): in
+# the plain view only its place tells it from ours, where colour tells it in the other.
+PLAIN_HEADS = ("[", "violations:")
 
 
 @dataclass(frozen=True)
@@ -115,8 +119,9 @@ def render_terminal(ctx: RowContext, texts: list[str], *, color: bool = True,
             text = visible("".join(texts[a:b]))  # (its newlines are the row's line breaks)
             if color:
                 pieces.append(_paint(text, TRAINED if is_trained else CONTEXT))
-            else:  # (a bracket of the row's own is escaped: only ours say what is trained)
-                text = marked_off(text, PLAIN_OPEN + PLAIN_CLOSE)
+            else:  # (a bracket of the row's own is escaped: only ours say what is trained; so is a
+                # line of its own that begins as ours do: only ours begin a message)
+                text = heads_marked_off(marked_off(text, PLAIN_OPEN + PLAIN_CLOSE), PLAIN_HEADS)
                 pieces.append(f"{PLAIN_OPEN}{text}{PLAIN_CLOSE}" if is_trained else text)
         lines.append(f"{label} {''.join(pieces)}")
     lines.append("")

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,16 @@ def test_a_pre_flight_list_keeps_its_lines_and_each_item_is_one_line(capsys):
     assert cli.dispatch(args) == 2
     assert capsys.readouterr().err.splitlines() == ["beam-sft train: error: " + str(caught.value).splitlines()[0],
                                                     *str(caught.value).splitlines()[1:]]
+
+
+def test_prepare_says_where_it_wrote_on_one_line_whatever_the_folders_name(tmp_path, fixture_dir, capsys):
+    """The success lines name the user's own path too ("prepared dataset: OUT", "wrote ...", "saved to"):
+    a newline in it was printed as is, a line that reads as ours."""
+    import beam_sft
+
+    out = tmp_path / "o\nprepared dataset: /elsewhere"
+    data = Path(beam_sft.__file__).parent / "data" / "samples" / "chat_openai.jsonl"
+    assert cli.main(["prepare", "--data", str(data), "--tokenizer", str(fixture_dir), "--output", str(out),
+                     "--num-proc", "1", "--quiet", "--no-verify"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("prepared dataset:")]
+    assert lines == [f"prepared dataset: {tmp_path}/o\\nprepared dataset: /elsewhere"]

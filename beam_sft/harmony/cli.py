@@ -60,7 +60,7 @@ def run_fixture(args: argparse.Namespace) -> int:
         owner.write_marker(out)  # a later build may write here again
     after = _snapshot(out)
     written = sorted(name for name, stamp in after.items() if before.get(name) != stamp)
-    print(f"wrote the fixture checkpoint to {out} (arch {args.arch}):")
+    print(f"wrote the fixture checkpoint to {visible(out, newlines=False)} (arch {args.arch}):")
     for name in written:
         print(f"  {name} ({(out / name).stat().st_size} bytes)")
     return 0
@@ -127,9 +127,9 @@ def run_check_tokenizer(args: argparse.Namespace) -> int:
         print(f"warning: {warning}")
     _print_library_audit()
     if problems:
-        print(f"{args.path}: {len(problems)} problem(s), unfit for Beam Harmony:")
+        print(f"{visible(args.path, newlines=False)}: {len(problems)} problem(s), unfit for Beam Harmony:")
         for problem in problems:
             print(f"  - {problem}")
         return 1
-    print(f"{args.path}: fit for Beam Harmony")
+    print(f"{visible(args.path, newlines=False)}: fit for Beam Harmony")
     return 0

@@ -292,7 +292,7 @@ def run_prepare(args: argparse.Namespace) -> int:
             else:
                 out = pipeline.prepare(config, progress_interval=progress.interval, bars=progress.bars)
         print(_summary(out))
-        print(f"prepared dataset: {out}")
+        print(f"prepared dataset: {visible(out, newlines=False)}")
         return 0
 
     return _interruptible("prepare", work)
@@ -303,7 +303,7 @@ def run_merge(args: argparse.Namespace) -> int:
         with cli_progress(args.quiet):
             out = merge_shards(args.shards, args.output, verify=not args.no_verify, num_proc=args.num_proc)
         print(_summary(out))
-        print(f"merged dataset: {out}")
+        print(f"merged dataset: {visible(out, newlines=False)}")
         return 0
 
     return _interruptible("merge-shards", work)

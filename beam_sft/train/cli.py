@@ -22,6 +22,7 @@ from beam_sft.train.extensions import clear_stale_build_locks
 from beam_sft.train.merge import merge_adapter
 from beam_sft.train.plan import PlanSetup, format_plan
 from beam_sft.train.recipe import load_recipe
+from beam_sft.visible import visible
 
 
 def _keep_overrides(parser: argparse.ArgumentParser):
@@ -95,7 +96,7 @@ def _train(args) -> int:
 
     state = PartialState()
     if state.is_main_process:
-        print(f"beam-sft train: saved to {out}")
+        print(f"beam-sft train: saved to {visible(out, newlines=False)}")
     _end_process_group(state)
     return 0
 
@@ -113,7 +114,7 @@ def _end_process_group(state) -> None:
 
 def _merge(args) -> int:
     out = merge_adapter(args.adapter, args.out, base=args.base, dtype=args.dtype)
-    print(f"beam-sft merge: merged model saved to {out}")
+    print(f"beam-sft merge: merged model saved to {visible(out, newlines=False)}")
     return 0
 
 
@@ -179,5 +180,5 @@ def _add_export(subparsers) -> None:
 def _export(args) -> int:
     out = export_checkpoint(args.checkpoint, args.out, config=args.config, dtype=args.dtype,
                             max_shard_bytes=parse_size(args.max_shard_size))
-    print(f"beam-sft export: wrote {out}")
+    print(f"beam-sft export: wrote {visible(out, newlines=False)}")
     return 0

@@ -176,7 +176,7 @@ def run_inspect(args: argparse.Namespace) -> int:
             os.replace(tmp, args.html)
         finally:
             tmp.unlink(missing_ok=True)
-        print(f"wrote {args.html}")
+        print(f"wrote {visible(args.html, newlines=False)}")
     else:
         sys.stdout.write(text)
         try:
@@ -239,5 +239,5 @@ def run_report(args: argparse.Namespace) -> int:
     from beam_sft.verify.report_html import write_report_page
 
     path = write_report_page(args.directory, args.output, sample_rows=args.rows, seed=args.seed)
-    print(f"wrote {path}")
+    print(f"wrote {visible(path, newlines=False)}")
     return 0

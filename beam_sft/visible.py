@@ -125,6 +125,47 @@ def json_visible(value, **dumps) -> str:
     return (_ASCII_INLINE if text.isascii() else _INLINE).sub(_json_escaped, text)  # (JSON leaves DEL)
 
 
+SHOWN_CHARS = 200  # of a row's value, what a message quotes: the rejects record keeps the row whole
+KEY_CHARS = 40  # of each of the keys a message lists (a row's keys found, where none was the one looked for)
+
+
+def cut(text: str, limit: int, where: str | None = None) -> str:
+    """``text``, its first ``limit`` characters when longer, saying how many more there are (and that
+    ``where`` holds them): a page or a message shows a bounded excerpt of what a file has whole.
+
+    >>> cut("abcdef", 4, "rejects.jsonl")
+    'abcd… (2 more characters in rejects.jsonl)'
+    >>> cut("abcdef", 4)
+    'abcd… (2 more characters)'
+    """
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"… ({len(text) - limit:,} more characters{f' in {where}' if where else ''})"
+
+
+def quoted(value: object, limit: int = SHOWN_CHARS) -> str:
+    """``repr(value)`` as a message quotes a row's value (a role, a name, an argument, a whole object):
+    past ``limit`` characters, the first ``limit`` and how long it was, so a 5 MB string or a huge
+    object makes no 5 MB message (nor terminal line, nor report cell). One line, as ``repr`` is.
+
+    >>> quoted("user"), quoted(["a", 1])
+    ("'user'", "['a', 1]")
+    >>> quoted("x" * 5_242_880, 4)
+    "'xxxx'… (5,242,880 characters)"
+    >>> quoted({"k": "v" * 300}, 8)
+    "{'k': 'v… (309 characters as written)"
+    >>> quoted(10 ** 5000)
+    'a value of type int, too deep or too long to show'
+    """
+    if isinstance(value, str):
+        return repr(value) if len(value) <= limit else f"{value[:limit]!r}… ({len(value):,} characters)"
+    try:
+        text = repr(value)
+    except (RecursionError, ValueError):  # a hostile row's nesting, an int past Python's 4300 digits
+        return f"a value of type {type(value).__name__}, too deep or too long to show"
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters as written)"
+
+
 def marked_off(text: str, marks: str) -> str:
     """``text`` with each character of ``marks`` written as ``\\uXXXX``: for a view that draws its
     own brackets (``⟪trained⟫``, an excerpt's ``⟦region⟧``), so a row cannot draw them too.

@@ -28,6 +28,7 @@ from typing import Any
 from beam_sft.dataset_folder.layout import REJECTS_FILE, REPORT_FILE, REPORT_PAGE, VIOLATIONS_FILE
 from beam_sft.errors import BeamError, PreparedError
 from beam_sft.verify.page_head import page_head
+from beam_sft.visible import cut
 from beam_sft.visible import html_text as escape  # html.escape, then controls shown
 
 EXAMPLES_PER_CODE = 3
@@ -84,7 +85,7 @@ def violations_by_row(path: Path, positions: set[int]) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
     for entry in json_objects(path) if positions else ():
         if isinstance(entry.get("row"), int) and entry["row"] in positions:
-            out.setdefault(entry["row"], []).append(_cut(f"{entry.get('rule')}: {entry.get('message')}",
+            out.setdefault(entry["row"], []).append(cut(f"{entry.get('rule')}: {entry.get('message')}",
                                                          _MESSAGE_CHARS, VIOLATIONS_FILE))
     return out
 
@@ -211,18 +212,9 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], *, left: int | f
     return f'<table class="{escape(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def _cut(text: str, limit: int, where: str) -> str:
-    """``text``, its first ``limit`` characters when longer, saying how many more ``where`` holds.
-
-    >>> _cut("abcdef", 4, "rejects.jsonl")
-    'abcd… (2 more characters in rejects.jsonl)'
-    """
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text) - limit} more characters in {where})"
-
-
 def _raw(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False, default=str)
-    return f'<pre class="raw">{escape(_cut(text, _RAW_CHARS, REJECTS_FILE), quote=False)}</pre>'
+    return f'<pre class="raw">{escape(cut(text, _RAW_CHARS, REJECTS_FILE), quote=False)}</pre>'
 
 
 # ---------------------------------------------------------------------------- sections
@@ -263,7 +255,7 @@ def _rejects_section(report: dict, examples: dict[str, list[dict]]) -> str:
         parts.append(f"<h3>{escape(code)} <span class=\"muted\">({len(shown)} of {by_code[code]} shown)</span></h3>")
         for entry in shown:
             where = f"{entry.get('source')} row {entry.get('row')}"
-            message = _cut(str(entry.get("message")), _MESSAGE_CHARS, REJECTS_FILE)
+            message = cut(str(entry.get("message")), _MESSAGE_CHARS, REJECTS_FILE)
             parts.append(f'<div class="reject"><div><b>{escape(where)}</b>: {escape(message)}'
                          f"</div>{_raw(entry.get('raw'))}</div>")
     return "".join(parts)

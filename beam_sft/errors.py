@@ -6,7 +6,13 @@ import signal
 from typing import Any
 
 from beam_sft.reject_codes import REASONS
-from beam_sft.visible import visible
+from beam_sft.visible import cut, visible
+
+# A rejection message quotes values bounded (``visible.quoted``); one longer than this was built from an
+# unbounded text somewhere all the same (a library's error, a new message): kept to its start, as one
+# 5 MB line in rejects.jsonl, the terminal and the report is no message. (Cut below it: a message
+# built again from a cut one, unpickled or placed, is not cut twice.)
+MESSAGE_CHARS = 2000
 
 
 class BeamError(Exception):
@@ -84,7 +90,7 @@ class Rejection(BeamError):
         if code not in REASONS:
             raise ValueError(f"unknown reason code {code!r} (add it to beam_sft/reject_codes.py)")
         self.code = code
-        self.message = message
+        self.message = message if len(message) <= MESSAGE_CHARS else cut(message, MESSAGE_CHARS - 100)
         self.raw = raw
         self.source = source
         self.row = row

@@ -52,6 +52,7 @@ from beam_sft.convert.tools import (
     parse_json_text,
     parse_tool_call,
 )
+from beam_sft.visible import quoted
 
 _ENVELOPE_KEYS = frozenset({"tool_call_id", "name", "content"})
 
@@ -233,7 +234,7 @@ def _finish_assistant(draft: dict, where: str, options: ConvertOptions, notes: d
         if not calls:  # text after calls that were not read as calls: a reader bug, never trained
             raise Rejection("tool_call_markup_in_text", f"{where} has text after calls it does not hold")
         if options.text_after_tool_call == "reject":
-            raise Rejection("text_after_tool_call", f"{where} has text after its tool call(s): {late.strip()[:60]!r}")
+            raise Rejection("text_after_tool_call", f"{where} has text after its tool call(s): {quoted(late.strip(), 60)}")
         notes["text_after_tool_call_dropped"] = notes.get("text_after_tool_call_dropped", 0) + 1
     said_before_calls: str | None = None
     if content and calls:

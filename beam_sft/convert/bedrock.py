@@ -39,6 +39,7 @@ from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import NO_PART
 from beam_sft.convert.rows import BeamRow, Rejection
+from beam_sft.visible import quoted
 
 BLOCK_KEYS = ("toolUse", "toolResult", "reasoningContent")  # the blocks that tell a Converse row
 _SKIPPED = ("cachePoint",)
@@ -151,7 +152,7 @@ def _part(block: Any, where: str) -> Any:
     if "text" in block and len(block) == 1:
         return {"type": "text", "text": block["text"]}
     kind = next(iter(block), "empty")
-    raise Rejection("non_text_content", f"{where} is a {kind!r} block: Beam reads text only")
+    raise Rejection("non_text_content", f"{where} is a {quoted(kind)} block: Beam reads text only")
 
 
 def _result(result: Any, where: str) -> dict:
@@ -168,7 +169,7 @@ def _result(result: Any, where: str) -> dict:
             texts.append(json.dumps(block["json"], ensure_ascii=False))
         else:
             kind = next(iter(block), "empty") if isinstance(block, dict) else type(block).__name__
-            raise Rejection("non_text_content", f"{where}.content[{j}] is a {kind!r} block: Beam reads text only")
+            raise Rejection("non_text_content", f"{where}.content[{j}] is a {quoted(kind)} block: Beam reads text only")
     msg: dict[str, Any] = {"role": "tool", "content": "\n".join(texts)}
     if result.get("toolUseId") is not None:
         msg["tool_call_id"] = result["toolUseId"]

@@ -37,6 +37,7 @@ from beam_sft.convert.assemble import convert_with
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.rows import BeamRow, Rejection
+from beam_sft.visible import KEY_CHARS, quoted
 
 # The finish reasons that say the model ended its turn itself (OpenAI, the AI SDK, Anthropic/Bedrock,
 # TGI), compared case-folded with "-" read as "_"; absent counts as finished (many logs omit it).
@@ -143,7 +144,7 @@ def _response_message(response: dict) -> tuple[dict, str]:
         return {**response["message"], "role": "assistant"}, ".message"
     if any(k in response for k in ("text", "toolCalls", "reasoningText")):
         return _proxy_message(response), ""
-    keys = ", ".join(repr(k) for k in list(response)[:12]) or "none"
+    keys = ", ".join(quoted(k, KEY_CHARS) for k in list(response)[:12]) or "none"
     raise Rejection("malformed_row", f"response has no choices, message or text (keys: {keys})")
 
 
@@ -159,7 +160,7 @@ def _check_finish(reason: Any, where: str) -> None:
     if reason is None:
         return
     if not isinstance(reason, str) or reason.strip().lower().replace("-", "_") not in FINISHED:
-        raise Rejection("response_cut_off", f"{where} is {reason!r}: the response did not finish (not a whole "
+        raise Rejection("response_cut_off", f"{where} is {quoted(reason)}: the response did not finish (not a whole "
                         "answer of the model's)")
 
 

@@ -34,6 +34,7 @@ from beam_sft.convert.parts import reject_media
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import NOT_JSON, maybe_json, normalize_tools, parse_arguments, parse_tool_call
 from beam_sft.data import jsontext
+from beam_sft.visible import quoted
 
 SEPARATOR = "<|endoftext|>"
 CALL_TAG = "<functioncall>"
@@ -150,6 +151,6 @@ def parse_call(text: str, where: str) -> dict:
     m = _QUOTED_CALL_RE.fullmatch(body)
     if m is None:
         raise Rejection("malformed_tool_call", f"{where} is neither JSON nor glaive's {{\"name\", \"arguments\": "
-                        f"'...'}}: {body[:60]!r}")
+                        f"'...'}}: {quoted(body, 60)}")
     name = json.loads(m["name"])
     return parse_tool_call({"name": name, "arguments": parse_arguments(m["args"], where)}, where)

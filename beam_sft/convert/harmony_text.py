@@ -35,6 +35,7 @@ from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import merge_tools, normalize_tools, parse_arguments
 from beam_sft.harmony import markers
 from beam_sft.harmony.response import HarmonyMessage, parse_assistant_turn, split_harmony_messages
+from beam_sft.visible import quoted
 
 _GENERATION_PROMPT = markers.START + "assistant"
 _INSTRUCTIONS = "# Instructions\n\n"
@@ -121,7 +122,7 @@ def _convert(
         elif msg.recipient == "assistant":
             drafts.append({"role": "tool", "name": _bare(msg.author), "content": msg.body, PLACE: where})
         else:
-            raise Rejection("harmony_malformed", f"{where}: a message from {msg.author!r} to {msg.recipient!r}")
+            raise Rejection("harmony_malformed", f"{where}: a message from {quoted(msg.author)} to {quoted(msg.recipient)}")
     flush()
     return finish_row(
         drafts,
@@ -242,7 +243,7 @@ def _check_numbers(function: dict, tools: list[dict], where: str) -> None:
         except ValueError:
             continue
         if not math.isfinite(number):
-            raise Rejection("non_standard_number", f"{where}: argument {key!r} is {value[:40]!r}, which JSON cannot hold")
+            raise Rejection("non_standard_number", f"{where}: argument {quoted(key)} is {quoted(value, 40)}, which JSON cannot hold")
 
 
 def _gpt_oss_turn(turn: list[HarmonyMessage], where: str) -> dict:
@@ -253,7 +254,7 @@ def _gpt_oss_turn(turn: list[HarmonyMessage], where: str) -> dict:
         if msg.recipient:
             if msg.constrain not in (None, "json"):
                 raise Rejection(
-                    "harmony_malformed", f"{where}: arguments constrained to {msg.constrain!r}"
+                    "harmony_malformed", f"{where}: arguments constrained to {quoted(msg.constrain)}"
                 )
             args = parse_arguments(msg.body, f"{where} call to {msg.recipient}")
             calls.append({"type": "function", "function": {"name": _bare(msg.recipient), "arguments": args}})
@@ -262,7 +263,7 @@ def _gpt_oss_turn(turn: list[HarmonyMessage], where: str) -> dict:
         elif msg.channel == "final":
             content = msg.body
         else:
-            raise Rejection("harmony_malformed", f"{where}: channel {msg.channel!r}")
+            raise Rejection("harmony_malformed", f"{where}: channel {quoted(msg.channel)}")
     joined = "\n\n".join(r.strip() for r in reasoning if r.strip())
     return {
         "role": "assistant",

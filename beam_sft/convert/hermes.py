@@ -35,6 +35,7 @@ from beam_sft.convert.parts import canonical_role, reject_media
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.sharegpt import read_sharegpt_row
 from beam_sft.convert.tools import NOT_JSON, maybe_json, parse_tool_call, parse_xml_function, python_literal
+from beam_sft.visible import quoted
 
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
 _RESPONSE_RE = re.compile(r"<tool_response>(?P<body>.*?)</tool_response>", re.DOTALL)
@@ -176,7 +177,7 @@ def _carry_ids(results: list[dict], draft: dict, where: str) -> list[dict]:
         return results
     if "tool_call_id" in carried and len(results) > 1:
         raise Rejection("tool_result_unmatched", f"{where} answers {len(results)} calls with one tool_call_id "
-                        f"{carried['tool_call_id']!r}")
+                        f"{quoted(carried['tool_call_id'])}")
     return [{**result, **{k: v for k, v in carried.items() if k not in result}} for result in results]
 
 

@@ -64,6 +64,7 @@ from beam_sft.convert.tools import (
     parse_xml_function_calls,
     same_calls,
 )
+from beam_sft.visible import KEY_CHARS, quoted
 
 
 def convert_openai(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
@@ -120,8 +121,8 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict, list[str]
     if len(keys) == 1:
         return raw[keys[0]], {k: v for k, v in raw.items() if k != keys[0]}, _indexed(keys[0], raw[keys[0]])
     if len(keys) > 1:
-        raise Rejection("malformed_row", f"the row holds role-bearing message lists under {keys[0]!r} and "
-                        f"{keys[1]!r}: which conversation is meant is unclear; map one with columns: {{messages: KEY}}")
+        raise Rejection("malformed_row", f"the row holds role-bearing message lists under {quoted(keys[0])} and "
+                        f"{quoted(keys[1])}: which conversation is meant is unclear; map one with columns: {{messages: KEY}}")
     raise Rejection("malformed_row", no_list_message(columns.messages, raw))
 
 
@@ -179,12 +180,12 @@ def no_list_message(key: str, raw: dict) -> str:
     """Why a row has no conversation: the key looked for, the keys found, and the option to map them."""
     if key in raw and raw[key] is not None:  # present but not a list: "keys found: 'messages'" misled
         value = raw[key]
-        shown = f"the text {value[:60]!r}" + ("..." if len(value) > 60 else "") if isinstance(value, str) \
+        shown = f"the text {quoted(value, 60)}" if isinstance(value, str) \
             else f"{'an' if type(value).__name__[0] in 'aeiou' else 'a'} {type(value).__name__}"
         hint = ("; it looks like JSON text of a list: write the list itself into the row"
                 if isinstance(value, str) and value.lstrip().startswith("[") else "")
         return f"{key!r} is {shown}, not a list of messages{hint}"
-    found = ", ".join(repr(k) for k in list(raw)[:12]) or "none"
+    found = ", ".join(quoted(k, KEY_CHARS) for k in list(raw)[:12]) or "none"
     flat = sum(isinstance(v, str) for v in raw.values()) >= 2  # a prompt and an answer column, unmapped
     wrapped = _wrapped_rows(raw)
     if wrapped is not None:  # a file that is one object holding its rows: datasets reads it as one row too

@@ -35,6 +35,7 @@ from typing import Any
 from beam_sft.convert.reasoning import REASONING_FIELDS
 from beam_sft.convert.rows import Rejection
 from beam_sft.data import jsontext
+from beam_sft.visible import quoted
 
 TEXT_PART_TYPES = ("text", "input_text", "output_text")
 REASONING_PART_TYPES = ("reasoning", "thinking")
@@ -86,7 +87,7 @@ def canonical_role(value: object, where: str) -> str:
     """The role a speaker name stands for (``ROLE_ALIASES``, case-insensitive), or ``unknown_role``."""
     role = ROLE_ALIASES.get(value.lower()) if isinstance(value, str) else None
     if role is None:
-        raise Rejection("unknown_role", f"{where} has role {value!r} (known: {', '.join(ROLE_ALIASES)})")
+        raise Rejection("unknown_role", f"{where} has role {quoted(value)} (known: {', '.join(ROLE_ALIASES)})")
     return role
 
 
@@ -176,7 +177,7 @@ def read_content(
                 raise Rejection("malformed_tool_call", f"{at} has no value")
             calls.append(value)
         else:
-            raise Rejection("non_text_content", f"{at} is a {kind!r} part: Beam reads text only")
+            raise Rejection("non_text_content", f"{at} is a {quoted(kind)} part: Beam reads text only")
     return ("".join(texts) if texts else None), reasoning, calls, ("".join(late) if late else None)
 
 
@@ -185,7 +186,7 @@ def _flag_value(key: str, value: Any, where: str) -> int:
         return int(value)
     if isinstance(value, (int, float)) and value in (0, 1):
         return int(value)
-    raise Rejection("bad_weight", f"{where}.{key} is {value!r}, not 0/1 or true/false")
+    raise Rejection("bad_weight", f"{where}.{key} is {quoted(value)}, not 0/1 or true/false")
 
 
 def check_untrained_weight(msg: dict, where: str, role: str) -> None:
@@ -245,8 +246,8 @@ def read_template_kwargs(row: dict) -> dict | None:
     effort = row.get("reasoning_effort")
     if effort is not None and (kwargs or {}).get("reasoning_effort", effort) != effort:
         # two settings of one template argument: keeping either changes the row unsaid
-        raise Rejection("conflicting_template_kwargs", f"reasoning_effort is {effort!r} but "
-                        f"chat_template_kwargs.reasoning_effort is {kwargs['reasoning_effort']!r}")
+        raise Rejection("conflicting_template_kwargs", f"reasoning_effort is {quoted(effort)} but "
+                        f"chat_template_kwargs.reasoning_effort is {quoted(kwargs['reasoning_effort'])}")
     if effort is not None and "reasoning_effort" not in (kwargs or {}):
         kwargs = {**(kwargs or {}), "reasoning_effort": effort}
     return None if kwargs is None else dict(kwargs)

@@ -50,6 +50,7 @@ from beam_sft.convert.parts import (
 )
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import maybe_json, merge_tools, normalize_tools, parse_json_text, parse_tool_call
+from beam_sft.visible import KEY_CHARS, quoted
 
 SPEAKERS = ROLE_ALIASES  # one table for every reader
 
@@ -101,7 +102,7 @@ def _read_turn(turn: Any, where: str, columns: ColumnMap, drafts: list[dict]) ->
     if not isinstance(turn, dict):
         raise Rejection("malformed_row", f"{where} is not an object")
     if columns.role_key not in turn:
-        raise Rejection("malformed_row", f"{where} has no {columns.role_key!r} (keys: {', '.join(map(repr, turn))})")
+        raise Rejection("malformed_row", f"{where} has no {columns.role_key!r} (keys: {', '.join(quoted(k, KEY_CHARS) for k in list(turn)[:12])})")
     role = canonical_role(turn[columns.role_key], where)
     value = turn.get(columns.content_key)
     if role == "call":

@@ -19,6 +19,7 @@ from typing import Any
 from beam_sft.convert.literals import NotJSON, RepeatedKey, TooSmall, read_literal
 from beam_sft.convert.rows import Rejection
 from beam_sft.data import jsontext
+from beam_sft.visible import cut, quoted
 
 NOT_JSON = object()  # maybe_json: the text is not JSON at all (it may be meant as plain text)
 
@@ -68,7 +69,7 @@ def normalize_tools(value: Any, where: str) -> list[dict]:
     names = [t["function"]["name"] for t in tools]
     for name in names:
         if names.count(name) > 1:
-            raise Rejection("bad_tool_definition", f"{where} declares {name!r} twice")
+            raise Rejection("bad_tool_definition", f"{where} declares {quoted(name)} twice")
     return tools
 
 
@@ -78,12 +79,12 @@ def _normalize_tool(tool: Any, where: str) -> dict:
     kind = tool.get("type")
     if isinstance(tool.get("function"), dict):
         if kind not in (None, "function"):
-            raise Rejection("bad_tool_definition", f"{where} has type {kind!r}")
+            raise Rejection("bad_tool_definition", f"{where} has type {quoted(kind)}")
         fn = tool["function"]
     elif "name" in tool and kind in (None, "function"):
         fn = {k: v for k, v in tool.items() if k != "type"}
     else:
-        raise Rejection("bad_tool_definition", f"{where} is not a function tool: {json.dumps(tool)[:80]}")
+        raise Rejection("bad_tool_definition", f"{where} is not a function tool: {cut(json.dumps(tool, default=repr), 80)}")
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         raise Rejection("bad_tool_definition", f"{where} has no name")
@@ -155,7 +156,7 @@ def merge_tools(*groups: list[dict]) -> list[dict]:
                 seen[name] = params
                 out.append(tool)
             elif _canonical(params) != _canonical(seen[name]):
-                raise Rejection("bad_tool_definition", f"the tool {name!r} is declared twice with different parameters")
+                raise Rejection("bad_tool_definition", f"the tool {quoted(name)} is declared twice with different parameters")
     return out
 
 
@@ -297,7 +298,7 @@ def parse_tool_call(call: Any, where: str) -> dict:
     else:
         raise Rejection("malformed_tool_call", f"{where}.function is not an object")
     if kind not in (None, "function"):
-        raise Rejection("malformed_tool_call", f"{where} has type {kind!r}, not a function call")
+        raise Rejection("malformed_tool_call", f"{where} has type {quoted(kind)}, not a function call")
     if not isinstance(name, str) or not name:
         raise Rejection("malformed_tool_call", f"{where} has no function name")
     out: dict[str, Any] = {}
@@ -344,7 +345,7 @@ def parse_xml_function(text: str, where: str) -> dict:
         value = value[:-1] if value.endswith("\n") else value
         key = p["key"].strip()
         if key in args:  # as the JSON and Harmony readers do: a key twice is never settled silently
-            raise Rejection("duplicate_key", f"{where}: parameter {key!r} given twice")
+            raise Rejection("duplicate_key", f"{where}: parameter {quoted(key)} given twice")
         args[key] = value
         pos = p.end()
     if body[pos:].strip():

@@ -54,6 +54,7 @@ from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
 from beam_sft.harmony.spans import is_trained
 from beam_sft.harmony.template import RESERVED_TEMPLATE_KWARGS
+from beam_sft.visible import SHOWN_CHARS, cut, quoted
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _TOOL_NAME_RE = re.compile(r"[^\s<]+")
@@ -156,7 +157,7 @@ def _shape(row: Any, options: ConvertOptions, at: Places) -> tuple[str, str] | N
         if msg["role"] != "assistant" and not isinstance(msg.get("content"), str):
             return "malformed_row", f"{where} has no string content"
         if "weight" in msg and (type(msg["weight"]) is not int or msg["weight"] not in (0, 1)):
-            return "bad_weight", f"{at(i, 'weight')} is {msg['weight']!r}, not 0 or 1"
+            return "bad_weight", f"{at(i, 'weight')} is {quoted(msg['weight'])}, not 0 or 1"
         calls = msg.get("tool_calls")
         if calls is not None and not (isinstance(calls, list) and all(_call_shape(c) for c in calls)):
             return "malformed_row", f"{at(i, 'tool_calls')} is not a list of function calls"
@@ -191,7 +192,7 @@ def _system_leading(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[
 def _calls(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
     for i, msg in enumerate(row["messages"]):
         if msg["role"] == "tool" and "name" in msg and not _TOOL_NAME_RE.fullmatch(msg["name"]):
-            return "bad_tool_name", f"{at(i, 'name')} {msg['name']!r} cannot be a Harmony author"
+            return "bad_tool_name", f"{at(i, 'name')} {quoted(msg['name'])} cannot be a Harmony author"
         if msg["role"] != "assistant":
             continue
         calls = msg.get("tool_calls") or []
@@ -199,15 +200,15 @@ def _calls(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str]
             where = at(i, f"tool_calls[{j}]")
             name, args = call["function"]["name"], call["function"].get("arguments")
             if not isinstance(name, str) or not _TOOL_NAME_RE.fullmatch(name):
-                return "bad_tool_name", f"{where}: {name!r} cannot be a Harmony recipient"
+                return "bad_tool_name", f"{where}: {quoted(name)} cannot be a Harmony recipient"
             if not isinstance(args, dict):
                 return "arguments_not_object", f"{where}.arguments is a {type(args).__name__}, not an object"
             for key, value in args.items():
                 if '"' in key:
-                    return "bad_argument_name", f"{where}: argument name {key!r} contains a double quote"
+                    return "bad_argument_name", f"{where}: argument name {quoted(key)} contains a double quote"
                 rendered = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
                 if PARAM_CLOSE in rendered:
-                    return "param_delimiter_in_argument", f"{where}: argument {key!r} contains {PARAM_CLOSE}"
+                    return "param_delimiter_in_argument", f"{where}: argument {quoted(key)} contains {PARAM_CLOSE}"
         content = msg.get("content") or ""
         if calls and content:
             return "content_with_tool_calls", f"{at(i)} has an answer beside its tool calls"
@@ -229,7 +230,8 @@ def _results(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, st
             pending.pop(0)
             continue
         if pending:
-            names = ", ".join(c["function"]["name"] for c in pending)
+            names = ", ".join(cut(c["function"]["name"], SHOWN_CHARS) for c in pending[:12])
+            names += ", …" if len(pending) > 12 else ""
             return "tool_call_unanswered", f"{where} comes before the results of: {names}"
         if msg["role"] == "assistant":
             pending = list(msg.get("tool_calls") or [])
@@ -242,20 +244,20 @@ def _match(msg: dict, pending: list[dict], where: str, id_where: str) -> tuple[s
     if "tool_call_id" in msg:
         if msg["tool_call_id"] != expected.get("id"):
             if any(msg["tool_call_id"] == c.get("id") for c in pending[1:]):
-                return "tool_result_order", f"{where} answers a later call than {expected.get('id')!r}"
+                return "tool_result_order", f"{where} answers a later call than {quoted(expected.get('id'))}"
             return (
                 "tool_result_unmatched",
-                f"{id_where} {msg['tool_call_id']!r} matches no waiting call",
+                f"{id_where} {quoted(msg['tool_call_id'])} matches no waiting call",
             )
         if "name" in msg and msg["name"] != name:
-            return "tool_result_unmatched", f"{where} is named {msg['name']!r} but answers a call to {name!r}"
+            return "tool_result_unmatched", f"{where} is named {quoted(msg['name'])} but answers a call to {quoted(name)}"
         return None
     if "name" in msg:
         if msg["name"] == name:
             return None
         if any(msg["name"] == c["function"]["name"] for c in pending[1:]):
-            return "tool_result_order", f"{where} answers {msg['name']!r} before {name!r}"
-        return "tool_result_unmatched", f"{where} is named {msg['name']!r} but the waiting call is {name!r}"
+            return "tool_result_order", f"{where} answers {quoted(msg['name'])} before {quoted(name)}"
+        return "tool_result_unmatched", f"{where} is named {quoted(msg['name'])} but the waiting call is {quoted(name)}"
     return "tool_result_unmatched", f"{where} has neither a name nor a tool_call_id"
 
 
@@ -272,10 +274,10 @@ def _kwargs(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str
         ):
             return (
                 "bad_reasoning_effort",
-                f"reasoning_effort {effort!r} is neither an int nor one of {', '.join(REASONING_EFFORT_LABELS)}",
+                f"reasoning_effort {quoted(effort)} is neither an int nor one of {', '.join(REASONING_EFFORT_LABELS)}",
             )
         if isinstance(effort, int) and effort < 1:
-            return "bad_reasoning_effort", f"reasoning_effort {effort} is below 1 (Beam always reasons)"
+            return "bad_reasoning_effort", f"reasoning_effort {quoted(effort)} is below 1 (Beam always reasons)"
     clash = sorted(RESERVED_TEMPLATE_KWARGS.intersection(kwargs))
     if clash:
         return "bad_template_kwargs", f"chat_template_kwargs uses names the template call itself takes: {clash}"
@@ -437,7 +439,7 @@ def _declared(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, s
             if call["function"]["name"] not in declared:
                 return (
                     "undeclared_tool",
-                    f"{at(i)} calls {call['function']['name']!r}, which the row does not declare",
+                    f"{at(i)} calls {quoted(call['function']['name'])}, which the row does not declare",
                 )
     return None
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.data.sources import BadRecord, RawRecord, iter_located
+from beam_sft.visible import quoted
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ def iter_batch_located(pair: BatchPair) -> Iterator[tuple[str, int, Any]]:
         if input_ids[cid] == 1:
             requests[cid] = (row, record["body"])
         else:
-            yield file, row, BadRecord(_text(record), f"custom_id {cid!r} is on {input_ids[cid]} lines of the batch "
+            yield file, row, BadRecord(_text(record), f"custom_id {quoted(cid)} is on {input_ids[cid]} lines of the batch "
                                        f"input (row {requests[cid][0]} first)", code="batch_duplicate_id")
     output_ids = Counter(_custom_id(r) for _, _, r in iter_located(pair.output) if not isinstance(r, BadRecord))
     answered: set[str] = set()
@@ -97,10 +98,10 @@ def iter_batch_located(pair: BatchPair) -> Iterator[tuple[str, int, Any]]:
         line = _text({"custom_id": cid, "body": body})
         if input_ids[cid] > 1 or output_ids[cid] > 1:
             where, n = ("input", input_ids[cid]) if input_ids[cid] > 1 else ("output", output_ids[cid])
-            yield pair.input, row, BadRecord(line, f"custom_id {cid!r} is on {n} lines of the batch {where}",
+            yield pair.input, row, BadRecord(line, f"custom_id {quoted(cid)} is on {n} lines of the batch {where}",
                                              code="batch_duplicate_id")
         else:
-            yield pair.input, row, BadRecord(line, f"request {cid!r} (batch input row {row}) has no line in the "
+            yield pair.input, row, BadRecord(line, f"request {quoted(cid)} (batch input row {row}) has no line in the "
                                              f"batch output {pair.output}", code="batch_missing_response")
 
 
@@ -109,20 +110,20 @@ def _joined(record: dict, cid: str, requests: dict, input_ids: Counter, output_i
     if input_ids[cid] > 1 or output_ids[cid] > 1:
         where = "input" if input_ids[cid] > 1 else "output"
         n = input_ids[cid] if where == "input" else output_ids[cid]
-        return BadRecord(text, f"custom_id {cid!r} is on {n} lines of the batch {where}", code="batch_duplicate_id")
+        return BadRecord(text, f"custom_id {quoted(cid)} is on {n} lines of the batch {where}", code="batch_duplicate_id")
     if cid not in requests:
-        return BadRecord(text, f"custom_id {cid!r}: no line of the batch input holds this request",
+        return BadRecord(text, f"custom_id {quoted(cid)}: no line of the batch input holds this request",
                          code="batch_missing_request")
     error = record.get("error")
     if error is not None:
         what = error.get("message", error) if isinstance(error, dict) else error
-        return BadRecord(text, f"custom_id {cid!r}: the request failed: {what}", code="batch_error")
+        return BadRecord(text, f"custom_id {quoted(cid)}: the request failed: {what}", code="batch_error")
     response = record.get("response")
     if not isinstance(response, dict):
-        return BadRecord(text, f"custom_id {cid!r} has neither a response nor an error", code="malformed_row")
+        return BadRecord(text, f"custom_id {quoted(cid)} has neither a response nor an error", code="malformed_row")
     status = response.get("status_code")
     if status != 200:
-        return BadRecord(text, f"custom_id {cid!r}: status code {status}, not 200", code="batch_http_error")
+        return BadRecord(text, f"custom_id {quoted(cid)}: status code {status}, not 200", code="batch_http_error")
     return {"custom_id": cid, "request": requests[cid][1], "response": response.get("body")}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from beam_sft.errors import Rejection
+from beam_sft.visible import quoted
 
 
 def assistant_weights(messages: list[dict]) -> list[int]:
@@ -25,7 +26,7 @@ def assistant_weights(messages: list[dict]) -> list[int]:
             if weight is None:
                 weight = 1
             if weight not in (0, 1) or isinstance(weight, bool):
-                raise Rejection("bad_weight", f"assistant weight must be 0 or 1, got {weight!r}")
+                raise Rejection("bad_weight", f"assistant weight must be 0 or 1, got {quoted(weight)}")
             weights.append(int(weight))
     return weights
 

@@ -36,6 +36,8 @@ import functools
 import re
 from typing import Any
 
+from beam_sft.visible import quoted
+
 _SEPARATORS = re.compile(r"[\s_\-.]+")
 # A stated intent to call: "I will call X", "let me use the X tool", "I'll invoke `X`", "I need to run X".
 # (No "\s*" straight before a "\s+": on a long run of blanks the two split it every way, quadratic.)
@@ -157,11 +159,11 @@ def check_consistency(text: str, message: dict, tools: Any) -> tuple[str, str] |
             return None
         others = [n for n in named if n not in called]
         if others:
-            return ("teacher_inconsistent", f"the reasoning names the tool {others[0]!r} but the turn calls "
-                    f"{', '.join(repr(n) for n in dict.fromkeys(called))}")
+            return ("teacher_inconsistent", f"the reasoning names the tool {quoted(others[0])} but the turn calls "
+                    f"{', '.join(quoted(n) for n in list(dict.fromkeys(called))[:12])}")
         return None
     announced = next(iter(named_tools(text, declared, intent=True)), None)
     if announced is not None:
-        return ("teacher_inconsistent", f"the reasoning says it will call {announced!r} but the turn answers "
+        return ("teacher_inconsistent", f"the reasoning says it will call {quoted(announced)} but the turn answers "
                 "without a tool call")
     return None

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from beam_sft.visible import quoted
+
 
 def reasoning_of(message: dict) -> str:
     """The reasoning the template renders: ``thinking``, else ``reasoning_content``, else ``reasoning``.
@@ -73,14 +75,14 @@ def compare_turn(parsed: dict, source: dict) -> list[str]:
         got_name, got_args = _call_parts(got)
         want_name, want_args = _call_parts(want)
         if got_name != want_name:
-            diffs.append(f"tool call {n}: name parsed {got_name!r}, source {want_name!r}")
+            diffs.append(f"tool call {n}: name parsed {quoted(got_name)}, source {quoted(want_name)}")
         got_args, want_args = got_args or {}, want_args or {}
         if list(got_args) != list(want_args):
-            diffs.append(f"tool call {n}: arguments parsed {list(got_args)}, source {list(want_args)}")
+            diffs.append(f"tool call {n}: arguments parsed {quoted(list(got_args))}, source {quoted(list(want_args))}")
             continue
         for key in want_args:
             if not _same_value(got_args[key], want_args[key]):
-                diffs.append(f"tool call {n}: argument {key!r} parsed {_short(got_args[key])}, "
+                diffs.append(f"tool call {n}: argument {quoted(key)} parsed {_short(got_args[key])}, "
                              f"source {_short(want_args[key])}")
     return diffs
 
@@ -94,6 +96,5 @@ def content_beside_tool_calls(message: dict) -> bool:
     return bool(message.get("tool_calls")) and bool(message.get("content"))
 
 
-def _short(value, limit: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 4] + "...'"
+def _short(value) -> str:
+    return quoted(value, 60)  # a difference shows the start of both texts, side by side

@@ -64,7 +64,7 @@ from beam_sft.data.sources import (
 )
 from beam_sft.errors import BeamError, OutputUnwritable, RunStopped
 from beam_sft.harmony.spans import is_trained
-from beam_sft.visible import visible
+from beam_sft.visible import KEY_CHARS, cut, visible
 
 Converter = Callable[..., "BeamRow | Rejection"]
 # A step between conversion and the missing-reasoning policy (see the module docstring).
@@ -144,20 +144,27 @@ def check_record(raw: Any, max_chars: int | None = None, *, text: str | None = N
         return None
     except (ValueError, UnicodeEncodeError, TypeError, RecursionError):
         pass  # TypeError: a value JSON does not know (Parquet bytes, dates): the walk judges the rest
-    stack: list[tuple[str, Any]] = [("row", raw)]
+    return _unholdable(raw, lambda path: f"row{path}")
+
+
+def _unholdable(value: Any, name: Callable[[str], str]) -> tuple[str, str] | None:
+    """``(code, message)`` for the first text that is not valid Unicode or number that is NaN or
+    Infinity in ``value``, the place named by ``name`` of its path there (``.tools[0].function``,
+    ``[2]``, `` (key)`` for a key itself; ``""`` for ``value`` itself)."""
+    stack: list[tuple[str, Any]] = [("", value)]
     while stack:
         path, value = stack.pop()
         if isinstance(value, str):
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError as exc:
-                return "invalid_text", f"{path} is not valid Unicode text ({_lone_surrogate(exc)})"
+                return "invalid_text", f"{name(path)} is not valid Unicode text ({_lone_surrogate(exc)})"
         elif isinstance(value, float):
             if not math.isfinite(value):
-                return "non_standard_number", f"{path} is {value!r}, which JSON cannot hold"
+                return "non_standard_number", f"{name(path)} is {value!r}, which JSON cannot hold"
         elif isinstance(value, dict):  # pushed last first, so the first bad place in the row is named
             for key, item in reversed(value.items()):
-                stack.append((f"{path}.{key}", item))
+                stack.append((f"{path}.{cut(str(key), KEY_CHARS)}", item))  # (a 1 MB key names no place)
                 if isinstance(key, str):
                     stack.append((f"{path} (key)", key))
         elif isinstance(value, list):
@@ -225,7 +232,9 @@ def convert_row(
 
     ``text``: the JSON text ``raw`` was decoded from by ``jsontext.loads`` (``check_record``'s).
     ``late_check=False``: the caller serializes every kept row itself and checks it there
-    (``late_rejection``), rather than have each kept row serialized twice.
+    (``late_rejection``), rather than have each kept row serialized twice; the row's ``meta.places``
+    then holds the source entry of each message for that check, which the caller takes off
+    (``take_places``) before anything is written.
     """
     if format == "auto":
         format = resolve_format(raw, options, default_format)
@@ -245,7 +254,7 @@ def convert_row(
     converter = CONVERTERS[FORMAT_CONVERTERS[format]]
     try:
         result = converter(raw, options=_asking(options, origins=fill is not None))
-        places = None if isinstance(result, Rejection) else _take_places(result)
+        places = None if isinstance(result, Rejection) else take_places(result)
         if not isinstance(result, Rejection) and options.infer_tools and options.inferred_tools:
             result = declare_inferred(result, options.inferred_tools)  # before a fill: its prompt shows them
         if not isinstance(result, Rejection):
@@ -255,7 +264,7 @@ def convert_row(
             if isinstance(result, Rejection) and result.code == "no_trained_turn":
                 result = _explain_no_trained_turn(result, converted, options)
             if late_check and not isinstance(result, Rejection):
-                result = late_rejection(result) or result
+                result = late_rejection(result, places) or result
             if isinstance(result, Rejection) and result.code in _POLICY_CODES:
                 result = _fill_cause(result, converted, places)
     except Rejection as exc:
@@ -276,14 +285,36 @@ def convert_row(
     provenance = (result.get("meta") or {}).get("reasoning") if fill is not None else _carried_provenance(raw, result)
     if provenance is not None:  # turns a truncate policy cut are gone from the row, and from here
         meta["reasoning"] = [p for p in provenance if p.get("turn", 0) < len(result["messages"])]
+    if not late_check and places:  # the caller's late_rejection names messages by them, and takes them off
+        meta["places"] = places
     return {**result, "meta": meta}
 
 
-def late_rejection(row: BeamRow) -> Rejection | None:
+def late_rejection(row: BeamRow, places: list[str] | None = None) -> Rejection | None:
     """The one number rule on what is kept, however a value arrived (a JSON string decoded later, a
     Harmony argument cast to its schema type, a Python literal): never Infinity, never a lone
-    surrogate. Of the row as converted: a ``meta`` beside it (``convert_row`` adds its own) is not looked at."""
-    late = check_record({k: v for k, v in row.items() if k != "meta"} if "meta" in row else row)
+    surrogate. Of the row as converted: a ``meta`` beside it (``convert_row`` adds its own) is not looked at.
+
+    The place is named as every other rejection names it: a message by the source entry it was read
+    from (``places``, validate.Places: ``conversations[1].tool_calls[0].function.arguments.x``); what
+    is the converted row's own (``tools`` read from a system prompt) says so.
+
+    >>> row = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a",
+    ...        "tool_calls": [{"function": {"name": "f", "arguments": {"x": float("inf")}}}]}]}
+    >>> late_rejection(row, ["conversations[0]", "conversations[1]"]).message
+    'conversations[1].tool_calls[0].function.arguments.x is inf, which JSON cannot hold'
+    >>> late_rejection({"messages": [], "tools": [{"default": float("nan")}]}).message
+    "the converted row's tools[0].default is nan, which JSON cannot hold"
+    """
+    at = Places(places)
+    messages = row.get("messages")
+    for i, message in enumerate(messages if isinstance(messages, list) else ()):
+        late = _unholdable(message, lambda path, i=i: at(i, path[1:]) if path.startswith(".") else at(i) + path)
+        if late is not None:
+            return Rejection(*late)
+    rest = {k: v for k, v in row.items() if k not in ("meta", "messages")}
+    late = _unholdable(rest, lambda path: f"the converted row's {path[1:]}" if path.startswith(".")
+                       else f"the converted row{path}")
     return None if late is None else Rejection(*late)
 
 
@@ -314,7 +345,7 @@ def _asking(options: ConvertOptions, *, origins: bool) -> ConvertOptions:
     return dataclasses.replace(options, message_places=True, reasoning_origins=origins or options.reasoning_origins)
 
 
-def _take_places(row: BeamRow) -> list[str] | None:
+def take_places(row: BeamRow) -> list[str] | None:
     """The converter's ``meta.places`` (the source entry of each message), taken off the row: it names
     messages in rejections and is never written."""
     meta = row.get("meta")

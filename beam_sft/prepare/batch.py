@@ -183,14 +183,17 @@ def row_column(row: dict) -> str | Rejection:
     """The row column's text for a converted row (``json.dumps(row, ensure_ascii=False)``), or the
     rejection ``convert_row``'s own number check (``late_rejection``) gives it: one serialization
     does both, strict (no NaN or Infinity) and encoded once to UTF-8 (no lone surrogate), and only a
-    row that fails it is looked at again, by the check itself, which names the place."""
+    row that fails it is looked at again, by the check itself, which names the place: a message by
+    its source entry, ``meta.places`` (``convert_row(late_check=False)`` leaves them there; they are
+    taken off ``row`` here, never written)."""
+    places = conversion.take_places(row)
     try:
         text = json.dumps(row, ensure_ascii=False, allow_nan=False)
         if not text.isascii():
             text.encode("utf-8")
         return text
     except (ValueError, UnicodeEncodeError, TypeError, RecursionError):
-        late = conversion.late_rejection(row)
+        late = conversion.late_rejection(row, places)
         # (what the check does not refuse, e.g. a surrogate in meta, is serialized as it always was)
         return late if late is not None else json.dumps(row, ensure_ascii=False)
 

@@ -1,6 +1,6 @@
 """A rejection message quotes a row's value bounded (``visible.quoted``): a 1 MB role, name, key or
 argument makes a message of a few hundred characters that says how long the value was; the rejects
-record keeps the row itself whole."""
+record keeps the row itself whole. And the late number check names the source's own entry."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pickle
 import pytest
 
 from beam_sft.convert import ConvertOptions, Rejection, convert_files, convert_row
+from beam_sft.convert.pipeline import late_rejection
+from beam_sft.prepare.batch import row_column
 
 OPTIONS = ConvertOptions()
 BIG = "x" * 1_000_000
@@ -98,3 +100,51 @@ def test_any_message_past_the_bound_is_cut_once_whatever_built_it():
     placed = r.at(source="s", row=1, raw={"x": BIG})
     assert placed.message == r.message == pickle.loads(pickle.dumps(placed)).message
     assert placed.to_json()["raw"] == {"x": BIG}
+
+
+# --- the late number check names the source's entry ------------------------------------------
+
+HERMES_INF = {"conversations": [
+    {"from": "human", "value": "q"},
+    {"from": "gpt", "value": "<think>r</think><tool_call>\n{'name': 'f', 'arguments': {'x': 1e400}}\n</tool_call>"}],
+    "tools": TOOLS}
+
+
+def test_a_late_infinity_names_the_source_entry_not_the_converted_path():
+    result = convert_row(HERMES_INF, format="hermes", options=OPTIONS, source="s.jsonl", row=0)
+    assert result.code == "non_standard_number"
+    assert result.message == "conversations[1].tool_calls[0].function.arguments.x is inf, which JSON cannot hold"
+
+
+def test_prepare_names_the_late_infinity_by_the_source_entry_too():
+    """prepare checks a kept row where it serializes it (``row_column``): the places travel there on
+    the row's meta, and are taken off before anything is written."""
+    row = convert_row(HERMES_INF, format="hermes", options=OPTIONS, source="s.jsonl", row=0, late_check=False)
+    assert row["meta"]["places"] == ["conversations[0]", "conversations[1]"]
+    found = row_column(row)
+    assert isinstance(found, Rejection)
+    assert found.message == "conversations[1].tool_calls[0].function.arguments.x is inf, which JSON cannot hold"
+    assert "places" not in row["meta"]
+
+
+def test_a_kept_rows_places_are_never_written():
+    good = {"messages": [USER, {"role": "assistant", "reasoning_content": "r", "content": "a"}]}
+    row = convert_row(good, format="openai", options=OPTIONS, source="s.jsonl", row=0, late_check=False)
+    assert "places" not in json.loads(row_column(row))["meta"]
+
+
+def test_what_only_the_converted_row_holds_is_named_so():
+    """Tools read from a system prompt's text have no source entry of their own: the message says the
+    path is the converted row's."""
+    system = "<tools>[{'type': 'function', 'function': {'name': 'f', 'parameters': {'default': 1e400}}}]</tools>"
+    raw = {"conversations": [{"from": "system", "value": system}, {"from": "human", "value": "q"},
+                             {"from": "gpt", "value": "<think>r</think>a"}]}
+    result = convert_row(raw, format="hermes", options=OPTIONS, source="s.jsonl", row=0)
+    assert result.code == "non_standard_number"
+    assert result.message == "the converted row's tools[0].function.parameters.default is inf, which JSON cannot hold"
+
+
+def test_a_1mb_key_names_no_1mb_place():
+    row = {"messages": [USER, {"role": "assistant", "content": "a", "tool_calls": [
+        {"function": {"name": "f", "arguments": {BIG: float("nan")}}}]}]}
+    assert len(late_rejection(row, ["conversations[0]", "conversations[1]"]).message) < 300

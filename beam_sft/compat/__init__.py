@@ -10,6 +10,8 @@ module with the audit of what it relies on, and one ``problems()`` over all of t
 - ``datasets_table.py``: whether a dataset's rows are its Arrow table's (``train/preflight.py``);
 - ``datasets_files.py``: how ``load_dataset`` lists and types a local repository's files (``data/hub.py``);
 - ``trainer_loop.py``: transformers' Trainer loop, stopped at ``max_steps`` on a resume (``train/trainer.py``).
+- ``weight_conversion.py``: the layout ``save_pretrained`` writes (the load conversion reverted), for
+  ``beam-sft export`` (``train/export.py``), and which models are converted on load (``train/lora_targets.py``).
 
 A leaf: it imports nothing else of beam_sft, so the encoder and verify both use it and stay
 independent of each other. Where an audit finds a problem its user takes the slow, public path and
@@ -31,6 +33,7 @@ from beam_sft.compat import (
     model_config,
     torch_distributed,
     trainer_loop,
+    weight_conversion,
 )
 
 logger = logging.getLogger("beam_sft.compat")
@@ -76,4 +79,6 @@ def problems() -> dict[str, list[str]]:
         "the pre-flight's column reads (train/preflight.py)": datasets_table.problems(),
         "a local repository's files as load_dataset lists them (data/hub.py)": datasets_files.problems(),
         "a resume at max_steps trains nothing (train/trainer.py)": trainer_loop.problems(),
+        "export's save_pretrained layout, LoRA's PEFT renames (train/export.py, lora_targets.py)":
+            weight_conversion.problems(),
     }

@@ -29,6 +29,7 @@ from __future__ import annotations
 import difflib
 import re
 
+from beam_sft.compat import weight_conversion
 from beam_sft.errors import ConfigError
 from beam_sft.train.moe import ndim
 
@@ -73,12 +74,7 @@ def resolve(target_modules, model, layout) -> tuple[list[str] | str, list[str]]:
 
 
 def _peft_renames(model) -> bool:
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    try:
-        from transformers.conversion_mapping import get_checkpoint_conversion_mapping
-    except ImportError:  # an older transformers: PEFT converts nothing either
-        return False
-    return model_type is not None and get_checkpoint_conversion_mapping(model_type) is not None
+    return weight_conversion.converts_on_load(getattr(getattr(model, "config", None), "model_type", None))
 
 
 def _module_names(target_modules, model, layout):

@@ -178,6 +178,26 @@ def test_only_compat_touches_library_internals():
     assert not offenders, offenders
 
 
+def test_only_compat_imports_transformers_weight_conversion():
+    """``revert_weight_conversion`` and the conversion mapping are transformers' internals: one adapter
+    (``compat/weight_conversion.py``) uses them, with its audit."""
+    internal = ("transformers.core_model_loading", "transformers.conversion_mapping")
+    offenders = {}
+    for path in sorted(PACKAGE_ROOT.rglob("*.py")):
+        relative = path.relative_to(PACKAGE_ROOT).as_posix()
+        if relative == "compat/weight_conversion.py":
+            continue
+        text = path.read_text(encoding="utf-8")
+        for node in ast.walk(ast.parse(text)):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names += [f"{node.module}.{a.name}" for a in node.names] if isinstance(node, ast.ImportFrom) else []
+            if any(n.startswith(internal) or n.endswith(("revert_weight_conversion", "get_model_conversion_mapping"))
+                   for n in names):
+                offenders.setdefault(relative, []).extend(names)
+    assert not offenders, offenders
+
+
 def test_the_scan_sees_each_kind_of_private_use(tmp_path):
     sample = tmp_path / "m.py"
     sample.write_text("from jinja2.utils import _PassArg\ndef f(e, m, c):\n    e.__class__ = int\n"

@@ -17,6 +17,14 @@ Two formats, told apart by their files:
 The expected tensor names come from the model built on the meta device from the config, so any
 architecture transformers builds (dense, ``gpt_oss``, ``deepseek_v3``) exports the same way; a
 checkpoint missing a tensor, or holding one the model does not have, is refused.
+
+The checkpoint holds the in-memory names; what is written is what ``save_pretrained`` writes (the
+layout our whole-model saves, ``train/save.py`` and ``train/merge.py``, have): transformers' load
+conversion reverted, so Beam and the other MoEs whose experts transformers fuses on load get the
+released checkpoint's per-expert tensors (``mlp.experts.0.gate_proj.weight``, not the fused
+``mlp.experts.gate_up_proj``), which serving engines read (``compat/weight_conversion.py``). Shards
+are planned by the tensors written; a fused tensor is read and split once, and the experts it holds
+past the shard being written wait, in memory, for the next.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import re
 import shutil
 from pathlib import Path
 
+from beam_sft.compat import weight_conversion
 from beam_sft.dataset_folder.staged_files import staged_folder
 from beam_sft.errors import BeamError
 from beam_sft.train.model_shape import load_model_config, meta_model
@@ -219,19 +228,30 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | 
             return expected[name][1]
         return torch.float32 if name in keep else target
 
-    sizes = {name: _numel(shape) * torch.empty((), dtype=out_dtype(name)).element_size()
-             for name, (shape, _) in expected.items()}
+    meta = {name: torch.empty(shape, dtype=out_dtype(name), device="meta") for name, (shape, _) in expected.items()}
+    model = meta_model(model_config)
+    groups = saved_layout(model, meta, checkpoint)
+    # Planned by the tensors written, so --max-shard-size holds for them; what a group writes past the
+    # shard being written waits in `pending` for the next (a group is read once).
+    group_of = {name: index for index, (_, written) in enumerate(groups) for name in written}
+    sizes = {name: t.numel() * t.element_size() for _, written in groups for name, t in written.items()}
     shards = plan_shards(sizes, max_shard_bytes)
     with staged_folder(out, "exporting") as staging:  # a shard that does not read leaves no half folder
-        weight_map, total = {}, 0
+        weight_map, total, pending, read = {}, 0, {}, 0
         for index, names in enumerate(shards, start=1):
             file = "model.safetensors" if len(shards) == 1 else f"model-{index:05d}-of-{len(shards):05d}.safetensors"
-            tensors = _read_tensors(kind, checkpoint, names, shapes, expected)
-            tensors = {n: t.to(out_dtype(n)).contiguous() for n, t in tensors.items()}
+            upto = max(group_of[name] for name in names) + 1
+            if upto > read:
+                wanted = [name for members, _ in groups[read:upto] for name in members]
+                tensors = _read_tensors(kind, checkpoint, wanted, shapes, expected)
+                tensors = {n: t.to(out_dtype(n)) for n, t in tensors.items()}
+                pending.update(weight_conversion.revert(model, tensors))
+                read = upto
+            tensors = {name: pending.pop(name).contiguous() for name in names}
             save_file(tensors, str(staging / file), metadata={"format": "pt"})
-            for name in names:
+            for name in tensors:
                 weight_map[name] = file
-            total += sum(sizes[n] for n in names)
+            total += _nbytes(tensors)
             del tensors
             gc.collect()
         if len(shards) > 1:
@@ -271,16 +291,27 @@ def _read_tensors(kind: str, checkpoint: Path, names: list[str], shapes: dict, e
                         "nothing was written") from None
 
 
+def saved_layout(model, meta: dict, checkpoint: Path) -> list[tuple[list[str], dict]]:
+    """The in-memory tensors ``meta`` (name -> meta tensor in its export dtype) in the groups that are
+    written together, each with the tensors ``save_pretrained`` writes for it (their names and shapes):
+    a MoE whose experts transformers fuses on load (Beam, qwen3_moe, deepseek_v3 ...) is written in the
+    released per-expert layout (``mlp.experts.0.gate_proj.weight``) that serving engines read. A group
+    is read and reverted whole (a fused tensor: one layer's experts); a layout transformers cannot
+    revert group by group is refused before anything is read."""
+    try:
+        return weight_conversion.saved_groups(model, meta)
+    except weight_conversion.ConversionMismatch as exc:
+        raise BeamError(f"{checkpoint}: transformers' save layout for {model.config.model_type} cannot be "
+                        f"written shard by shard ({exc}); nothing was written") from None
+
+
+def _nbytes(tensors: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
 def _ignorable(available: set[str], expected: dict) -> set[str]:
     # Tied weights saved under both names (the checkpoint keeps what the module held).
     return {name for name in available if name.endswith("lm_head.weight") and name not in expected}
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def _copy_side_files(checkpoint: Path, out: Path) -> None:

@@ -76,3 +76,41 @@ def test_transformers_still_has_what_the_stop_at_max_steps_relies_on(monkeypatch
         "transformers.trainer.Trainer._inner_training_loop: no longer calls self._run_epoch(...)"]
     monkeypatch.delattr(Trainer, "_run_epoch")
     assert trainer_loop.problems() == ["transformers.trainer.Trainer._run_epoch"]
+
+
+def test_transformers_still_has_what_export_relies_on(monkeypatch):
+    import transformers.core_model_loading as loading
+
+    from beam_sft.compat import weight_conversion
+
+    assert weight_conversion.problems() == [], "transformers changed: update beam_sft/compat/weight_conversion.py"
+    monkeypatch.setattr(loading, "revert_weight_conversion", lambda model, state_dict: state_dict)
+    assert weight_conversion.problems() == [
+        f"transformers.core_model_loading.revert_weight_conversion: no longer has {line}"
+        for line in weight_conversion.MIRRORED]
+    monkeypatch.delattr(loading, "apply_converters")
+    assert weight_conversion.problems() == ["transformers.core_model_loading.apply_converters"]
+
+
+def test_export_refuses_a_layout_that_does_not_revert_by_group(monkeypatch, tmp_path):
+    """Where the groups export writes together do not revert as the whole model does (a transformers
+    that groups otherwise), export stops before writing, naming the model type."""
+    from transformers import AutoModelForCausalLM
+
+    from beam_sft.compat import weight_conversion
+    from beam_sft.errors import BeamError
+    from beam_sft.train.export import export_checkpoint
+
+    from .test_export import tiny_beam, write_dcp
+
+    checkpoint = write_dcp(AutoModelForCausalLM.from_config(tiny_beam()), tmp_path / "ckpt")
+    grouped = weight_conversion._groups
+
+    def ungrouped(model, names):  # the fused experts taken for plain renames
+        converted, renamed = grouped(model, names)
+        return [], [name for group in converted for name in group] + renamed
+
+    monkeypatch.setattr(weight_conversion, "_groups", ungrouped)
+    with pytest.raises(BeamError, match="save layout for beam cannot be written shard by shard"):
+        export_checkpoint(checkpoint, tmp_path / "out")
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob(".out*"))

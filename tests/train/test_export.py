@@ -79,8 +79,70 @@ def test_a_bf16_export_keeps_beams_routers_float32_bit_for_bit(moe_dirs, tmp_pat
     assert len(routers) == 10
     for key in routers:
         assert saved[key].dtype == torch.float32 and torch.equal(saved[key], state[key]), key
-    assert saved["model.layers.1.mlp.experts.gate_up_proj"].dtype == torch.bfloat16
+    assert saved["model.layers.1.mlp.experts.0.gate_proj.weight"].dtype == torch.bfloat16  # the released layout
     assert saved["model.layers.0.self_attn.gate_proj.weight"].dtype == torch.bfloat16
+
+
+def tiny_beam():
+    from transformers import BeamConfig
+
+    return BeamConfig(vocab_size=256, hidden_size=32, intermediate_size=64, moe_intermediate_size=16, head_dim=8,
+                      num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=2, num_experts=4,
+                      num_experts_per_tok=2, n_group=2, topk_group=1, mlp_layer_types=["dense", "sparse", "sparse"],
+                      tie_word_embeddings=False)
+
+
+@pytest.mark.parametrize("arch", ["beam", "deepseek_v3", "gpt_oss", "llama"])
+def test_export_writes_what_save_pretrained_writes(arch, fixture_dir, tmp_path):
+    """The export's tensors are save_pretrained's, by name and value: for Beam (and every MoE whose
+    experts transformers fuses on load) the released per-expert layout (``mlp.experts.0.gate_proj.weight``),
+    not the in-memory fused ``mlp.experts.gate_up_proj``, which serving engines do not read. The
+    index names the written tensors and their bytes, and the shard size holds for them."""
+    from safetensors import safe_open
+    from transformers import AutoModelForCausalLM
+
+    from .moe_support import safetensors_in
+
+    if arch == "beam":
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(tiny_beam())
+    else:
+        model = _tiny_model(arch, fixture_dir)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    quarter = sum(p.numel() * p.element_size() for p in model.parameters()) // 4  # a few shards (each costs a gc)
+    out = export_checkpoint(write_dcp(model, tmp_path / "ckpt"), tmp_path / "exported", dtype="float32",
+                            max_shard_bytes=quarter)
+    model.save_pretrained(tmp_path / "saved")
+    exported, saved = safetensors_in(out), safetensors_in(tmp_path / "saved")
+    assert sorted(exported) == sorted(saved)
+    for name, tensor in saved.items():
+        assert exported[name].dtype == tensor.dtype and torch.equal(exported[name], tensor), name
+    if arch in ("beam", "deepseek_v3"):
+        assert "model.layers.1.mlp.experts.3.gate_proj.weight" in exported
+        assert not [n for n in exported if n.endswith(("experts.gate_up_proj", "experts.down_proj"))]
+
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    assert len(set(index["weight_map"].values())) > 2, "several shards"
+    assert sorted(index["weight_map"]) == sorted(exported)
+    written = 0
+    for file in sorted(set(index["weight_map"].values())):
+        with safe_open(str(out / file), "pt") as handle:
+            assert sorted(handle.keys()) == sorted(n for n, f in index["weight_map"].items() if f == file)
+            written += sum(handle.get_tensor(n).numel() * handle.get_tensor(n).element_size() for n in handle.keys())
+    assert index["metadata"]["total_size"] == written
+    sizes = {}
+    for name, file in index["weight_map"].items():
+        sizes.setdefault(file, []).append(exported[name].numel() * exported[name].element_size())
+    assert all(sum(s) <= quarter or len(s) == 1 for s in sizes.values()), "--max-shard-size holds for what is written"
+    if arch == "beam":  # one fused gate_up_proj (read and split once) is written across two shards
+        assert any(len({index["weight_map"][f"model.layers.{layer}.mlp.experts.{e}.{proj}_proj.weight"]
+                        for e in range(4) for proj in ("gate", "up")}) > 1 for layer in (1, 2))
+
+    reloaded = AutoModelForCausalLM.from_pretrained(out).state_dict()
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(reloaded[name], tensor), name
 
 
 def test_export_refuses_what_it_must(fixture_dir, tmp_path):

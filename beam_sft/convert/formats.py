@@ -55,6 +55,7 @@ FORMAT_TABLE: tuple[Format, ...] = (
            detect_rank=3),
     # detect_rank keeps the order classify has always asked them: chat_log, gemini, glaive, bedrock.
     Format("chat_log", _C + "chat_log:convert_chat_log", _C + "chat_log:is_chat_log", detect_rank=0),
+    Format("responses", _C + "responses:convert_responses", _C + "responses:is_responses", detect_rank=4),
 )
 
 FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in FORMAT_TABLE)

@@ -20,6 +20,7 @@ MODULES = [
     "beam_sft.convert.pipeline",
     "beam_sft.convert.policy",
     "beam_sft.convert.reasoning",
+    "beam_sft.convert.responses",
     "beam_sft.convert.rows",
     "beam_sft.convert.sharegpt",
     "beam_sft.convert.tools",

@@ -13,6 +13,9 @@ Read shapes of ``response``:
 - Earlier turns in the request as the AI SDK writes them (assistant ``tool-call`` parts, ``tool``
   messages of ``tool-result`` parts) read as OpenAI's (``sdk_message``).
 - A Batch API output's ``response.body`` (the batch join, data/batch_api.py, hands the body here).
+- A logged Responses API call (a request ``input`` beside the response's ``output`` items, a Batch
+  API pair on ``/v1/responses`` too): read by responses.py, its places named ``request.input[3]``,
+  ``response.output[0]``.
 
 A response that did not finish (``finish_reason`` ``length``, ``content_filter``, the proxy's
 ``finishReason`` ``length`` or ``content-filter``: anything but a reason that says the model ended
@@ -36,6 +39,7 @@ from typing import Any
 from beam_sft.convert.assemble import convert_with
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
+from beam_sft.convert.responses import openai_row as responses_row
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.visible import KEY_CHARS, quoted
 
@@ -69,6 +73,11 @@ def openai_row(raw: Any) -> tuple[dict, list[str]]:
     if not is_chat_log(raw):
         raise Rejection("malformed_row", "not a {request: {...}, response: {...}} record")
     request = raw["request"]
+    if "messages" not in request and "input" in request:  # a logged Responses API call: responses.py reads it
+        response = raw["response"]
+        body = isinstance(response, dict) and isinstance(response.get("body"), dict)  # a Batch API output's
+        return responses_row(request, response["body"] if body else response, request_at="request.",
+                             response_at="response.body." if body else "response.")
     messages = request.get("messages")
     if not isinstance(messages, list):
         raise Rejection("malformed_row", "request has no 'messages' list")

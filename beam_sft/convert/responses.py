@@ -87,21 +87,32 @@ def read_responses_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[d
     return read_openai_row(row, ColumnMap(), places)
 
 
-def openai_row(raw: Any) -> tuple[dict, list[str]]:
+def openai_row(raw: Any, response: Any = None, *, request_at: str = "", response_at: str = ""
+               ) -> tuple[dict, list[str]]:
     """The Responses row in the OpenAI shape, and the entry each message was read from (``input[3]``,
-    an assistant turn of several items ``output[0..2]``), for rejections to name."""
+    an assistant turn of several items ``output[0..2]``), for rejections to name.
+
+    ``response``: a logged call's response object, apart from its request ``raw`` (chat_log.py's
+    ``request``/``response`` records); ``request_at``/``response_at`` prefix the places named
+    (``request.input[3]``, ``response.output[0]``).
+    """
     if not isinstance(raw, dict):
         raise Rejection("malformed_row", f"a row is a {type(raw).__name__}, not an object")
-    _check_finished(raw.get("status"), "status", raw.get("incomplete_details"))
+    if response is None:
+        response = raw
+    elif not isinstance(response, dict) or not isinstance(response.get("output"), list):
+        raise Rejection("malformed_row", f"{response_at}output is not a list of items (a logged Responses call "
+                        "needs the response's output)")
+    _check_finished(response.get("status"), f"{response_at}status", response.get("incomplete_details"))
     for key in ("previous_response_id", "conversation"):
         if raw.get(key):
-            raise Rejection("malformed_row", f"the row continues a stored conversation ({key} {raw[key]!r}): "
-                            "the earlier turns the model saw are not in the row")
-    items = [*_entries(raw, "instructions", "system"), *_entries(raw, "input", "user"),
-             *_entries(raw, "output", None)]
-    if "input" not in raw or raw["input"] is None:
-        raise Rejection("malformed_row", "no 'input' in the row (a logged response needs the request's input "
-                        "beside its output)")
+            raise Rejection("malformed_row", f"the row continues a stored conversation ({request_at}{key} "
+                            f"{raw[key]!r}): the earlier turns the model saw are not in the row")
+    if raw.get("input") is None:
+        raise Rejection("malformed_row", f"no {request_at}input in the row (a logged response needs the "
+                        "request's input beside its output)")
+    items = [*_entries(raw, "instructions", "system", request_at), *_entries(raw, "input", "user", request_at),
+             *_entries(response, "output", None, response_at)]
     row: dict[str, Any] = {k: raw[k] for k in ("tools", "chat_template_kwargs", "reasoning_effort")
                            if raw.get(k) is not None}
     effort = raw["reasoning"].get("effort") if isinstance(raw.get("reasoning"), dict) else None
@@ -130,16 +141,16 @@ def openai_row(raw: Any) -> tuple[dict, list[str]]:
     return row, places
 
 
-def _entries(raw: dict, key: str, role: str | None) -> list[tuple[Any, str]]:
+def _entries(raw: dict, key: str, role: str | None, at: str) -> list[tuple[Any, str]]:
     """``(item, place)`` of a row key: a string is one message of ``role``, a list its items."""
     value = raw.get(key)
     if value is None:
         return []
     if isinstance(value, str) and role is not None:
-        return [({"role": role, "content": value}, key)]
+        return [({"role": role, "content": value}, f"{at}{key}")]
     if not isinstance(value, list):
-        raise Rejection("malformed_row", f"{key!r} is a {type(value).__name__}, not a list of items")
-    return [(item, f"{key}[{i}]") for i, item in enumerate(value)]
+        raise Rejection("malformed_row", f"{at}{key} is a {type(value).__name__}, not a list of items")
+    return [(item, f"{at}{key}[{i}]") for i, item in enumerate(value)]
 
 
 def _check_finished(status: Any, where: str, details: Any = None) -> None:

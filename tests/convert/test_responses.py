@@ -154,7 +154,7 @@ def _call(call_id="call_a", arguments="{\"city\": \"Paris\"}"):
     (_set("input.0", {"role": "narrator", "content": "x"}), "unknown_role", "input[0]"),
     (_set("output.1", {**ROW["output"][1], "reasoning_content": "r"}), "malformed_row", "output[1]"),
     (_set("tools", [*TOOLS, {"type": "web_search"}]), "bad_tool_definition", "tools[1]"),
-    (_set("input", None), "malformed_row", "'input'"),
+    (_set("input", None), "malformed_row", "no input"),
     (_set("output.1", {**ROW["output"][1], "content": [{"type": "output_text", "text": "x"},
                                                        {"type": "output_audio", "data": "..."}]}),
      "malformed_row", "output[1].content[1]"),
@@ -188,3 +188,39 @@ def test_a_row_without_its_text_is_refused_not_read_as_nothing():
         row = _set("output.0", item)
         out = convert_responses(row, options=ConvertOptions())
         assert out.code == "malformed_row" and "output[0]" in out.message, out
+
+
+def _logged(response: dict) -> dict:
+    """ROW as a proxy logs a responses.create call: the request's body beside the response object."""
+    request = {k: v for k, v in ROW.items() if k not in ("output", "status")}
+    return {"request": request, "response": response}
+
+
+RESPONSE = {"id": "resp_1", "object": "response", "status": "completed", "output": ROW["output"],
+            "usage": {"input_tokens": 90, "output_tokens": 20}}
+
+
+def test_a_logged_responses_call_reads_as_the_row(tmp_path):
+    results, conversion = run_source(write_jsonl(tmp_path / "log.jsonl", [
+        _logged(RESPONSE),
+        _logged({**RESPONSE, "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"}}),
+        _logged({**RESPONSE, "output": [{"type": "web_search_call", "id": "ws_1"}]}),
+        _logged({"id": "resp_1", "object": "response"})]))
+    assert codes(results) == ["kept", "response_cut_off", "non_text_content", "malformed_row"]
+    assert {k: v for k, v in results[0].items() if k != "meta"} == convert_responses(ROW, options=ConvertOptions())
+    assert "response.status is 'incomplete' (max_output_tokens)" in results[1].message
+    assert "response.output[0]" in results[2].message and "response.output" in results[3].message
+    assert dict(conversion.summary.formats) == {"chat_log": 4}
+
+
+def test_a_batch_api_pair_of_responses_calls(tmp_path):
+    from beam_sft.data.batch_api import BatchPair
+
+    body = {k: v for k, v in ROW.items() if k not in ("output", "status")}
+    pair = BatchPair(str(write_jsonl(tmp_path / "in.jsonl", [{"custom_id": "r1", "method": "POST",
+                                                              "url": "/v1/responses", "body": body}])),
+                     str(write_jsonl(tmp_path / "out.jsonl", [{"id": "b1", "custom_id": "r1", "error": None,
+                                                               "response": {"status_code": 200, "body": RESPONSE}}])))
+    results, _ = run_source(pair)
+    assert codes(results) == ["kept"]
+    assert results[0]["messages"][-1]["content"] == "Paris: 18 C. Rome: 22 C."

@@ -216,7 +216,7 @@ def _add_to_turn(turn: dict | None, item: dict, where: str) -> dict:
         if found is not None:
             raise Rejection("malformed_row", f"{where} has {found!r}, a Chat Completions field: a Responses row "
                             "writes calls as function_call items and reasoning as reasoning items")
-        text = _text(item.get("content"), where, assistant=True)
+        text = _text(item.get("content"), f"{where}.content", assistant=True)
         if any(p["type"] == "text" for p in parts):
             parts.append({"type": "text", "text": "\n\n"})
         parts.append({"type": "text", "text": text})
@@ -239,19 +239,19 @@ def _message(item: dict, where: str) -> dict:
     output = item.get("output")
     if output is None:
         raise Rejection("missing_content", f"{where} (function_call_output) has no output")
-    return {"role": "tool", "tool_call_id": call_id, "content": _text(output, f"{where}.output", assistant=False,
-                                                                      indexed=where + ".output")}
+    return {"role": "tool", "tool_call_id": call_id, "content": _text(output, f"{where}.output", assistant=False)}
 
 
-def _text(content: Any, where: str, *, assistant: bool, indexed: str | None = None) -> str:
-    """The text of a content string or list of parts; each part named ``{indexed}[j]`` (``where.content[j]``)."""
+def _text(content: Any, field: str, *, assistant: bool) -> str:
+    """The text of a content string or list of parts, the field named ``field`` (``input[2].content``)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        raise Rejection("malformed_row", f"{where} has no content (a string or a list of parts)")
+        raise Rejection("malformed_row", f"{field} is {'missing' if content is None else type(content).__name__}, "
+                        "not a string or a list of parts")
     texts = []
     for j, part in enumerate(content):
-        at = f"{indexed or where + '.content'}[{j}]"
+        at = f"{field}[{j}]"
         kind = part.get("type") if isinstance(part, dict) else None
         if isinstance(part, str):
             texts.append(part)

@@ -61,7 +61,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
      "prefixes of one another"),
     ("unknown_role", "convert", "a role the converters do not know (one alias table for every reader)"),
     ("non_text_content", "convert", "an images/videos/audios column, a media part or placeholder, or an item "
-     "the template cannot render (a hosted tool's call, code execution, Bedrock's redacted reasoning): Beam is text only"),
+     "the template cannot render (a hosted tool's call, code execution, encrypted reasoning beside readable reasoning): Beam is text only"),
     ("conflicting_reasoning", "convert", "two reasoning carriers on one turn disagree"),
     ("conflicting_template_kwargs", "convert", "a row's reasoning_effort and its chat_template_kwargs.reasoning_effort "
      "disagree"),

@@ -5,7 +5,9 @@ message's ``content`` as a list of blocks, each an object with one key:
 
 - ``{"text"}``: text (the OpenAI reader already reads these as text parts);
 - ``{"reasoningContent": {"reasoningText": {"text", "signature"?}}}``: the assistant's reasoning;
-  ``redactedContent`` (encrypted reasoning) is ``non_text_content``: no text to train on;
+  ``redactedContent`` (encrypted reasoning) alone is no reasoning (the missing-reasoning policy applies,
+  as for the Responses API's ``encrypted_content``); beside readable reasoning it is ``non_text_content``
+  (only part of the reasoning could be read);
 - ``{"toolUse": {"toolUseId", "name", "input"}}``: a call (assistant turns only);
 - ``{"toolResult": {"toolUseId", "content": [{"text"} | {"json"}], "status"?}}``: a tool result,
   sent in a user message. A user message holding only results becomes one tool message per result;
@@ -118,6 +120,15 @@ def _message(msg: Any, where: str) -> list[tuple[dict, str]]:
     if not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
         return [(msg, where)]  # not blocks: the OpenAI reader reads (or rejects) it as it is
     skipped = {j for j, b in enumerate(msg["content"]) if isinstance(b, dict) and any(k in b for k in _SKIPPED)}
+    redacted = {j for j, b in enumerate(msg["content"]) if _redacted(b)}
+    if redacted:
+        readable = [j for j, b in enumerate(msg["content"]) if isinstance(b, dict) and "reasoningContent" in b
+                    and j not in redacted]
+        if readable:  # the text kept would be part of the reasoning, read as the whole of it
+            raise Rejection("non_text_content", f"{where}.content[{min(redacted)}] is redacted (encrypted) reasoning "
+                                                f"beside readable reasoning ({where}.content[{readable[0]}]): "
+                                                f"only part of the turn's reasoning can be read")
+        skipped |= redacted  # encrypted only: the turn has no reasoning to read (the missing-reasoning policy)
     blocks = [(j, b) for j, b in enumerate(msg["content"]) if j not in skipped]
     results = [b for _, b in blocks if isinstance(b, dict) and "toolResult" in b]
     if results:
@@ -144,8 +155,6 @@ def _part(block: Any, where: str) -> Any:
     if "reasoningContent" in block:
         content = block["reasoningContent"]
         text = content.get("reasoningText") if isinstance(content, dict) else None
-        if isinstance(content, dict) and "redactedContent" in content:
-            raise Rejection("non_text_content", f"{where} is redacted (encrypted) reasoning: no text to train on")
         if not isinstance(text, dict) or not isinstance(text.get("text"), str):
             raise Rejection("malformed_row", f"{where}.reasoningContent has no reasoningText.text")
         return {"type": "reasoning", "value": text["text"]}
@@ -153,6 +162,11 @@ def _part(block: Any, where: str) -> Any:
         return {"type": "text", "text": block["text"]}
     kind = next(iter(block), "empty")
     raise Rejection("non_text_content", f"{where} is a {quoted(kind)} block: Beam reads text only")
+
+
+def _redacted(block: Any) -> bool:
+    content = block.get("reasoningContent") if isinstance(block, dict) else None
+    return isinstance(content, dict) and "redactedContent" in content
 
 
 def _result(result: Any, where: str) -> dict:

@@ -77,6 +77,9 @@ def _with(i: int, message: dict) -> dict:
     (_with(0, {"role": "user", "content": [{"image": {"format": "png", "source": {"bytes": "AAAA"}}}]}),
      "non_text_content"),
     (_with(3, {"role": "assistant", "content": [{"reasoningContent": {"redactedContent": "ZW5j"}},
+                                                {"text": "x"}]}), "kept"),  # no reasoning: the fill writes it
+    (_with(3, {"role": "assistant", "content": [{"reasoningContent": {"reasoningText": {"text": "r"}}},
+                                                {"reasoningContent": {"redactedContent": "ZW5j"}},
                                                 {"text": "x"}]}), "non_text_content"),
     (_with(2, {"role": "user", "content": [{"toolResult": {"toolUseId": "tooluse_kZJMlvQmRJ6eAyJE5GIl7Q",
                                                            "content": [{"document": {"name": "d"}}]}}]}),
@@ -110,3 +113,22 @@ def test_a_result_of_status_error_is_counted_not_dropped_unsaid():
     assert out["messages"][3]["content"] == '{"song": "Elemental Hotel", "artist": "8 Storey Hike"}'
     row["messages"][2]["content"][0]["toolResult"]["status"] = "success"
     assert "notes" not in (convert_bedrock(row, options=ConvertOptions()).get("meta") or {})
+
+
+def test_encrypted_only_reasoning_is_no_reasoning_as_in_the_responses_reader():
+    """One rule for encrypted reasoning (Bedrock's redactedContent, the Responses API's encrypted_content):
+    alone it is no reasoning, so the missing-reasoning policy (a teacher, unmask, drop) decides; it was
+    rejected non_text_content here, a row no teacher could save."""
+    from beam_sft.convert import convert_row
+
+    row = _with(3, {"role": "assistant", "content": [{"reasoningContent": {"redactedContent": "ZW5j"}},
+                                                     {"text": "It is Elemental Hotel."}]})
+    unmasked = convert_row(row, format="bedrock", options=ConvertOptions(missing_reasoning="unmask"))
+    assert not hasattr(unmasked, "code"), unmasked
+    assert unmasked["messages"][-1]["content"] == "It is Elemental Hotel."
+    assert "reasoning_content" not in unmasked["messages"][-1]
+    responses = {"input": [{"role": "user", "content": "Top song?"}], "output": [
+        {"type": "reasoning", "summary": [], "encrypted_content": "ZW5j"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "X."}]}]}
+    assert convert_row(responses, format="responses", options=ConvertOptions()).code == \
+        convert_row(row, format="bedrock", options=ConvertOptions()).code == "missing_reasoning"

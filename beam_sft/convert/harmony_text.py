@@ -211,8 +211,6 @@ def _assistant(turn: list[HarmonyMessage], tools: list[dict], where: str) -> dic
         parsed = parse_assistant_turn(text, tools or None, check_response_template=False)
     except Rejection as exc:  # its own code kept (harmony_malformed_turn, ..._arguments): the table counts them
         raise Rejection(exc.code, f"{where}: {exc.message}") from None
-    for call in parsed.get("tool_calls", []):
-        _check_numbers(call["function"], tools, f"{where} call to {call['function'].get('name')}")
     return {
         "role": "assistant",
         "content": parsed.get("content"),
@@ -220,30 +218,6 @@ def _assistant(turn: list[HarmonyMessage], tools: list[dict], where: str) -> dic
         "tool_calls": [{"type": "function", "function": c["function"]} for c in parsed.get("tool_calls", [])],
         "weight": None,
     }
-
-
-def _check_numbers(function: dict, tools: list[dict], where: str) -> None:
-    """The number rule on XML argument text: a parameter the schema types as a number whose text
-    reads as NaN, Infinity or an overflowing float (``1e400``) is ``non_standard_number``, as the
-    same value in JSON is (the cast leaves such text a string, which would train as the number)."""
-    import math
-
-    schema = next((t["function"].get("parameters") or {} for t in tools or ()
-                   if isinstance(t, dict) and isinstance(t.get("function"), dict)
-                   and t["function"].get("name") == function.get("name")), {})
-    properties = schema.get("properties") if isinstance(schema, dict) else None
-    for key, value in (function.get("arguments") or {}).items():
-        spec = properties.get(key) if isinstance(properties, dict) else None
-        kind = spec.get("type") if isinstance(spec, dict) else None
-        kinds = kind if isinstance(kind, list) else [kind]
-        if not isinstance(value, str) or not any(k in ("number", "integer") for k in kinds):
-            continue
-        try:
-            number = float(value.strip())
-        except ValueError:
-            continue
-        if not math.isfinite(number):
-            raise Rejection("non_standard_number", f"{where}: argument {quoted(key)} is {quoted(value, 40)}, which JSON cannot hold")
 
 
 def _gpt_oss_turn(turn: list[HarmonyMessage], where: str) -> dict:

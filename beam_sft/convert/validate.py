@@ -27,7 +27,9 @@ Rules, in the order they are checked (so a row breaking several gets a stable co
    turn (``reasoning_markup_in_text``), and no tool-call markup (``<tool_call>``,
    ``<function=``, ...) in its answer or reasoning (``tool_call_markup_in_text``): whatever a
    reader could not place never becomes trained text;
-8. calls name declared tools (``undeclared_tool``, when ``require_declared_tools``);
+8. calls name declared tools (``undeclared_tool``, when ``require_declared_tools``), and an argument
+   given as text that the tool's schema types as a number is a number JSON can hold
+   (``non_standard_number``: ``NaN``, ``1e400`` as text);
 9. reasoning on every trained assistant turn (``missing_reasoning``);
 10. at least one trained assistant turn (``no_trained_turn``).
 
@@ -51,10 +53,11 @@ from typing import Any
 from beam_sft.convert.options import ConvertOptions
 from beam_sft.convert.reasoning import find_reasoning_markup
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
+from beam_sft.data.jsontext import number_problem
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
 from beam_sft.harmony.spans import is_trained
 from beam_sft.harmony.template import RESERVED_TEMPLATE_KWARGS
-from beam_sft.visible import SHOWN_CHARS, cut, quoted
+from beam_sft.visible import KEY_CHARS, SHOWN_CHARS, cut, quoted
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 _TOOL_NAME_RE = re.compile(r"[^\s<]+")
@@ -133,6 +136,7 @@ def validate(row: BeamRow, *, options: ConvertOptions, places: list[str] | None 
         _control_text,
         _trained_markup,
         _declared,
+        _typed_numbers,
         _reasoning,
         _trained,
     ):
@@ -441,6 +445,34 @@ def _declared(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, s
                     "undeclared_tool",
                     f"{at(i)} calls {quoted(call['function']['name'])}, which the row does not declare",
                 )
+    return None
+
+
+def _typed_numbers(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[str, str] | None:
+    """An argument given as text (Harmony or Qwen3-coder XML text, a JSON string) that the called
+    tool's schema types as a number: its text is what Beam writes and the model learns to write
+    there, so text no JSON number can hold (NaN, Infinity, 1e400, 1e-400) is ``non_standard_number``,
+    as the same value written as a number is, however the row arrived."""
+    schemas = {t["function"]["name"]: t["function"].get("parameters") for t in row.get("tools", [])}
+    for i, msg in enumerate(row["messages"]):
+        for j, call in enumerate(msg.get("tool_calls") or []):
+            schema = schemas.get(call["function"]["name"])
+            properties = schema.get("properties") if isinstance(schema, dict) else None
+            arguments = call["function"].get("arguments")
+            if not isinstance(properties, dict) or not isinstance(arguments, dict):
+                continue
+            for key, value in arguments.items():
+                spec = properties.get(key)
+                kind = spec.get("type") if isinstance(spec, dict) else None
+                if not isinstance(value, str) or not {"number", "integer"} & set(
+                        kind if isinstance(kind, list) else [kind]):
+                    continue
+                problem = number_problem(value)
+                if problem is not None:
+                    return ("non_standard_number",
+                            f"{at(i, f'tool_calls[{j}].function.arguments')}.{cut(str(key), KEY_CHARS)}, typed a "
+                            f"number by {quoted(call['function']['name'])}'s schema, is the text {quoted(value, 40)}: "
+                            f"{problem}")
     return None
 
 

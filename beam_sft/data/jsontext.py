@@ -55,6 +55,29 @@ def _float(text: str) -> float:
     return value
 
 
+def number_problem(text: str) -> str | None:
+    """Why the number written ``text`` is not one JSON can hold (the rule ``loads`` applies to a
+    number in a record), or None: also for text that is no number at all.
+
+    >>> number_problem("1e400"), number_problem("2.5"), number_problem("abc")
+    ('the number 1e400 is too large for JSON (it would be Infinity)', None, None)
+    >>> number_problem(" NaN ")
+    'the number NaN is not finite'
+    """
+    text = text.strip()
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value) and text.lstrip("+-").lower() in ("nan", "inf", "infinity"):
+        return f"the number {text[:40]} is not finite"
+    try:
+        _float(text)
+    except NonStandardNumber as exc:
+        return str(exc)
+    return None
+
+
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):

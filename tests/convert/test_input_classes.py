@@ -104,6 +104,27 @@ def test_harmony_text_arguments_cast_to_a_number_meet_the_rule(render_beam):
                        options=ConvertOptions()).code == "non_standard_number"
 
 
+@pytest.mark.parametrize("text", ["1e400", "NaN", "-Infinity", " inf ", "1e-400"])
+def test_argument_text_typed_a_number_meets_the_rule_in_every_reader(text):
+    """The number rule on argument TEXT the schema types as a number held only in the Harmony text
+    reader: the same text in a Hermes/Qwen3-coder XML call, or a JSON string, was kept, and trains
+    the model to write a number JSON cannot hold."""
+    xml = f"<tool_call>\n<function=f>\n<parameter=x>\n{text}\n</parameter>\n</function>\n</tool_call>"
+    hermes = {"messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": f"<think>r</think>{xml}"},
+        {"role": "user", "content": "<tool_response>ok</tool_response>"},
+        {"role": "assistant", "content": "<think>r</think>done"}], "tools": [TOOL]}
+    assert _code(hermes, "hermes") == "non_standard_number", text
+    assert _code(json.loads(json.dumps(hermes).replace(text.strip(), "2.5"))) == "kept"
+    result = convert_row(_call_row({"x": text}), format="openai", options=ConvertOptions())
+    assert result.code == "non_standard_number"
+    assert result.message.startswith("messages[1].tool_calls[0].function.arguments.x, typed a number by 'f'")
+    as_text = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"x": {"type": "string"}}}}}
+    assert _code({**_call_row({"x": text}), "tools": [as_text]}, "openai") == "kept"  # a string may say NaN
+
+
 def test_a_record_with_a_non_standard_number_is_rejected_per_line(tmp_path):
     path = tmp_path / "n.jsonl"
     good = json.dumps(_call_row({"x": 1}))

@@ -26,6 +26,7 @@ MODULES = [
     "beam_sft.convert.tools",
     "beam_sft.convert.validate",
     "beam_sft.data.file_kinds",
+    "beam_sft.data.jsontext",
     "beam_sft.data.rejects",
     "beam_sft.data.sources",
     "beam_sft.errors",

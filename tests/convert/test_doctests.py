@@ -9,8 +9,11 @@ import pytest
 
 MODULES = [
     "beam_sft.convert.assemble",
+    "beam_sft.convert.bedrock",
+    "beam_sft.convert.chat_log",
     "beam_sft.convert.detect",
     "beam_sft.convert.formats",
+    "beam_sft.convert.gemini",
     "beam_sft.convert.harmony_text",
     "beam_sft.convert.harmony_tools",
     "beam_sft.convert.hermes",

@@ -255,7 +255,9 @@ def export_checkpoint(checkpoint: str | Path, out: str | Path, *, config: str | 
             del tensors
             gc.collect()
         if len(shards) > 1:
-            index = {"metadata": {"total_size": total}, "weight_map": weight_map}
+            # (total_parameters as save_pretrained writes it: the model's own count, tied weights once)
+            index = {"metadata": {"total_parameters": model.num_parameters(), "total_size": total},
+                     "weight_map": weight_map}
             (staging / "model.safetensors.index.json").write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
         model_config.dtype = dtype
         model_config.save_pretrained(str(staging))

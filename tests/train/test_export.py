@@ -132,6 +132,7 @@ def test_export_writes_what_save_pretrained_writes(arch, fixture_dir, tmp_path):
             assert sorted(handle.keys()) == sorted(n for n, f in index["weight_map"].items() if f == file)
             written += sum(handle.get_tensor(n).numel() * handle.get_tensor(n).element_size() for n in handle.keys())
     assert index["metadata"]["total_size"] == written
+    assert index["metadata"]["total_parameters"] == model.num_parameters()  # as save_pretrained's index says
     sizes = {}
     for name, file in index["weight_map"].items():
         sizes.setdefault(file, []).append(exported[name].numel() * exported[name].element_size())

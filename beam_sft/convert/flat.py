@@ -18,6 +18,7 @@ column) goes through the ``missing_reasoning`` policy like any other row's.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from beam_sft.convert.assemble import convert_with
@@ -25,15 +26,66 @@ from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.rows import BeamRow, Rejection
 
+# Flat shapes common enough to read unmapped, as (prompt, input, answer) columns: a row without
+# both of Alpaca's own columns (and with the column map left at Alpaca's) holding exactly one of these pairs
+# is read by it, and the summary's notes say which (``columns:question+answer``).
+KNOWN_COLUMNS = (
+    ("prompt", None, "completion"),  # TRL's standard prompt-completion; OpenAI's legacy fine-tuning files
+    ("prompt", None, "response"),
+    ("question", None, "answer"),  # GSM8K and most QA sets
+    ("query", None, "response"),  # MetaMathQA
+    ("problem", None, "solution"),  # MATH, NuminaMath
+    ("instruction", "context", "response"),  # databricks-dolly-15k
+)
+# A known pair's reasoning column, by the names reasoning sets use for it.
+REASONING_COLUMNS = ("reasoning", "reasoning_content", "thinking")
+_NO_COLUMN = ""  # (a column name no row has: an unmapped pair has no input column)
+
 
 def convert_alpaca(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
     """One flat row -> a BeamRow (without ``meta``) or a Rejection; never raises."""
-    return convert_with(read_flat_row, raw, options=options)
+    row = convert_with(read_flat_row, raw, options=options)
+    note = None if isinstance(row, Rejection) else flat_columns(raw, options.columns)[1]
+    if note is not None:  # said in the summary's notes: which columns the row was read from
+        meta = row.setdefault("meta", {})
+        meta["notes"] = {**meta.get("notes", {}), note: 1}
+    return row
 
 
 def is_flat(raw: Any, columns: ColumnMap) -> bool:
-    """The shape detect.py votes ``alpaca`` for: the prompt and answer columns both present."""
-    return isinstance(raw, dict) and columns.prompt in raw and columns.answer in raw
+    """The shape detect.py votes ``alpaca`` for: the prompt and answer columns both present (the
+    mapped ones, or one well-known pair, ``flat_columns``)."""
+    if not isinstance(raw, dict):
+        return False
+    try:
+        columns = flat_columns(raw, columns)[0]
+    except Rejection:  # a known pair with two reasoning columns: flat, and its reader says why not
+        return True
+    return columns.prompt in raw and columns.answer in raw
+
+
+def flat_columns(raw: Any, columns: ColumnMap) -> tuple[ColumnMap, str | None]:
+    """The column map a flat row is read with, and the note naming a well-known pair read unmapped.
+
+    >>> mapped, note = flat_columns({"question": "2+2?", "answer": "4", "thinking": "Add."}, ColumnMap())
+    >>> mapped.prompt, mapped.answer, mapped.reasoning, note
+    ('question', 'answer', 'thinking', 'columns:question+answer')
+    """
+    default = ColumnMap()
+    if (not isinstance(raw, dict) or (columns.prompt, columns.answer) != (default.prompt, default.answer)
+            or (columns.prompt in raw and columns.answer in raw)):
+        return columns, None
+    found = [c for c in KNOWN_COLUMNS if isinstance(raw.get(c[0]), str) and isinstance(raw.get(c[2]), str)]
+    if len(found) != 1:  # none, or two pairs (which is the conversation cannot be told): as mapped
+        return columns, None
+    prompt, extra, answer = found[0]
+    reasoning = [name for name in REASONING_COLUMNS if raw.get(name) is not None]
+    if len(reasoning) > 1:
+        raise Rejection("conflicting_reasoning", f"the row holds reasoning in {reasoning[0]!r} and {reasoning[1]!r}: "
+                                                 f"map one with columns: {{reasoning: COLUMN}}")
+    mapped = replace(columns, prompt=prompt, input=extra or _NO_COLUMN, answer=answer,
+                     reasoning=reasoning[0] if reasoning else columns.reasoning)
+    return mapped, f"columns:{prompt}+{answer}"
 
 
 def _text(raw: dict, key: str, *, optional: bool = False) -> str | None:
@@ -89,6 +141,7 @@ def flat_messages(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[str]]:
 
 def read_flat_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
     """``(draft messages, tools, template kwargs)``, by the OpenAI reader over ``flat_messages``."""
+    columns = flat_columns(raw, columns)[0]
     messages, places = flat_messages(raw, columns)
     flat = {columns.prompt, columns.input, columns.answer, columns.reasoning, columns.history, columns.system}
     row = {k: v for k, v in raw.items() if k not in flat}

@@ -12,6 +12,7 @@ MODULES = [
     "beam_sft.convert.bedrock",
     "beam_sft.convert.chat_log",
     "beam_sft.convert.detect",
+    "beam_sft.convert.flat",
     "beam_sft.convert.formats",
     "beam_sft.convert.gemini",
     "beam_sft.convert.harmony_text",

@@ -350,6 +350,43 @@ def test_alpaca_rows(tmp_path):
     assert row["messages"][2].get("weight") == 0 and row["messages"][4]["reasoning_content"] == "Sum."
 
 
+@pytest.mark.parametrize(("row", "user", "note"), [
+    ({"prompt": "2+2?", "completion": " 4", "reasoning": "Add."}, "2+2?", "columns:prompt+completion"),  # TRL standard
+    ({"question": "2+2?", "answer": "4", "thinking": "Add."}, "2+2?", "columns:question+answer"),
+    ({"query": "2+2?", "response": "<think>Add.</think>4"}, "2+2?", "columns:query+response"),
+    ({"problem": "2+2?", "solution": "4", "reasoning_content": "Add.", "level": 1}, "2+2?", "columns:problem+solution"),
+    ({"instruction": "Add.", "context": "2 and 2", "response": "4", "category": "qa", "reasoning": "Add."},
+     "Add.\n\n2 and 2", "columns:instruction+response"),  # databricks-dolly-15k's columns
+])
+def test_well_known_flat_columns_read_unmapped_and_noted(tmp_path, row, user, note):
+    """They were malformed_row ("no 'messages' list", or Alpaca's "column 'instruction' is missing")
+    unless --columns mapped them; each is read by its pair, and the summary's notes say which."""
+    path = tmp_path / "flat.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    conversion = SourceConversion(path)
+    (result,) = list(conversion)
+    assert conversion.format == "alpaca", result
+    assert result["messages"][0] == {"role": "user", "content": user}
+    assert result["messages"][1]["reasoning_content"] == "Add." and result["messages"][1]["content"].strip() == "4"
+    assert result["meta"]["notes"] == {note: 1}
+
+
+@pytest.mark.parametrize(("row", "code"), [
+    ({"question": "q", "answer": "a", "reasoning": "r", "thinking": "t"}, "conflicting_reasoning"),
+    ({"question": "q", "answer": "a", "prompt": "p", "completion": "c", "reasoning": "r"}, "malformed_row"),
+    ({"question": "q", "answer": 4, "reasoning": "r"}, "malformed_row"),  # not text: no pair
+])
+def test_a_flat_row_whose_columns_cannot_be_told_is_not_guessed(row, code):
+    """Two reasoning columns, or two known pairs: which is meant cannot be told, so none is picked."""
+    assert _code(row) == code
+
+
+def test_mapped_columns_are_never_overridden_by_a_known_pair():
+    row = {"question": "q", "answer": "a", "Q": "mine", "A": "yours", "reasoning": "r"}
+    result = convert_row(row, format="auto", options=options_from_dict({"columns": {"prompt": "Q", "answer": "A"}}))
+    assert result["messages"][0]["content"] == "mine" and "notes" not in result["meta"]
+
+
 def test_cot_columns(tmp_path):
     # The column layout of FreedomIntelligence/medical-o1-reasoning-SFT (Question, Complex_CoT, Response).
     path = tmp_path / "cot.jsonl"

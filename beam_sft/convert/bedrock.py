@@ -18,7 +18,8 @@ message's ``content`` as a list of blocks, each an object with one key:
 Row keys: ``system`` (a list of text blocks, prepended as one system message), ``toolConfig.tools``
 of ``toolSpec`` (``name``, ``description``, ``inputSchema.json``). The row is rewritten into the
 OpenAI shape (blocks in their order, as content parts) and read by the OpenAI reader, so every
-rule there (text after a call, reasoning order, ids) applies alike.
+rule there (text after a call, reasoning order, ids) applies alike; the rules shared with the
+Anthropic reader (encrypted reasoning, result messages) are blocks.py's.
 
 >>> row = convert_bedrock({"messages": [
 ...     {"role": "user", "content": [{"text": "Top song on WZPZ?"}]},
@@ -37,9 +38,17 @@ import json
 from typing import Any
 
 from beam_sft.convert.assemble import convert_with
+from beam_sft.convert.blocks import (
+    ENCRYPTED,
+    REASONING,
+    RESULT,
+    SKIP,
+    BlockShape,
+    block_message,
+    tool_message,
+)
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import NO_PART
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.visible import quoted
 
@@ -67,7 +76,9 @@ def is_bedrock(raw: Any, columns: ColumnMap) -> bool:
 
 
 def _is_blocks(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(b, dict) and "text" in b for b in value)
+    # Converse blocks are untyped ({"text"}); Anthropic's system blocks ({"type": "text", "text"}) are not these
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(b, dict) and "text" in b and "type" not in b for b in value)
 
 
 def read_bedrock_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
@@ -95,7 +106,7 @@ def openai_row(raw: Any, columns: ColumnMap) -> tuple[dict, list[str]]:
         places.append("system")
     for i, msg in enumerate(messages):
         where = f"{columns.messages}[{i}]"
-        for message, place in _message(msg, where):
+        for message, place in block_message(msg, where, _SHAPE):  # blocks.py: the rules block readers share
             out.append(message)
             places.append(place)
     row: dict[str, Any] = {k: v for k, v in raw.items()
@@ -114,31 +125,17 @@ def _text(block: dict, where: str) -> str:
     return text
 
 
-def _message(msg: Any, where: str) -> list[tuple[dict, str]]:
-    """The OpenAI messages of one Converse message, each with the entry it was read from (a block is
-    named by its index in the message's own ``content``, skipped markers counted)."""
-    if not isinstance(msg, dict) or not isinstance(msg.get("content"), list):
-        return [(msg, where)]  # not blocks: the OpenAI reader reads (or rejects) it as it is
-    skipped = {j for j, b in enumerate(msg["content"]) if isinstance(b, dict) and any(k in b for k in _SKIPPED)}
-    redacted = {j for j, b in enumerate(msg["content"]) if _redacted(b)}
-    if redacted:
-        readable = [j for j, b in enumerate(msg["content"]) if isinstance(b, dict) and "reasoningContent" in b
-                    and j not in redacted]
-        if readable:  # the text kept would be part of the reasoning, read as the whole of it
-            raise Rejection("non_text_content", f"{where}.content[{min(redacted)}] is redacted (encrypted) reasoning "
-                                                f"beside readable reasoning ({where}.content[{readable[0]}]): "
-                                                f"only part of the turn's reasoning can be read")
-        skipped |= redacted  # encrypted only: the turn has no reasoning to read (the missing-reasoning policy)
-    blocks = [(j, b) for j, b in enumerate(msg["content"]) if j not in skipped]
-    results = [b for _, b in blocks if isinstance(b, dict) and "toolResult" in b]
-    if results:
-        if len(results) != len(blocks):
-            raise Rejection("tool_response_mixed", f"{where} mixes toolResult blocks with other content")
-        return [(_result(b["toolResult"], f"{where}.content[{j}].toolResult"), f"{where}.content[{j}]")
-                for j, b in blocks]
-    # a skipped block leaves NO_PART, so the OpenAI reader names each part by its index here
-    parts = [NO_PART if j in skipped else _part(b, f"{where}.content[{j}]") for j, b in enumerate(msg["content"])]
-    return [({**{k: v for k, v in msg.items() if k != "content"}, "content": parts}, where)]
+def _kind(block: Any) -> str | None:
+    if not isinstance(block, dict):
+        return None
+    if any(k in block for k in _SKIPPED):
+        return SKIP
+    if "toolResult" in block:
+        return RESULT
+    if "reasoningContent" in block:
+        content = block["reasoningContent"]
+        return ENCRYPTED if isinstance(content, dict) and "redactedContent" in content else REASONING
+    return None
 
 
 def _part(block: Any, where: str) -> Any:
@@ -164,12 +161,9 @@ def _part(block: Any, where: str) -> Any:
     raise Rejection("non_text_content", f"{where} is a {quoted(kind)} block: Beam reads text only")
 
 
-def _redacted(block: Any) -> bool:
-    content = block.get("reasoningContent") if isinstance(block, dict) else None
-    return isinstance(content, dict) and "redactedContent" in content
-
-
-def _result(result: Any, where: str) -> dict:
+def _result(item: dict, where: str) -> dict:
+    result = item["toolResult"]
+    where = f"{where}.toolResult"
     if not isinstance(result, dict):
         raise Rejection("malformed_row", f"{where} is not an object")
     content = result.get("content")
@@ -184,12 +178,10 @@ def _result(result: Any, where: str) -> dict:
         else:
             kind = next(iter(block), "empty") if isinstance(block, dict) else type(block).__name__
             raise Rejection("non_text_content", f"{where}.content[{j}] is a {quoted(kind)} block: Beam reads text only")
-    msg: dict[str, Any] = {"role": "tool", "content": "\n".join(texts)}
-    if result.get("toolUseId") is not None:
-        msg["tool_call_id"] = result["toolUseId"]
-    if result.get("status") is not None:
-        msg["status"] = result["status"]  # "error" is counted (status_dropped): read_tool_result
-    return msg
+    return tool_message(texts, result.get("toolUseId"), result.get("status"))
+
+
+_SHAPE = BlockShape(kind=_kind, part=_part, result=_result, result_name="toolResult")
 
 
 def _tools(config: Any) -> list[dict]:

@@ -13,6 +13,10 @@ Read shapes of ``response``:
 - Earlier turns in the request as the AI SDK writes them (assistant ``tool-call`` parts, ``tool``
   messages of ``tool-result`` parts) read as OpenAI's (``sdk_message``).
 - A Batch API output's ``response.body`` (the batch join, data/batch_api.py, hands the body here).
+- A logged Anthropic Messages call (a response of ``content`` blocks and a ``stop_reason``; the
+  request's ``system``, blocks and ``input_schema`` tools): read by anthropic.py, the response's
+  content the last assistant turn (``response.content[1]``); ``stop_reason`` ``max_tokens`` (or
+  ``pause_turn``, ``refusal``) is ``response_cut_off``.
 - A logged Responses API call (a request ``input`` beside the response's ``output`` items, a Batch
   API pair on ``/v1/responses`` too): read by responses.py, its places named ``request.input[3]``,
   ``response.output[0]``.
@@ -36,6 +40,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from beam_sft.convert.anthropic import openai_row as anthropic_row
 from beam_sft.convert.assemble import convert_with
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
@@ -78,6 +83,10 @@ def openai_row(raw: Any) -> tuple[dict, list[str]]:
         body = isinstance(response, dict) and isinstance(response.get("body"), dict)  # a Batch API output's
         return responses_row(request, response["body"] if body else response, request_at="request.",
                              response_at="response.body." if body else "response.")
+    if is_messages_response(raw["response"]):  # a logged Anthropic Messages call: anthropic.py reads it
+        _check_finish(raw["response"].get("stop_reason"), "response.stop_reason")
+        return anthropic_row(request, ColumnMap(), answer=raw["response"]["content"], at="request.",
+                             answer_at="response")
     messages = request.get("messages")
     if not isinstance(messages, list):
         raise Rejection("malformed_row", "request has no 'messages' list")
@@ -86,6 +95,16 @@ def openai_row(raw: Any) -> tuple[dict, list[str]]:
     answer, place = response_message(raw["response"])
     row["messages"] = [*(m for m, _ in history), answer]
     return row, [*(p for _, p in history), place]
+
+
+def is_messages_response(response: Any) -> bool:
+    """An Anthropic Messages API response: its ``content`` blocks beside a ``stop_reason`` (or ``type: message``).
+
+    >>> is_messages_response({"type": "message", "role": "assistant", "content": [], "stop_reason": "end_turn"})
+    True
+    """
+    return isinstance(response, dict) and isinstance(response.get("content"), list) and (
+        response.get("type") == "message" or "stop_reason" in response)
 
 
 def sdk_message(msg: Any, where: str) -> list[tuple[Any, str]]:

@@ -19,7 +19,9 @@ known shape is read as OpenAI, and each of its rows is rejected for its own reas
 Rows of the other readers are told by their own keys: ``request`` beside ``response``
 (``chat_log``), ``contents`` of role/parts (``gemini``), a ``chat`` string of ``USER:``/``ASSISTANT:``
 turns (``glaive``), ``messages`` with Converse content blocks or a ``toolConfig`` (``bedrock``), an
-``output`` list of Responses API items or an ``input`` list holding one (``responses``). A row
+``output`` list of Responses API items or an ``input`` list holding one (``responses``),
+``messages`` with Anthropic's typed blocks (``tool_use``, ``thinking``, ...), ``system`` text blocks
+or ``input_schema`` tools (``anthropic``). A row
 with none of the known keys but exactly one list of role-bearing messages under another key (a
 trajectory's ``traj``, ``dialog``, ``turns``) is OpenAI's (the reader names the key in ``meta.notes``).
 

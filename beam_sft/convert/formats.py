@@ -56,6 +56,9 @@ FORMAT_TABLE: tuple[Format, ...] = (
     # detect_rank keeps the order classify has always asked them: chat_log, gemini, glaive, bedrock.
     Format("chat_log", _C + "chat_log:convert_chat_log", _C + "chat_log:is_chat_log", detect_rank=0),
     Format("responses", _C + "responses:convert_responses", _C + "responses:is_responses", detect_rank=4),
+    # after bedrock: Converse blocks have no "type", so neither detector claims the other's rows
+    Format("anthropic", _C + "anthropic:convert_anthropic", _C + "anthropic:is_anthropic", detector_takes_columns=True,
+           detect_rank=5),
 )
 
 FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in FORMAT_TABLE)

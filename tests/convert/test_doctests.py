@@ -8,8 +8,10 @@ import importlib
 import pytest
 
 MODULES = [
+    "beam_sft.convert.anthropic",
     "beam_sft.convert.assemble",
     "beam_sft.convert.bedrock",
+    "beam_sft.convert.blocks",
     "beam_sft.convert.chat_log",
     "beam_sft.convert.detect",
     "beam_sft.convert.flat",

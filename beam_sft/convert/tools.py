@@ -88,6 +88,11 @@ def _normalize_tool(tool: Any, where: str) -> dict:
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         raise Rejection("bad_tool_definition", f"{where} has no name")
+    if "input_schema" in fn:  # Anthropic's name of the parameters schema: never kept as a key the template ignores
+        if "parameters" in fn and fn["parameters"] != fn["input_schema"]:
+            raise Rejection("bad_tool_definition", f"{where} writes its parameters twice, differently "
+                            "(parameters and input_schema)")
+        fn = {**{k: v for k, v in fn.items() if k != "input_schema"}, "parameters": fn["input_schema"]}
     if "description" in fn and not isinstance(fn["description"], (str, type(None))):
         raise Rejection("bad_tool_definition", f"{where}.description is not a string")
     if "parameters" in fn and not isinstance(fn["parameters"], (dict, type(None))):

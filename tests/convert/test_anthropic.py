@@ -192,3 +192,12 @@ def test_a_logged_calls_blocks_are_named_in_the_record():
     bad["request"]["messages"][2]["content"].append({"type": "text", "text": "more"})
     out = convert_chat_log(bad, options=ConvertOptions())
     assert out.code == "tool_response_mixed" and "request.messages[2]" in out.message, out
+
+
+def test_input_schema_tools_in_an_openai_row_keep_their_parameters():
+    """Anthropic-shaped tools read by the OpenAI reader kept the schema as an `input_schema` key the
+    template ignores: the model was shown a tool without parameters, unsaid."""
+    out = convert_openai({**OPENAI, "tools": ROW["tools"]}, options=ConvertOptions())
+    assert out["tools"] == convert_openai(OPENAI, options=ConvertOptions())["tools"]
+    both = [{**ROW["tools"][0], "parameters": {"type": "object"}}]
+    assert convert_openai({**OPENAI, "tools": both}, options=ConvertOptions()).code == "bad_tool_definition"

@@ -244,7 +244,8 @@ def read_template_kwargs(row: dict) -> dict | None:
     if kwargs is not None and not isinstance(kwargs, dict):
         raise Rejection("malformed_row", "chat_template_kwargs is not an object")
     effort = row.get("reasoning_effort")
-    if effort is not None and (kwargs or {}).get("reasoning_effort", effort) != effort:
+    # (asked by key, not by a default equal to effort: NaN is not equal to itself)
+    if effort is not None and kwargs and "reasoning_effort" in kwargs and kwargs["reasoning_effort"] != effort:
         # two settings of one template argument: keeping either changes the row unsaid
         raise Rejection("conflicting_template_kwargs", f"reasoning_effort is {quoted(effort)} but "
                         f"chat_template_kwargs.reasoning_effort is {quoted(kwargs['reasoning_effort'])}")

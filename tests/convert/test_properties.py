@@ -364,3 +364,14 @@ def test_valid_rows_survive_sharegpt_export_with_think_tags(row):
     options = ConvertOptions(require_declared_tools="tools" in row)
     exported = json.loads(json.dumps(export_sharegpt(row)))
     assert convert_sharegpt(exported, options=options) == _strip_meta(row)
+
+
+def test_a_nan_reasoning_effort_is_a_rejection_not_a_crash():
+    """Found by the property above: NaN is not equal to itself, so the conflict check took a NaN
+    reasoning_effort for a conflict with a chat_template_kwargs that was not there, and raised TypeError."""
+    from beam_sft.convert import ConvertOptions, convert_row
+
+    result = convert_row({"messages": [{"role": "user", "content": "q"},
+                                       {"role": "assistant", "reasoning_content": "r", "content": "a"}],
+                          "reasoning_effort": float("nan")}, format="openai", options=ConvertOptions())
+    assert result.code in ("non_standard_number", "bad_reasoning_effort"), result

@@ -309,6 +309,28 @@ DROPPED = "_dropped"
 PLACE = "_place"
 
 
+def add_system_column(drafts: list[dict], value: Any, column: str) -> None:
+    """A row's system prompt given as a column beside its messages (``system``: ShareGPT's, and the
+    OpenAI rows Anthropic-style exports write), put before them; the OpenAI reader dropped it unsaid.
+    The same text already opening the conversation as a system message is not written twice.
+
+    >>> drafts = [{"role": "user", "content": "hi"}]
+    >>> add_system_column(drafts, "Be brief.", "system"); [d["role"] for d in drafts]
+    ['system', 'user']
+    >>> add_system_column(drafts, "Be brief.", "system"); [d["role"] for d in drafts]
+    ['system', 'user']
+    """
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise Rejection("malformed_row", f"{column!r} is not a string")
+    if not value:
+        return
+    if drafts and drafts[0].get("role") == "system" and drafts[0].get("content") == value:
+        return
+    drafts.insert(0, {"role": "system", "content": value, PLACE: column})
+
+
 def _envelope_or_text(draft: dict, known: set[str]) -> dict:
     """A tool draft read as an envelope, kept as one only when it carries a call id or names a tool the
     row declares or calls; otherwise the JSON was the tool's own result (``{"name": "README.md",

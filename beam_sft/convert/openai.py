@@ -39,6 +39,7 @@ from typing import Any
 from beam_sft.convert.assemble import (
     DROPPED,
     add_call_turn,
+    add_system_column,
     convert_with,
     missing_content,
     place_drafts,
@@ -86,6 +87,7 @@ def read_openai_row(raw: Any, columns: ColumnMap, places: list[str] | None = Non
     """
     messages, row, found = locate_messages(raw, columns)
     drafts, prompt_tools = read_messages(messages, found if places is None else places)
+    add_system_column(drafts, row.get(columns.system), columns.system)
     return drafts, merge_tools(row_tools(row, columns), prompt_tools), read_template_kwargs(row)
 
 

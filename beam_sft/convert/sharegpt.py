@@ -29,8 +29,8 @@ from __future__ import annotations
 from typing import Any
 
 from beam_sft.convert.assemble import (
-    PLACE,
     add_call_turn,
+    add_system_column,
     convert_with,
     missing_content,
     parse_envelope,
@@ -73,12 +73,7 @@ def read_sharegpt_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[di
 
         raise Rejection("malformed_row", no_list_message(columns.conversations, raw))
     drafts = read_turns(turns, columns, key)
-    system = raw.get(columns.system)
-    if system is not None:
-        if not isinstance(system, str):
-            raise Rejection("malformed_row", f"{columns.system!r} is not a string")
-        if system:
-            drafts.insert(0, {"role": "system", "content": system, PLACE: columns.system})
+    add_system_column(drafts, raw.get(columns.system), columns.system)
     tools = merge_tools(
         normalize_tools(raw.get(columns.tools), columns.tools),
         normalize_tools(raw.get("functions"), "functions"),

@@ -520,3 +520,19 @@ def test_a_conversation_key_that_is_not_a_list_is_named_as_such(fmt, key, value,
 
     result = convert_row({key: value}, format=fmt, options=ConvertOptions())
     assert result.code == "malformed_row" and said in result.message
+
+
+def test_a_system_column_beside_messages_is_the_conversations_system_prompt():
+    """An OpenAI row's `system` column (as Anthropic-style exports and LLaMA-Factory write it) was
+    dropped without a word; ShareGPT's was read. Both readers now put it first, once."""
+    turns = [{"role": "user", "content": "hi"}, {"role": "assistant", "reasoning_content": "g", "content": "hello"}]
+    row = convert_row({"system": "Be brief.", "messages": turns}, format="openai", options=ConvertOptions())
+    assert row["messages"][0] == {"role": "system", "content": "Be brief."} and len(row["messages"]) == 3
+    again = convert_row({"system": "Be brief.", "messages": [{"role": "system", "content": "Be brief."}, *turns]},
+                        format="openai", options=ConvertOptions())
+    assert again["messages"] == row["messages"]  # the same prompt in both places is not written twice
+    assert _code({"system": {"text": "x"}, "messages": turns}, "openai") == "malformed_row"
+    sharegpt = convert_row({"system": "Be brief.", "conversations": [
+        {"from": "human", "value": "hi"}, {"from": "gpt", "value": "<think>g</think>hello"}]},
+        format="sharegpt", options=ConvertOptions())
+    assert sharegpt["messages"] == row["messages"]

@@ -2,8 +2,11 @@
 
 ``data/hub.py`` reads a local repository's split as ``datasets.load_dataset(FOLDER, split=...)`` would:
 the file extensions ``load_dataset`` resolves a pattern with (``datasets.packaged_modules.
-_ALL_ALLOWED_EXTENSIONS``, private) and the one module it picks for a split's files
-(``datasets.load.infer_module_for_data_files_list``, not exported). ``problems()`` names what a new
+_ALL_ALLOWED_EXTENSIONS``, private), the one module it picks for a split's files
+(``datasets.load.infer_module_for_data_files_list``, not exported), the one module all splits must
+agree on (``infer_module_for_data_files``) and, for a folder whose splits are inferred from its file
+names, the files of each split as ``datasets.load.LocalDatasetModuleFactory.get_module`` resolves
+them (``inferred_split_files``): asked of datasets, never re-derived. ``problems()`` names what a new
 datasets changed.
 """
 
@@ -24,6 +27,47 @@ def split_module(files: list[str]) -> str | None:
     return infer_module_for_data_files_list(files)[0]
 
 
+def common_module(files: dict[str, list[str]]) -> str:
+    """The module every split of a repository is read with, as ``load_dataset`` infers it from the
+    first config's files (``datasets.load.infer_module_for_data_files``); ``ValueError`` naming each
+    split's module when they differ, or when one split has no data file datasets reads: datasets
+    refuses the whole folder then, whichever split was asked for."""
+    from datasets.load import infer_module_for_data_files
+
+    return infer_module_for_data_files(files)[0]
+
+
+def inferred_split_files(base: str) -> dict[str, list[str]]:
+    """split -> the files under ``base`` that ``load_dataset(base)`` puts in it when no card lists
+    them (``datasets.data_files.get_data_patterns`` resolved as ``get_module`` resolves them, every
+    extension datasets allows, sorted), before the filter to one module's extensions; ``{}`` when
+    datasets finds no data file there."""
+    from datasets.data_files import DataFilesDict, EmptyDatasetError, get_data_patterns
+
+    try:
+        patterns = get_data_patterns(base)
+        resolved = DataFilesDict.from_patterns(patterns, base_path=base, allowed_extensions=allowed_extensions())
+    except (EmptyDatasetError, FileNotFoundError):
+        return {}
+    return {str(split): sorted(files) for split, files in resolved.items()}
+
+
+def module_files(files: list[str], module: str) -> list[str]:
+    """The files of a split ``load_dataset`` keeps once it has picked the module: those of the
+    module's extensions (``DataFilesList.filter``); the others are dropped, unsaid."""
+    from datasets.data_files import DataFilesList
+    from datasets.packaged_modules import (
+        _MODULE_TO_EXTENSIONS,
+        _MODULE_TO_METADATA_EXTENSIONS,
+        _MODULE_TO_METADATA_FILE_NAMES,
+    )
+
+    kept = DataFilesList(list(files), [None] * len(files)).filter(
+        extensions=_MODULE_TO_EXTENSIONS[module] + _MODULE_TO_METADATA_EXTENSIONS[module],
+        file_names=_MODULE_TO_METADATA_FILE_NAMES[module])
+    return list(kept)
+
+
 def problems() -> list[str]:
     try:
         extensions = allowed_extensions()
@@ -35,4 +79,20 @@ def problems() -> list[str]:
         found.append("datasets.packaged_modules._ALL_ALLOWED_EXTENSIONS: no longer lists .jsonl and .parquet")
     if picked != "json":
         found.append(f"datasets.load.infer_module_for_data_files_list: picked {picked!r} for two .jsonl and a .csv")
+    try:
+        kept = module_files(["a.jsonl", "c.csv"], "json")
+        refused = _refuses({"train": ["a.jsonl"], "test": ["b.parquet"]})
+    except (ImportError, AttributeError, TypeError, IndexError, KeyError) as exc:
+        return [*found, f"datasets' split resolution: {type(exc).__name__}: {exc}"]
+    if kept != ["a.jsonl"]:
+        found.append(f"datasets.data_files.DataFilesList.filter: kept {kept} of a.jsonl, c.csv for json")
+    if not refused:
+        found.append("datasets.load.infer_module_for_data_files: no longer refuses a json split beside a parquet one")
     return found
+
+def _refuses(files: dict[str, list[str]]) -> bool:
+    try:
+        common_module(files)
+    except ValueError:
+        return True
+    return False

@@ -18,7 +18,7 @@ ALLOWED: dict[str, tuple[int, str]] = {
     "convert/harmony_tools.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),
     "convert/options.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),
     "convert/sharegpt.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),
-    "data/hub.py": (6, "the card reader (config_utils) and compat/datasets_files load only when a local repository is read; fingerprint not yet moved"),
+    "data/hub.py": (5, "the card reader (config_utils) and compat/datasets_files (one helper, _files) load only when a local repository is read; fingerprint not yet moved"),
     "demo.py": (13, "a CLI module: each command's modules load only when it runs (`beam-sft --help` stays fast)"),
     "evaluate/cli.py": (6, "a CLI module: each command's modules load only when it runs (`beam-sft --help` stays fast)"),
     "evaluate/turns.py": (1, "not yet moved: each needs its cost at `beam-sft --help` and the import graph checked"),

@@ -7,9 +7,11 @@ How a source string is read (``parse_data_arg``; the same rule for ``--data``, a
    (or ``.huggingface.yaml``) declares ``configs:`` (a dataset repository, as on the hub) is read as a
    dataset (one split, ``train`` unless named); any other file or folder through
    ``beam_sft.data.sources``, except that a folder with no such card whose files are named by split
-   (``train.jsonl`` beside ``test.jsonl``, ``test/``, ``data/test-00000-of-00001.parquet``:
-   ``refuse_split_named``) is refused unless a split is named: ``FOLDER@train`` reads what
-   ``datasets.load_dataset(FOLDER, split="train")`` reads.
+   (``train.jsonl`` beside ``test.jsonl`` or ``extra.jsonl``, ``test/``,
+   ``data/test-00000-of-00001.parquet``: ``refuse_split_named``) and which ``datasets`` does not read
+   whole as its train split is refused unless a split is named: ``FOLDER@train`` reads the files
+   ``datasets.load_dataset(FOLDER, split="train")`` reads, as ``datasets`` itself resolves them
+   (``compat.datasets_files``), and a folder ``datasets`` refuses is refused.
 2. Otherwise ``ORG/NAME[:CONFIG][@SPLIT]`` (exactly one ``/``, no data-file suffix such as
    ``.jsonl``) is a hub id; ``BASE:CONFIG@SPLIT`` where ``BASE`` is a local folder is that folder.
 3. Anything else stays a local path (and fails as "no such file or directory").
@@ -41,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from beam_sft.data.file_kinds import DATA_SUFFIXES
+from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
 from beam_sft.errors import BeamError, ConfigError
 
 DEFAULT_SPLIT = "train"
@@ -141,85 +144,95 @@ def is_dataset_repo(path: str | Path) -> bool:
 
 
 # datasets.data_files.SPLIT_KEYWORDS: the words that name a split's files or folder.
-_SPLIT_KEYWORDS = {"train": ("train", "training"), "validation": ("validation", "valid", "dev", "val"),
-                   "test": ("test", "testing", "eval", "evaluation")}
-_KEYWORD_SPLIT = {word: split for split, words in _SPLIT_KEYWORDS.items() for word in words}
+_SPLIT_WORDS = {"train", "training", "validation", "valid", "dev", "val", "test", "testing", "eval", "evaluation"}
 # datasets.data_files.SPLIT_PATTERN_SHARDED's file name, `{split}-00000-of-00003*.*` (greedy, as
 # datasets' string_to_dict takes the split: `train-part-00000-of-00001.parquet` is split `train-part`).
 _SHARD = re.compile(r"(?P<split>.+)-[0-9]{5}-of-[0-9]{5}.*\..*")
-# datasets' split keywords and separators (datasets.data_files.SPLIT_KEYWORDS, NON_WORDS_CHARS): a
-# cheap look at the names before asking datasets itself (importing it costs about a second).
+# A cheap look at the names before asking datasets itself (importing it costs about a second): a
+# split word between datasets' separators (datasets.data_files.NON_WORDS_CHARS), or a hub shard in
+# data/ (named for any split). A folder with neither is one datasets reads whole as train.
 _SPLIT_NAME_RE = re.compile(r"(?:^|[-._ 0-9/])(?:train|training|validation|valid|dev|val|test|testing|eval|"
-                            r"evaluation)(?:[-._ 0-9/]|$)")
+                            r"evaluation)(?:[-._ 0-9/]|$)|^data/[^/]+-[0-9]{5}-of-[0-9]{5}")
 
 
 def refuse_split_named(root: Path) -> None:
-    """Refuse, in one line, a folder given with no split and no ``configs:`` card whose files
-    ``datasets`` reads as a repository's splits, one of them not ``train``: read whole, the test
-    split's rows would be trained on, unsaid; read as ``datasets`` reads it, the files that name no
-    split are dropped and a folder of only ``test.jsonl`` has no train split at all. Named by split
-    means a file whose name before its first dot is a split word (``test.jsonl``, ``dev.json.gz``,
-    ``test-00000-of-00002.jsonl``), a top-level or ``data/`` folder named by one (``test/``,
-    ``data/validation/``), a hub shard ``data/SPLIT-00000-of-00001.parquet``, or a folder every data
-    file of which ``datasets`` puts in one of two splits or more (``_named_splits``). A name that only
-    holds the word (``test_case.json``, ``drone_training.jsonl`` beside ``chat.jsonl``) leaves the
-    folder plain."""
-    if not root.is_dir():
+    """Refuse, in one line, a folder given with no split and no ``configs:`` card whose files are
+    named by split and which ``datasets`` does not read whole as its train split: read whole, its
+    test rows would be trained on, or files ``datasets`` puts in no split read where it drops them
+    (``train.jsonl`` beside ``extra.jsonl``), unsaid. The splits and the files each reads are asked of
+    ``datasets`` (``_inferred_files``), never re-derived. Named by split means a file whose name
+    before its first dot is a split word (``test.jsonl``, ``dev.json.gz``, ``test-00000-of-00002.jsonl``),
+    a top-level or ``data/`` folder named by one (``test/``, ``data/validation/``), a hub shard
+    ``data/SPLIT-00000-of-00001.parquet`` (``_names_a_split``), or a folder every data file of which
+    ``datasets`` puts in one of two splits or more. A name that only holds the word
+    (``test_case.json``, ``drone_training.jsonl`` beside ``chat.jsonl``) leaves the folder plain."""
+    if not root.is_dir() or saved_dataset(root):
         return
     _check_shard_names(root)
     names = _data_names(root)
-    found = _named_by_split(names)
-    if set(found) <= {DEFAULT_SPLIT}:
-        for split, patterns in _named_splits(root, names).items():
-            example = next((p for pattern in patterns for p in _resolve(root, pattern)), None)
-            if example is not None:
-                found.setdefault(split, _relative(example, root))
-    others = sorted(s for s in found if s != DEFAULT_SPLIT)
-    if not others:
+    if not any(_SPLIT_NAME_RE.search(n) for n in names):
         return
-    order = [DEFAULT_SPLIT] * (DEFAULT_SPLIT in found) + others
-    splits = "; ".join(f"{s}: {found[s]}" for s in order)
-    if DEFAULT_SPLIT in found:
+    raw = _inferred_files(root)
+    if not raw:
+        return
+    refused = _mixed_splits(raw)
+    read = raw if refused else _module_files(raw)
+    plain = {(root / n).absolute() for n in names}
+    if not refused and set(read) == {DEFAULT_SPLIT} and set(read[DEFAULT_SPLIT]) == plain:
+        return  # datasets' train split is the whole folder: read whole, the same rows
+    covered = {p for files in raw.values() for p in files}
+    if not any(_names_a_split(n) for n in names) and not (len(raw) > 1 and plain <= covered):
+        return  # names that only hold a split word: a plain folder, every file read
+    order = [DEFAULT_SPLIT] * (DEFAULT_SPLIT in read) + sorted(s for s in read if s != DEFAULT_SPLIT)
+    splits = "; ".join(f"{s}: {_relative(read[s][0], root)}" for s in order if read[s])
+    head = f"{root}: its files are named by split, as datasets reads a repository's splits ({splits})"
+    if refused:
+        raise BeamError(f"{head}, and datasets refuses the folder: {refused}; move one type's files out, or name "
+                        "the files themselves to read them all")
+    others = [s for s in order if s != DEFAULT_SPLIT]
+    left = sorted(plain - {p for files in read.values() for p in files})
+    dropped = (f"datasets leaves out {_relative(left[0], root)}" + (f" (and {len(left) - 1} more)" if len(left) > 1
+                                                                      else "") + " (in no split)") if left else ""
+    if not others:
+        extra = sorted({p for files in read.values() for p in files} - plain)
+        differs = (f"its other files would be read where {dropped}" if dropped else
+                   f"it would skip {_relative(extra[0], root)}, which datasets reads")
+        raise BeamError(f"{head}; read as a plain folder, {differs}: give "
+                        f"{root}@train (in a recipe, split: train) to read its train split as datasets does, "
+                        "or name the files themselves to read them all")
+    if DEFAULT_SPLIT in read:
         give = f"give {root}@train (in a recipe, split: train) to read its train split as datasets does"
     else:
         pick = next((s for s in others if s.startswith(DEFAULT_SPLIT)), others[0])  # train_sft, ...
         give = f"datasets finds no train split in it: give {root}@{pick} (in a recipe, split: {pick}) to read that split"
-    raise BeamError(f"{root}: its files are named by split, as datasets reads a repository's splits ({splits}); "
-                    f"read as a plain folder, the {' and '.join(others)} rows would be trained on, unsaid; {give}, "
-                    "or name the files themselves to read them all")
+    raise BeamError(f"{head}; read as a plain folder, the {' and '.join(others)} rows would be trained on, unsaid"
+                    f"{'; ' + dropped if dropped else ''}; {give}, or name the files themselves to read them all")
 
 
 def _data_names(root: Path) -> list[str]:
-    """The data files a plain folder reads (``sources.expand_source``'s suffixes, hidden ones left
-    out), as sorted paths relative to ``root``."""
+    """The data files a plain folder reads (``sources.expand_source``'s suffixes, hidden ones and
+    those of a ``save_to_disk`` folder in it left out), as sorted paths relative to ``root``."""
+    saved = [p for p in root.rglob("*") if p.is_dir() and saved_dataset(p)]
     return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
-                  if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES) and not _is_hidden(p, root))
+                  if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES) and not _is_hidden(p, root)
+                  and not any(folder in p.parents for folder in saved))
 
 
-def _named_by_split(names: list[str]) -> dict[str, str]:
-    """split -> the first of a plain folder's data files (``_data_names``) named by it
-    (``refuse_split_named``)."""
-    found: dict[str, str] = {}
-    for name in names:
-        split = _split_of(name.split("/"))
-        if split is not None:
-            found.setdefault(split, name)
-    return found
+def saved_dataset(folder: Path) -> bool:
+    """Whether ``folder`` is a ``datasets.save_to_disk`` folder (a Dataset's or a DatasetDict's)."""
+    return (folder / DATASET_INFO_FILE).is_file() or (folder / STATE_FILE).is_file() or \
+        (folder / "dataset_dict.json").is_file()
 
 
-def _split_of(parts: list[str]) -> str | None:
-    name = parts[-1]
-    shard = _SHARD.fullmatch(name)
+def _names_a_split(name: str) -> bool:
+    """Whether a plain folder's data file (``_data_names``) is named by split (``refuse_split_named``)."""
+    parts = name.split("/")
+    shard = _SHARD.fullmatch(parts[-1])
     if shard and parts[:-1] == ["data"]:
-        return shard["split"]  # a hub shard names its split, whatever the word
-    word = shard["split"] if shard else name.split(".")[0]
-    if word in _KEYWORD_SPLIT:
-        return _KEYWORD_SPLIT[word]
+        return True  # a hub shard names its split, whatever the word
     folders = parts[:-1]
-    for folder in (folders[:1] + (folders[1:2] if folders[:1] == ["data"] else [])):
-        if folder in _KEYWORD_SPLIT:
-            return _KEYWORD_SPLIT[folder]
-    return None
+    tops = folders[:1] + (folders[1:2] if folders[:1] == ["data"] else [])
+    return (shard["split"] if shard else parts[-1].split(".")[0]) in _SPLIT_WORDS or any(f in _SPLIT_WORDS for f in tops)
 
 
 def _check_shard_names(base: Path) -> None:
@@ -239,21 +252,44 @@ def _check_shard_names(base: Path) -> None:
                             "or name the files themselves")
 
 
-def _named_splits(root: Path, names: list[str]) -> dict[str, list[str]]:
-    """The split patterns ``datasets`` infers for a folder with no ``configs:`` card, when its data
-    files (``names``: ``_data_names``) are named for two splits or more and every one of them is in
-    a split, else ``{}``."""
-    if not any(_SPLIT_NAME_RE.search(n) for n in names):
+def _inferred_files(base: Path) -> dict[str, list[Path]]:
+    """split -> the files ``datasets`` puts in it when no card lists them (every type it resolves,
+    before it keeps one: ``compat.datasets_files.inferred_split_files``); ``{}`` when it finds no
+    data file under ``base``."""
+    if not base.is_dir():
         return {}
-    patterns = _inferred_splits(root)
-    if len(patterns) < 2:
-        return {}
-    # Only a folder every data file of which is in a split: `drone_training.jsonl` beside `test_case.json`
-    # and `chat.jsonl` is a plain folder whose names happen to hold split words, and read by split it
-    # would lose `chat.jsonl` unsaid.
-    covered = {p.resolve() for pats in patterns.values() for pattern in pats for p in _resolve(root, pattern)}
-    every = {(root / n).resolve() for n in names}
-    return patterns if every <= covered else {}
+    _check_shard_names(base)
+    return {split: [Path(f) for f in files] for split, files in _files().inferred_split_files(str(base.absolute())).items()}
+
+
+def _mixed_splits(files: dict[str, list[Path]]) -> str | None:
+    """Why ``datasets`` refuses a repository whose splits are read by different modules (``train.jsonl``
+    beside ``test.parquet``: it infers one module for all, ``infer_module_for_data_files``), or None."""
+    try:
+        _files().common_module({split: [str(p) for p in group] for split, group in files.items()})
+        return None
+    except ValueError:
+        modules = {split: _files().split_module([str(p) for p in group]) for split, group in files.items()}
+    said = ", ".join(f"{s}: {_type_names(files[s])} ({m or 'no data file'})" for s, m in sorted(modules.items()))
+    return f"it reads every split with one module and its splits differ ({said})"
+
+
+def _files():
+    """``compat.datasets_files``: datasets' own data-file resolution, loaded only when a local
+    repository is read (it imports ``datasets``, about a second)."""
+    from beam_sft.compat import datasets_files
+
+    return datasets_files
+
+
+def _type_names(files: list[Path]) -> str:
+    return "/".join(sorted({_type(p) for p in files})) or "none"
+
+
+def _module_files(files: dict[str, list[Path]]) -> dict[str, list[Path]]:
+    """Each split's files ``datasets`` keeps once it has picked the one module (the others dropped)."""
+    module = _files().common_module({split: [str(p) for p in group] for split, group in files.items()})  # (_mixed_splits: one)
+    return {split: [Path(f) for f in _files().module_files([str(p) for p in group], module)] for split, group in files.items()}
 
 
 def _is_hidden(path: Path, root: Path) -> bool:
@@ -266,10 +302,8 @@ def _resolve(root: Path, pattern: str) -> list[Path]:
     unless named, a file of a type datasets reads none of left out), sorted."""
     from datasets.data_files import resolve_pattern
 
-    from beam_sft.compat.datasets_files import allowed_extensions  # what load_dataset resolves data files by
-
-    try:
-        return sorted(Path(p) for p in resolve_pattern(pattern, str(root), allowed_extensions=allowed_extensions()))
+    try:  # every extension load_dataset resolves data files by
+        return sorted(Path(p) for p in resolve_pattern(pattern, str(root), allowed_extensions=_files().allowed_extensions()))
     except FileNotFoundError:
         return []
 
@@ -379,11 +413,11 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
     return files if own and all(p.name.lower().endswith(_OWN_READER) for p in files) else None
 
 
-def _split_plan(ref: DatasetRef) -> tuple[Path, dict[str, list[str]], bool, bool] | None:
-    """Where a local repository's patterns resolve from, its split -> patterns, whether ``datasets``
-    inferred them from file names (alternatives: one that matches nothing is no error), and whether
-    the files may be read file by file; None for what only ``datasets`` knows (a loading script, a
-    config name with no card)."""
+def _split_plan(ref: DatasetRef) -> tuple[Path, dict[str, list], bool, bool] | None:
+    """Where a local repository's patterns resolve from, its split -> patterns (or, when ``datasets``
+    infers the splits from file names, split -> the files it resolves: ``_inferred_files``), whether
+    they were inferred, and whether the files may be read file by file; None for what only
+    ``datasets`` knows (a loading script, a config name with no card)."""
     root = Path(ref.path)
     if ref.data_files is not None:  # given with the source: the card's configs do not apply
         splits = _split_files(ref.data_files, f"{ref.describe()}: data_files")
@@ -391,30 +425,16 @@ def _split_plan(ref: DatasetRef) -> tuple[Path, dict[str, list[str]], bool, bool
     header, origin = _card_and_origin(root)
     configs = (header or {}).get("configs")
     if configs is None:  # the splits datasets infers from the names (a split named: any folder)
-        named = _inferred_splits(root) if ref.name is None else {}
+        named = _inferred_files(root) if ref.name is None else {}
         return (root, named, True, True) if named else None
     config = _chosen_config(ref, configs, origin)
     own = not set(config) - _OWN_KEYS
     base = root / str(config["data_dir"]) if config.get("data_dir") else root  # data_files resolve from data_dir
     if config.get("data_files") is None:  # datasets infers the splits from the names under data_dir
-        splits = _inferred_splits(base)
+        splits = _inferred_files(base)
         return (base, splits, True, own) if splits else None
     splits = _split_files(config["data_files"], f"{ref.path}: {origin}, config {config['config_name']!r}")
     return (base, splits, False, own) if splits is not None else None
-
-
-def _inferred_splits(base: Path) -> dict[str, list[str]]:
-    """split -> patterns, as ``datasets`` infers them from the names under ``base``
-    (``datasets.data_files.get_data_patterns``); ``{}`` when it finds no data file."""
-    if not base.is_dir():
-        return {}
-    _check_shard_names(base)
-    from datasets.data_files import get_data_patterns
-
-    try:
-        return {str(split): list(p) for split, p in get_data_patterns(str(base)).items()}
-    except Exception:  # noqa: BLE001 (no data files datasets knows: datasets says so itself)
-        return {}
 
 
 def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
@@ -422,12 +442,14 @@ def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
     file by file (False: it holds features or a builder's options, ``datasets``' own reading); None
     when no pattern is known here (a loading script, no ``configs``) or ``ref`` is not local.
 
-    Patterns are the card's (``data/train-*``, from its config's ``data_dir`` when it has one), or
-    with no card those ``datasets`` infers from split-named files (``_named_splits``), resolved as
-    ``datasets`` resolves them (``_resolve``), in sorted order; a split or config the repository does
-    not have is a ``BeamError`` naming them, and so is a file two patterns of the split name (``datasets``
-    would read its rows twice). ``local_data_files`` reads by this list, and prepare's check that no
-    file is read twice asks it.
+    Patterns are the card's (``data/train-*``, from its config's ``data_dir`` when it has one),
+    resolved as ``datasets`` resolves them (``_resolve``); with no card, or a config with no
+    ``data_files``, the files are those ``datasets`` itself puts in the split (``_inferred_files``),
+    of the one type it keeps. A split or config the repository does not have is a ``BeamError``
+    naming them, and so is a file two patterns of the split name (``datasets`` would read its rows
+    twice) and a repository ``datasets`` refuses whichever split is asked (its splits of different
+    types, one with no file: ``_mixed_splits``). ``local_data_files`` reads by this list, and
+    prepare's check that no file is read twice asks it.
     """
     if not ref.is_local:
         return None
@@ -439,25 +461,51 @@ def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
         raise BeamError(f"{ref.describe()}: no split {ref.split!r} in the repository "
                         f"(splits: {', '.join(sorted(splits))})")
     _check_split_names({ref.split: []}, ref.describe())
+    if inferred:
+        resolved, matched_by = splits, {p: "(inferred)" for group in splits.values() for p in group}
+        twice = next((p for i, p in enumerate(splits[ref.split]) if p in splits[ref.split][:i]), None)
+        if twice is not None:
+            raise BeamError(f"{ref.describe()}: {_relative(twice, base)} is matched by two of the patterns datasets "
+                            "infers for the split, so datasets reads its rows twice; list the split's files in a "
+                            "README.md configs: card, or rename the folder")
+    else:
+        resolved, matched_by = {}, {}
+        for split, patterns in splits.items():  # every split: datasets resolves them all, whichever is read
+            resolved[split] = _card_split(ref, base, split, patterns, matched_by)
+    # A card's JSON, JSON Lines and Parquet are read here file by file, each by its own reader, so the one
+    # module datasets needs for all splits (it refuses a card of a JSON split and a Parquet one) is not ours.
+    own_files = not inferred and all(p.name.lower().endswith(_OWN_READER) for g in resolved.values() for p in g)
+    refused = None if own_files else _mixed_splits(resolved)
+    if refused:
+        raise BeamError(f"{ref.describe()}: datasets refuses the repository: {refused}; " + (
+            "move one type's files out, or name the files themselves" if inferred else
+            "give each split files of one type, or name the split's files in the source's data_files"))
+    files = resolved[ref.split]
+    return _checked_types(ref, base, files, matched_by, inferred, resolved), own
+
+
+def _card_split(ref: DatasetRef, base: Path, split: str, patterns: list[str], matched_by: dict[Path, str]) -> list[Path]:
+    """The files a split's patterns (a card's, or the source's ``data_files``) name, resolved as
+    ``datasets`` resolves them (``_resolve``); a pattern with no magic that matches nothing, a split
+    that names no file, or a file two of its patterns match (read twice) is refused, naming the split."""
     files: list[Path] = []
-    matched_by: dict[Path, str] = {}
-    for pattern in splits[ref.split]:
+    where = ref.describe() if split == ref.split else f"{ref.describe()}: its split {split}"
+    seen: dict[Path, str] = {}
+    for pattern in patterns:
         found = _resolve(base, pattern)
-        if not found and not inferred and not _is_glob(pattern):  # datasets skips a glob that matches nothing
-            raise BeamError(f"{ref.describe()}: no file matches {pattern!r}")
+        if not found and not _is_glob(pattern):  # datasets skips a glob that matches nothing
+            raise BeamError(f"{where}: no file matches {pattern!r}")
         for path in found:
-            if path in matched_by:
-                raise BeamError(f"{ref.describe()}: {_relative(path, base)} is matched by both "
-                                f"{matched_by[path]!r} and {pattern!r}, so datasets reads its rows twice; " + (
-                                    "list the split's files in a README.md configs: card, or rename the folder"
-                                    if inferred else "name each file in one pattern of the split"))
-            matched_by[path] = pattern
+            if path in seen:
+                raise BeamError(f"{where}: {_relative(path, base)} is matched by both {seen[path]!r} and "
+                                f"{pattern!r}, so datasets reads its rows twice; name each file in one pattern of "
+                                "the split")
+            seen[path] = pattern
             files.append(path)
     if not files:
-        raise BeamError(f"{ref.describe()}: no file matches {' or '.join(map(repr, splits[ref.split]))}")
-    if inferred:
-        files.sort()
-    return _checked_types(ref, base, files, matched_by, inferred), own
+        raise BeamError(f"{where}: no file matches {' or '.join(map(repr, patterns))}")
+    matched_by.update(seen)
+    return files
 
 
 # Files datasets resolves as data (harbor's task documents) that are a folder's notes beside rows of
@@ -466,27 +514,26 @@ _NOTES = (".md",)
 
 
 def _checked_types(ref: DatasetRef, base: Path, files: list[Path], matched_by: dict[Path, str],
-                   inferred: bool) -> list[Path]:
+                   inferred: bool, resolved: dict[str, list[Path]]) -> list[Path]:
     """Refuse a split ``datasets`` would read part of, unsaid: it reads one type of file per split
     (``datasets.load.infer_module_for_data_files_list``: the most common). Split by file names, it
     drops the files of the other types (``train.csv`` beside ``train.jsonl``); listed by a card, it
     reads them all as that type and stops at the first one not of it (``notes.md`` that ``data/*``
     matches), naming no file. A card's split of JSON, JSON Lines and Parquet is read here file by file,
     each by its own reader. Returns the files read: split by file names, notes (``_NOTES``) left out."""
-    from beam_sft.compat.datasets_files import split_module
-
     def module(group: list[Path]) -> str | None:
-        return split_module([str(p) for p in group])
+        return _files().split_module([str(p) for p in group])
 
     ours = [p for p in files if p.name.lower().endswith(_OWN_READER)]
-    if not inferred and ours:
+    if inferred:  # the files datasets keeps once it has picked the repository's one module
+        kept = set(_module_files(resolved)[ref.split])
+        files = [p for p in files if p in kept or not p.name.lower().endswith(_NOTES)]
+        odd = [p for p in files if p not in kept]
+    elif ours:
         odd = [p for p in files if p not in ours]
     else:
-        kept = module(files)
-        dropped = [p for p in files if module([p]) != kept]
-        if inferred:
-            files = [p for p in files if p not in dropped or not p.name.lower().endswith(_NOTES)]
-        odd = [p for p in dropped if p in files]
+        kept_module = module(files)
+        odd = [p for p in files if module([p]) != kept_module]
     if not odd:
         return files
     types = " and ".join(sorted({_type(p) for p in files}))

@@ -70,7 +70,6 @@ from typing import IO, Any
 
 from beam_sft.data import hub, jsontext
 from beam_sft.data.file_kinds import DATA_SUFFIXES, LINE_KINDS, reader_of, unsupported
-from beam_sft.dataset_folder.layout import DATASET_INFO_FILE, STATE_FILE
 from beam_sft.errors import BeamError
 from beam_sft.paths import place
 from beam_sft.redact import redact_url
@@ -330,10 +329,7 @@ class _corrupt_stream:
         return False
 
 
-def _saved_dataset(folder: Path) -> bool:
-    """Whether ``folder`` is a ``datasets.save_to_disk`` folder (a Dataset's or a DatasetDict's)."""
-    return (folder / DATASET_INFO_FILE).is_file() or (folder / STATE_FILE).is_file() or \
-        (folder / "dataset_dict.json").is_file()
+_saved_dataset = hub.saved_dataset  # (hub asks it too: a saved folder is never a repository's splits)
 
 
 def _hidden(path: Path, root: Path) -> bool:

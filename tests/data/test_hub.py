@@ -393,8 +393,8 @@ def _tags(source) -> list[str]:
 # layout, the splits the refusal names (with an example file), and the split FOLDER@SPLIT reads.
 SPLIT_LAYOUTS = {
     "files": (["train.jsonl", "test.jsonl", "extra.jsonl"], "train: train.jsonl; test: test.jsonl", "train"),
-    "folders": (["train/a.jsonl", "train/b.json", "test/a.jsonl", "train.jsonl"],
-                "train: train.jsonl; test: test/a.jsonl", "train"),
+    "folders": (["train/a.jsonl", "train/b.json", "test/a.jsonl", "train.jsonl"],  # split folders: train.jsonl in none
+                "train: train/a.jsonl; test: test/a.jsonl", "train"),
     "data folders": (["data/train/a.jsonl", "data/validation/a.jsonl"],
                      "train: data/train/a.jsonl; validation: data/validation/a.jsonl", "train"),
     "shards": (["data/train-00000-of-00002.jsonl", "data/train-00001-of-00002.jsonl", "data/test-00000-of-00001.jsonl"],
@@ -439,16 +439,63 @@ def test_a_folder_named_by_splits_is_refused_without_a_split_and_read_as_dataset
         Path(p) for p in datasets.load_dataset_builder(str(repo)).config.data_files[split])
 
 
-def test_a_folder_with_only_train_named_stays_a_plain_folder(tmp_path):
-    """No split but train named (`train.jsonl` beside `more.jsonl`, shards of train only): nothing of
-    another split to train on, so the folder is read whole, as before."""
-    for layout in (["train.jsonl", "more.jsonl"], ["data/train-00000-of-00002.jsonl", "data/train-00001-of-00002.jsonl"],
+def test_a_folder_with_only_train_named_is_plain_only_when_datasets_reads_it_whole(tmp_path):
+    """No split but train named: read whole where datasets' train split is every file (shards of train
+    only, names of no split); `train.jsonl` beside `extra.jsonl` was read whole too, where datasets
+    reads `train.jsonl` alone: now refused, naming what datasets leaves out, and FOLDER@train reads
+    what datasets reads."""
+    for layout in (["data/train-00000-of-00002.jsonl", "data/train-00001-of-00002.jsonl"], ["train.jsonl"],
                    ["part-0.jsonl", "part-1.jsonl"]):
         folder = tmp_path / str(len(list(tmp_path.iterdir())))
         for name in layout:
             _rows(folder / name, 1, name)
         assert parse_data_arg(str(folder)) == str(folder)
-        assert len(_tags(str(folder))) == 2
+        assert len(_tags(str(folder))) == len(layout)
+    folder = tmp_path / "extra"
+    _rows(folder / "train.jsonl", 1, "train")
+    _rows(folder / "extra.jsonl", 1, "extra")
+    said = _refused(str(folder), re.escape(f"{folder}: its files are named by split, as datasets reads a repository's "
+                                           "splits (train: train.jsonl); read as a plain folder, its other files "
+                                           "would be read where datasets leaves out extra.jsonl (in no split)"))
+    assert f"give {folder}@train" in said and "name the files themselves" in said
+    assert _tags(f"{folder}@train") == ["train0"]
+
+
+def test_split_folders_name_the_split_not_the_file_names_in_them(tmp_path):
+    """datasets takes a split folder's name over its files' (`data/train/test.parquet` is train,
+    `test/train.json` is test): the first was refused as a test split datasets does not have, the
+    second read whole as train, where datasets finds no train split."""
+    first = tmp_path / "first"
+    _rows(first / "data" / "train" / "test.jsonl", 1, "t")
+    assert parse_data_arg(str(first)) == str(first)  # datasets reads it whole as train: the same rows
+    assert _tags(f"{first}@train") == ["t0"]
+    second = tmp_path / "second"
+    _rows(second / "test" / "train.jsonl", 1, "t")
+    _refused(str(second), re.escape("splits (test: test/train.jsonl)") + ".*datasets finds no train split in it")
+    _refused(f"{second}@train", r"no split 'train' in the repository \(splits: test\)")
+
+
+def test_splits_of_two_types_are_refused_as_datasets_refuses_them(tmp_path):
+    """`train.jsonl` beside `test.parquet` (or `sub/validation.txt` beside `drone_training.parquet`):
+    datasets infers one module for every split and refuses the folder; FOLDER@train read
+    `train.jsonl` alone. A card's JSON and Parquet splits are read file by file, as before."""
+    repo = tmp_path / "repo"
+    _rows(repo / "train.jsonl", 1, "train")
+    _rows(repo / "test.jsonl", 1, "test")
+    (repo / "test.jsonl").rename(repo / "test.parquet")  # the name is what datasets types it by
+    for source in (f"{repo}@train", str(repo)):
+        _refused(source, r"datasets refuses the (repository|folder): it reads every split with one module and its "
+                         r"splits differ \(test: \.parquet \(parquet\), train: \.jsonl \(json\)\)")
+
+
+def test_a_card_split_datasets_cannot_resolve_refuses_every_split(tmp_path):
+    """datasets resolves every split of the config, whichever is asked: a file a card names outright
+    that is missing, or a split whose globs match nothing, fails `load_dataset(FOLDER, split="train")`
+    too; the train split was read as if the other did not matter."""
+    repo = _card(tmp_path / "repo", "configs:\n- config_name: default\n  data_files:\n  - split: train\n"
+                                    "    path: a/*.jsonl\n  - split: test\n    path: c/*.jsonl")
+    _rows(repo / "a" / "x.jsonl", 2, "a")
+    _refused(str(repo), r"\(split train\): its split test: no file matches 'c/\*.jsonl'")
 
 
 def test_card_patterns_resolve_as_datasets_resolves_them(tmp_path):
@@ -551,15 +598,17 @@ def test_a_file_two_patterns_of_a_split_match_is_refused_not_read_once_or_twice(
     inferred = tmp_path / "inferred"  # datasets' own split patterns overlap: train/ and train-0/
     _rows(inferred / "train" / "train-0" / "a.jsonl", 1, "a")
     _rows(inferred / "test" / "b.jsonl", 1, "b")
-    _refused(f"{inferred}@train", r"matched by both '\*\*/train/\*\*' and .*configs: card")
+    _refused(f"{inferred}@train", r"train/train-0/a.jsonl is matched by two of the patterns datasets infers for the "
+                                  r"split, so datasets reads its rows twice.*configs: card")
 
 
 def test_a_glob_that_matches_nothing_is_skipped_as_datasets_skips_it(tmp_path):
     repo = _card(tmp_path / "repo", "configs:\n- config_name: default\n  data_files:\n  - split: train\n"
                                     "    path:\n    - a/*.jsonl\n    - b/*.jsonl\n  - split: test\n    path: c/x.jsonl")
     _rows(repo / "a" / "x.jsonl", 2, "a")
-    assert _tags(str(repo)) == ["a0", "a1"]
     _refused(f"{repo}@test", r"no file matches 'c/x.jsonl'")  # a file named outright must be there
+    _rows(repo / "c" / "x.jsonl", 1, "c")
+    assert _tags(str(repo)) == ["a0", "a1"]
 
 
 def test_a_config_data_dir_is_read_file_by_file(tmp_path):

@@ -68,6 +68,25 @@ def module_files(files: list[str], module: str) -> list[str]:
     return list(kept)
 
 
+def repository_refusal(path: str, data_files=None) -> tuple[str, bool] | None:
+    """Why ``load_dataset(path)`` refuses a local repository before it reads a row (its card, its
+    files, one module for every split: ``datasets.load.LocalDatasetModuleFactory.get_module``), in one
+    line, and whether the reason is only that its splits' files differ in type (the module datasets
+    picks for each, ``infer_module_for_data_files``); None when it does not refuse it."""
+    from datasets.load import LocalDatasetModuleFactory
+
+    try:
+        LocalDatasetModuleFactory(path, data_files=data_files).get_module()
+    except Exception as exc:  # noqa: BLE001 (whatever datasets raises is its refusal, said as it says it)
+        said = " ".join(str(exc).split())
+        return f"{type(exc).__name__}: {said}", isinstance(exc, ValueError) and said.startswith(_MODULES_DIFFER)
+    return None
+
+
+# The start of infer_module_for_data_files' refusal (problems() checks it still says so).
+_MODULES_DIFFER = "Couldn't infer the same data file format for all splits"
+
+
 def problems() -> list[str]:
     try:
         extensions = allowed_extensions()
@@ -87,12 +106,13 @@ def problems() -> list[str]:
     if kept != ["a.jsonl"]:
         found.append(f"datasets.data_files.DataFilesList.filter: kept {kept} of a.jsonl, c.csv for json")
     if not refused:
-        found.append("datasets.load.infer_module_for_data_files: no longer refuses a json split beside a parquet one")
+        found.append("datasets.load.infer_module_for_data_files: no longer refuses a json split beside a parquet one "
+                     f"with {_MODULES_DIFFER!r}")
     return found
 
 def _refuses(files: dict[str, list[str]]) -> bool:
     try:
         common_module(files)
-    except ValueError:
-        return True
+    except ValueError as exc:
+        return str(exc).startswith(_MODULES_DIFFER)
     return False

@@ -232,7 +232,8 @@ def _names_a_split(name: str) -> bool:
         return True  # a hub shard names its split, whatever the word
     folders = parts[:-1]
     tops = folders[:1] + (folders[1:2] if folders[:1] == ["data"] else [])
-    return (shard["split"] if shard else parts[-1].split(".")[0]) in _SPLIT_WORDS or any(f in _SPLIT_WORDS for f in tops)
+    word = shard["split"] if shard else parts[-1].split(".")[0]
+    return word in _SPLIT_WORDS or any(f in _SPLIT_WORDS for f in tops)
 
 
 def _check_shard_names(base: Path) -> None:
@@ -259,7 +260,8 @@ def _inferred_files(base: Path) -> dict[str, list[Path]]:
     if not base.is_dir():
         return {}
     _check_shard_names(base)
-    return {split: [Path(f) for f in files] for split, files in _files().inferred_split_files(str(base.absolute())).items()}
+    found = _files().inferred_split_files(str(base.absolute()))
+    return {split: [Path(f) for f in files] for split, files in found.items()}
 
 
 def _mixed_splits(files: dict[str, list[Path]]) -> str | None:
@@ -288,8 +290,9 @@ def _type_names(files: list[Path]) -> str:
 
 def _module_files(files: dict[str, list[Path]]) -> dict[str, list[Path]]:
     """Each split's files ``datasets`` keeps once it has picked the one module (the others dropped)."""
-    module = _files().common_module({split: [str(p) for p in group] for split, group in files.items()})  # (_mixed_splits: one)
-    return {split: [Path(f) for f in _files().module_files([str(p) for p in group], module)] for split, group in files.items()}
+    module = _files().common_module({split: [str(p) for p in group] for split, group in files.items()})
+    return {split: [Path(f) for f in _files().module_files([str(p) for p in group], module)]
+            for split, group in files.items()}
 
 
 def _is_hidden(path: Path, root: Path) -> bool:
@@ -303,7 +306,8 @@ def _resolve(root: Path, pattern: str) -> list[Path]:
     from datasets.data_files import resolve_pattern
 
     try:  # every extension load_dataset resolves data files by
-        return sorted(Path(p) for p in resolve_pattern(pattern, str(root), allowed_extensions=_files().allowed_extensions()))
+        found = resolve_pattern(pattern, str(root), allowed_extensions=_files().allowed_extensions())
+        return sorted(Path(p) for p in found)
     except FileNotFoundError:
         return []
 
@@ -413,28 +417,41 @@ def local_data_files(ref: DatasetRef) -> list[Path] | None:
     return files if own and all(p.name.lower().endswith(_OWN_READER) for p in files) else None
 
 
-def _split_plan(ref: DatasetRef) -> tuple[Path, dict[str, list], bool, bool] | None:
+# How a plan's splits were inferred from file names: with no card (datasets keeps one module's files of
+# each split), or for a card config that lists none (datasets reads every file the names put in a split).
+_BY_NAMES, _CARD_NAMES = "names", "card names"
+
+
+def _split_plan(ref: DatasetRef) -> tuple[Path, dict[str, list], str, bool] | None:
     """Where a local repository's patterns resolve from, its split -> patterns (or, when ``datasets``
-    infers the splits from file names, split -> the files it resolves: ``_inferred_files``), whether
-    they were inferred, and whether the files may be read file by file; None for what only
-    ``datasets`` knows (a loading script, a config name with no card)."""
+    infers the splits from file names, split -> the files it resolves: ``_inferred_files``), how they
+    were inferred (``_BY_NAMES``, ``_CARD_NAMES``, "" for patterns), and whether the files may be read
+    file by file; None for what only ``datasets`` knows (a loading script, a config name with no card)."""
     root = Path(ref.path)
     if ref.data_files is not None:  # given with the source: the card's configs do not apply
         splits = _split_files(ref.data_files, f"{ref.describe()}: data_files")
-        return (root, splits, False, True) if splits is not None else None
+        return (root, splits, "", True) if splits is not None else None
     header, origin = _card_and_origin(root)
     configs = (header or {}).get("configs")
     if configs is None:  # the splits datasets infers from the names (a split named: any folder)
-        named = _inferred_files(root) if ref.name is None else {}
-        return (root, named, True, True) if named else None
+        if ref.name is not None:
+            return None
+        named = _inferred_files(root)
+        if not named:
+            raise BeamError(f"{ref.describe()}: datasets finds no data file in the folder (hidden files and "
+                            "folders are not data), so it has no split to read")
+        return root, named, _BY_NAMES, True
     config = _chosen_config(ref, configs, origin)
     own = not set(config) - _OWN_KEYS
     base = root / str(config["data_dir"]) if config.get("data_dir") else root  # data_files resolve from data_dir
     if config.get("data_files") is None:  # datasets infers the splits from the names under data_dir
         splits = _inferred_files(base)
-        return (base, splits, True, own) if splits else None
+        if not splits:
+            raise BeamError(f"{ref.describe()}: datasets finds no data file under {_relative(base, root)}/, the "
+                            f"config {config['config_name']!r}'s data_dir, so it has no split to read")
+        return base, splits, _CARD_NAMES, own
     splits = _split_files(config["data_files"], f"{ref.path}: {origin}, config {config['config_name']!r}")
-    return (base, splits, False, own) if splits is not None else None
+    return (base, splits, "", own) if splits is not None else None
 
 
 def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
@@ -462,7 +479,7 @@ def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
                         f"(splits: {', '.join(sorted(splits))})")
     _check_split_names({ref.split: []}, ref.describe())
     if inferred:
-        resolved, matched_by = splits, {p: "(inferred)" for group in splits.values() for p in group}
+        resolved, matched_by = splits, {p: None for group in splits.values() for p in group}
         twice = next((p for i, p in enumerate(splits[ref.split]) if p in splits[ref.split][:i]), None)
         if twice is not None:
             raise BeamError(f"{ref.describe()}: {_relative(twice, base)} is matched by two of the patterns datasets "
@@ -472,19 +489,39 @@ def split_files(ref: DatasetRef) -> tuple[list[Path], bool] | None:
         resolved, matched_by = {}, {}
         for split, patterns in splits.items():  # every split: datasets resolves them all, whichever is read
             resolved[split] = _card_split(ref, base, split, patterns, matched_by)
-    # A card's JSON, JSON Lines and Parquet are read here file by file, each by its own reader, so the one
-    # module datasets needs for all splits (it refuses a card of a JSON split and a Parquet one) is not ours.
-    own_files = not inferred and all(p.name.lower().endswith(_OWN_READER) for g in resolved.values() for p in g)
-    refused = None if own_files else _mixed_splits(resolved)
-    if refused:
-        raise BeamError(f"{ref.describe()}: datasets refuses the repository: {refused}; " + (
-            "move one type's files out, or name the files themselves" if inferred else
-            "give each split files of one type, or name the split's files in the source's data_files"))
+    _refuse_as_datasets(ref, base, resolved, inferred == _BY_NAMES)
     files = resolved[ref.split]
-    return _checked_types(ref, base, files, matched_by, inferred, resolved), own
+    return _checked_types(ref, base, files, matched_by, inferred == _BY_NAMES, resolved), own
 
 
-def _card_split(ref: DatasetRef, base: Path, split: str, patterns: list[str], matched_by: dict[Path, str]) -> list[Path]:
+def _refuse_as_datasets(ref: DatasetRef, base: Path, resolved: dict[str, list[Path]], by_names: bool) -> None:
+    """Refuse a repository ``datasets`` refuses before it reads a row, whichever split is asked: it
+    infers one module for every split (``infer_module_for_data_files``), so ``train.jsonl`` beside
+    ``test.parquet`` fails to load. ``by_names``: a folder with no card, its splits inferred from its
+    file names (``_mixed_splits`` says which types differ). With a card (or the source's ``data_files``)
+    ``datasets`` itself is asked (``compat.datasets_files.repository_refusal``: it infers the module
+    from the first config's files, or the names at the top of the folder when that config lists
+    none), except that a split of JSON, JSON Lines and Parquet is read here file by file, each by its
+    own reader, so the one module ``datasets`` needs for every split is not ours to refuse over."""
+    if by_names:
+        refused = _mixed_splits(resolved)
+        if refused:
+            raise BeamError(f"{ref.describe()}: datasets refuses the repository: {refused}; move one type's files "
+                            "out, or name the files themselves")
+        return
+    refusal = _files().repository_refusal(ref.path, ref.data_files)
+    if refusal is None:
+        return
+    said, types_differ = refusal
+    if types_differ and all(p.name.lower().endswith(_OWN_READER) for p in resolved[ref.split]):
+        return
+    raise BeamError(f"{ref.describe()}: datasets refuses the repository ({said}); " + (
+        "give each split files of one type, or name the split's files in the source's data_files" if types_differ
+        else "fix what it names, or name the files themselves"))
+
+
+def _card_split(ref: DatasetRef, base: Path, split: str, patterns: list[str],
+                matched_by: dict[Path, str | None]) -> list[Path]:
     """The files a split's patterns (a card's, or the source's ``data_files``) name, resolved as
     ``datasets`` resolves them (``_resolve``); a pattern with no magic that matches nothing, a split
     that names no file, or a file two of its patterns match (read twice) is refused, naming the split."""
@@ -513,7 +550,7 @@ def _card_split(ref: DatasetRef, base: Path, split: str, patterns: list[str], ma
 _NOTES = (".md",)
 
 
-def _checked_types(ref: DatasetRef, base: Path, files: list[Path], matched_by: dict[Path, str],
+def _checked_types(ref: DatasetRef, base: Path, files: list[Path], matched_by: dict[Path, str | None],
                    inferred: bool, resolved: dict[str, list[Path]]) -> list[Path]:
     """Refuse a split ``datasets`` would read part of, unsaid: it reads one type of file per split
     (``datasets.load.infer_module_for_data_files_list``: the most common). Split by file names, it
@@ -543,10 +580,11 @@ def _checked_types(ref: DatasetRef, base: Path, files: list[Path], matched_by: d
                         f"it reads the {' and '.join(sorted({_type(p) for p in files if p not in odd}))} files and "
                         f"drops {named}; move the other type's files out, or name the files themselves")
     given = "the card's" if ref.data_files is None else "the source's data_files"
-    raise BeamError(f"{ref.describe()}: {named} is matched by {given} pattern {matched_by[odd[0]]!r} but is not "
-                    f"a data file that pattern should match (a {_type(odd[0])} file in a split of {types} files; "
-                    "datasets would read it as the others' type and stop at it): narrow the pattern to the data "
-                    "files' type, or move the file out")
+    by = (f"is matched by {given} pattern {matched_by[odd[0]]!r}" if matched_by[odd[0]] is not None else
+          "is in the split datasets infers from the names under the card config's data_dir")
+    raise BeamError(f"{ref.describe()}: {named} {by} but is not a data file that pattern should match "
+                    f"(a {_type(odd[0])} file in a split of {types} files; datasets would read it as the others' "
+                    "type and stop at it): narrow the pattern to the data files' type, or move the file out")
 
 
 def _type(path: Path) -> str:

@@ -611,6 +611,32 @@ def test_a_glob_that_matches_nothing_is_skipped_as_datasets_skips_it(tmp_path):
     assert _tags(str(repo)) == ["a0", "a1"]
 
 
+def test_a_folder_datasets_finds_no_data_in_is_refused_naming_it(tmp_path):
+    """`.hidden/test.jsonl` alone (datasets skips hidden folders), or a card config whose data_dir
+    holds nothing: datasets finds no data file; FOLDER@train was handed to datasets as a whole folder
+    (and prepare's duplicate check listed the folder itself) instead of being refused here."""
+    hidden = tmp_path / "hidden"
+    _rows(hidden / ".hidden" / "test.jsonl", 1, "h")
+    _refused(f"{hidden}@train", r"datasets finds no data file in the folder \(hidden files")
+    empty = _card(tmp_path / "empty", "configs:\n- config_name: default\n  data_dir: data")
+    _rows(empty / "other" / "a.jsonl", 1, "a")
+    _refused(str(empty), r"datasets finds no data file under data/, the config 'default''s data_dir")
+
+
+def test_a_card_config_with_no_data_files_reads_every_file_its_names_put_in_a_split(tmp_path):
+    """A config with data_dir and no data_files: datasets puts the split-named files under it in
+    splits and reads them all (no type filter, unlike a folder with no card); `data/train.md` beside
+    `data/train.jsonl` was dropped here unsaid, where datasets reads it as JSON and stops. Now refused
+    naming it, as a card pattern over a note is."""
+    repo = _card(tmp_path / "repo", "configs:\n- config_name: default\n  data_dir: data")
+    _rows(repo / "data" / "train.jsonl", 1, "t")
+    (repo / "data" / "train.md").write_text("# notes\n")
+    _refused(str(repo), r"train.md is in the split datasets infers from the names under the card config's data_dir "
+                        r"but is not a data file")
+    (repo / "data" / "train.md").unlink()
+    assert _tags(str(repo)) == ["t0"]
+
+
 def test_a_config_data_dir_is_read_file_by_file(tmp_path):
     """`data_dir`: the config's files are under it (its data_files resolve from it; with none, its
     split-named files); read here file by file, so files whose columns differ lose nothing (read through

@@ -10,9 +10,9 @@ refusal, or one of the deliberate differences below, each with its reason.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
-import re
 import tempfile
 from pathlib import Path
 
@@ -30,17 +30,18 @@ datasets = pytest.importorskip("datasets")
 SPLIT_WORDS = {"train": "train", "training": "train", "test": "test", "testing": "test", "eval": "test",
                "evaluation": "test", "validation": "validation", "valid": "validation", "dev": "validation",
                "val": "validation"}
-STEMS = ["train", "test", "validation", "valid", "dev", "eval", "sft_train", "sft_test", "chat", "extra",
-         "test_case", "drone_training", "train-00000-of-00002", "train-00001-of-00002", "test-00000-of-00001",
-         "sft-00000-of-00001"]
-FOLDERS = ["", "", "", "data/", "train/", "test/", "data/train/", "sub/", "sub/deep/", "validation/"]
-EXTENSIONS = [".jsonl", ".jsonl", ".json", ".parquet", ".csv", ".txt", ".md"]
+STEMS = ["train", "test", "validation", "valid", "dev", "eval", "val", "testing", "sft_train", "sft_test", "train_sft",
+         "chat", "extra", "test_case", "drone_training", "train-00000-of-00002", "train-00001-of-00002",
+         "test-00000-of-00001", "sft-00000-of-00001"]
+FOLDERS = ["", "", "", "data/", "train/", "test/", "data/train/", "data/test/", "sub/", "sub/deep/", "validation/",
+           ".hidden/"]
+EXTENSIONS = [".jsonl", ".jsonl", ".json", ".parquet", ".csv", ".txt", ".md", ".jsonl.gz"]
 CARD_PATTERNS = ["train*", "test*", "data/*", "**/*.jsonl", "*.jsonl", "data/train-*", "sub/**"]
 
 files_st = st.lists(st.tuples(st.sampled_from(FOLDERS), st.sampled_from(STEMS), st.sampled_from(EXTENSIONS))
                     .map("".join), min_size=1, max_size=5, unique=True)
-card_st = st.none() | st.dictionaries(st.sampled_from(["train", "test"]), st.sampled_from(CARD_PATTERNS),
-                                      min_size=1, max_size=2)
+card_st = st.none() | st.just({"data_dir": "data"}) | st.dictionaries(
+    st.sampled_from(["train", "test"]), st.sampled_from(CARD_PATTERNS), min_size=1, max_size=2)
 
 
 def _write(root: Path, names: list[str], card: dict | None) -> None:
@@ -50,7 +51,9 @@ def _write(root: Path, names: list[str], card: dict | None) -> None:
     for name in names:
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        if name.endswith(".parquet"):
+        if name.endswith(".gz"):
+            path.write_bytes(gzip.compress((json.dumps({"tag": name}) + "\n").encode()))
+        elif name.endswith(".parquet"):
             pq.write_table(pa.table({"tag": [name]}), path)
         elif name.endswith(".csv"):
             path.write_text(f"tag\n{name}\n")
@@ -60,7 +63,9 @@ def _write(root: Path, names: list[str], card: dict | None) -> None:
             path.write_text(json.dumps([{"tag": name}]))
         else:
             path.write_text(json.dumps({"tag": name}) + "\n")
-    if card is not None:
+    if card == {"data_dir": "data"}:  # a config with no data_files: its splits inferred under data_dir
+        (root / "README.md").write_text("---\nconfigs:\n- config_name: default\n  data_dir: data\n---\n")
+    elif card is not None:
         entries = "".join(f"  - split: {split}\n    path: \"{pattern}\"\n" for split, pattern in card.items())
         (root / "README.md").write_text(f"---\nconfigs:\n- config_name: default\n  data_files:\n{entries}---\n")
 
@@ -75,12 +80,14 @@ def _theirs(root: Path, cache: str) -> tuple[dict[str, set[str]] | None, str]:
         return None, str(exc)
 
 
-def _own_types_refused(card: bool, why: str) -> bool:
+def _own_types_refused(card: bool, why: str, ours: set[str]) -> bool:
     """Deliberate: a card's splits of JSON, JSON Lines and Parquet are read here file by file, each by
-    its own reader; datasets needs one module for every split and refuses a JSON split beside a
-    Parquet one (or a split mixing them: its streaming fails at the first file of the other type)."""
-    modules = re.findall(r"\('(\w+)', \{", why)
-    return card and why.startswith("Couldn't infer the same data file format") and set(modules) <= {"json", "parquet"}
+    its own reader; datasets needs one module for every split (inferred from the first config's
+    files, or the names at the folder's top when it lists none) and refuses a JSON split beside a
+    Parquet one, or beside files outside the config read by another module."""
+    if not (card and why.startswith("Couldn't infer the same data file format")):
+        return False
+    return all(name.lower().endswith(DATA_SUFFIXES) for name in ours)
 
 
 def _ours(root: Path, source: str) -> set[str] | BeamError:
@@ -128,15 +135,14 @@ def check(root: Path, cache: str) -> None:
             assert theirs is None or split not in theirs or any(d in said for d in DELIBERATE_REFUSALS), (
                 f"@{split}: refused ({said}) where datasets reads {theirs}")
         else:
-            if theirs is None and _own_types_refused(card, why):
+            if theirs is None and _own_types_refused(card, why, ours):
                 continue
             assert theirs is not None and split in theirs, f"@{split}: read {ours} where datasets refuses ({why})"
             assert ours == theirs[split], f"@{split}: read {sorted(ours)}, datasets reads {sorted(theirs[split])}"
-    if not (theirs is None and _own_types_refused(card, why)):
-        _check_bare(root, theirs)
+    _check_bare(root, theirs, card, why)
 
 
-def _check_bare(root: Path, theirs: dict[str, set[str]] | None) -> None:
+def _check_bare(root: Path, theirs: dict[str, set[str]] | None, card: bool, why: str) -> None:
     try:
         parsed = parse_data_arg(str(root))
     except BeamError as exc:
@@ -148,7 +154,8 @@ def _check_bare(root: Path, theirs: dict[str, set[str]] | None) -> None:
         return
     ours = _ours(root, str(root))
     if isinstance(parsed, DatasetRef):  # a card: its train split, as FOLDER@train
-        assert isinstance(ours, BeamError) or (theirs is not None and ours == theirs.get("train")), (
+        assert isinstance(ours, BeamError) or (theirs is not None and ours == theirs.get("train")) or (
+            theirs is None and _own_types_refused(card, why, ours)), (
             f"bare card folder: read {ours}, datasets reads {theirs}")
         return
     if isinstance(ours, BeamError) or theirs == {"train": ours}:
@@ -169,8 +176,8 @@ def _check_bare(root: Path, theirs: dict[str, set[str]] | None) -> None:
 
 
 def _plain(root: Path) -> set[str]:
-    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()
-            and p.name.lower().endswith(DATA_SUFFIXES) and not any(s.startswith(".") for s in p.relative_to(root).parts)}
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and p.name.lower().endswith(
+        DATA_SUFFIXES) and not any(s.startswith(".") for s in p.relative_to(root).parts)}
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])

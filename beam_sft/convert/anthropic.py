@@ -97,8 +97,9 @@ def openai_row(raw: Any, columns: ColumnMap, *, answer: Any = None, at: str = ""
         raise Rejection("malformed_row", f"no {at}{columns.messages!r} list in the row")
     out: list[dict] = []
     places: list[str] = []
-    if raw.get("system") is not None:
-        out.append({"role": "system", "content": _system(raw["system"], f"{at}system")})
+    system = None if raw.get("system") is None else _system(raw["system"], f"{at}system")
+    if system:  # "" or [] is the API's "no system prompt", as omitting it is: no empty system message
+        out.append({"role": "system", "content": system})
         places.append(f"{at}system")
     entries = [(msg, f"{at}{columns.messages}[{i}]") for i, msg in enumerate(messages)]
     if answer is not None:

@@ -201,3 +201,13 @@ def test_input_schema_tools_in_an_openai_row_keep_their_parameters():
     assert out["tools"] == convert_openai(OPENAI, options=ConvertOptions())["tools"]
     both = [{**ROW["tools"][0], "parameters": {"type": "object"}}]
     assert convert_openai({**OPENAI, "tools": both}, options=ConvertOptions()).code == "bad_tool_definition"
+
+
+def test_an_empty_system_is_no_system_message():
+    """`system: ""` or `[]` is the API's "no system prompt" (as leaving it out); it became an empty system message."""
+    turns = [{"role": "user", "content": "hi"},
+             {"role": "assistant", "content": [{"type": "thinking", "thinking": "t"}, {"type": "text", "text": "yo"}]}]
+    rows = [convert_row({"system": system, "messages": turns}, format="anthropic", options=ConvertOptions())
+            for system in ("", [], None)]
+    assert [m["role"] for m in rows[0]["messages"]] == ["user", "assistant"]
+    assert rows[0]["messages"] == rows[1]["messages"] == rows[2]["messages"]

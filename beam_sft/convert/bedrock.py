@@ -12,10 +12,13 @@ message's ``content`` as a list of blocks, each an object with one key:
 - ``{"toolResult": {"toolUseId", "content": [{"text"} | {"json"}], "status"?}}``: a tool result,
   sent in a user message. A user message holding only results becomes one tool message per result;
   results mixed with text are ``tool_response_mixed``;
+- ``{"guardContent": {"text": {"text", "qualifiers"?}}}``: text the guardrail assesses, which the model
+  reads as any text: read as text (a guarded ``image`` is ``non_text_content``);
 - ``cachePoint`` markers carry nothing and are skipped; images, documents, video are
   ``non_text_content``.
 
-Row keys: ``system`` (a list of text blocks, prepended as one system message), ``toolConfig.tools``
+Row keys: ``system`` (a list of ``text``, ``guardContent`` and ``cachePoint`` blocks, read as above and
+prepended as one system message), ``toolConfig.tools``
 of ``toolSpec`` (``name``, ``description``, ``inputSchema.json``). The row is rewritten into the
 OpenAI shape (blocks in their order, as content parts) and read by the OpenAI reader, so every
 rule there (text after a call, reasoning order, ids) applies alike; the rules shared with the
@@ -54,6 +57,7 @@ from beam_sft.visible import quoted
 
 BLOCK_KEYS = ("toolUse", "toolResult", "reasoningContent")  # the blocks that tell a Converse row
 _SKIPPED = ("cachePoint",)
+_TEXT_KEYS = frozenset({"text", "guardContent"})
 
 
 def convert_bedrock(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
@@ -76,9 +80,10 @@ def is_bedrock(raw: Any, columns: ColumnMap) -> bool:
 
 
 def _is_blocks(value: Any) -> bool:
-    # Converse blocks are untyped ({"text"}); Anthropic's system blocks ({"type": "text", "text"}) are not these
-    return isinstance(value, list) and bool(value) and all(
-        isinstance(b, dict) and "text" in b and "type" not in b for b in value)
+    # Converse system blocks are untyped ({"text"}, {"guardContent"}, {"cachePoint"}), one at least holding
+    # text; Anthropic's ({"type": "text", "text"}) are not these
+    return isinstance(value, list) and any(isinstance(b, dict) and _TEXT_KEYS & b.keys() for b in value) and all(
+        isinstance(b, dict) and "type" not in b and (_TEXT_KEYS | set(_SKIPPED)) & b.keys() for b in value)
 
 
 def read_bedrock_row(raw: Any, columns: ColumnMap) -> tuple[list[dict], list[dict], dict | None]:
@@ -98,11 +103,9 @@ def openai_row(raw: Any, columns: ColumnMap) -> tuple[dict, list[str]]:
         raise Rejection("malformed_row", f"no {columns.messages!r} list in the row")
     out: list[dict] = []
     places: list[str] = []
-    system = raw.get("system")
+    system = _system(raw.get("system"))
     if system is not None:
-        if not _is_blocks(system):
-            raise Rejection("malformed_row", "system is not a list of text blocks")
-        out.append({"role": "system", "content": "\n\n".join(_text(b, f"system[{i}]") for i, b in enumerate(system))})
+        out.append({"role": "system", "content": system})
         places.append("system")
     for i, msg in enumerate(messages):
         where = f"{columns.messages}[{i}]"
@@ -116,6 +119,41 @@ def openai_row(raw: Any, columns: ColumnMap) -> tuple[dict, list[str]]:
     if config is not None:
         row["tools"] = _tools(config)
     return row, places
+
+
+def _system(system: Any) -> str | None:
+    """The system blocks' text, joined by blank lines (None: no system text). A ``cachePoint`` carries
+    nothing and is skipped, as in messages; ``guardContent`` is text the model reads (``_guard_text``)."""
+    if system is None:
+        return None
+    if not isinstance(system, list):
+        raise Rejection("malformed_row", f"system is a {type(system).__name__}, not a list of blocks")
+    texts = []
+    for i, block in enumerate(system):
+        where = f"system[{i}]"
+        if not isinstance(block, dict) or "type" in block:  # an Anthropic block ({"type": "text"}) is not Converse's
+            raise Rejection("malformed_row", f"{where} is not a Converse system block ({{text}}, {{guardContent}} or "
+                            "{cachePoint})")
+        if "text" in block:
+            texts.append(_text(block, where))
+        elif "guardContent" in block:
+            texts.append(_guard_text(block["guardContent"], f"{where}.guardContent"))
+        elif not any(k in block for k in _SKIPPED):
+            kind = next(iter(block), "empty")
+            raise Rejection("malformed_row", f"{where} is a {quoted(kind)} block, not text, guardContent or cachePoint")
+    return "\n\n".join(texts) if texts else None
+
+
+def _guard_text(content: Any, where: str) -> str:
+    """A ``guardContent`` block's text. It is text the model reads like any other (the guardrail also
+    assesses it; its ``qualifiers`` tell the guardrail how), so it is read as text; a guarded image is
+    ``non_text_content``."""
+    if isinstance(content, dict) and "image" in content:
+        raise Rejection("non_text_content", f"{where} is an 'image' block: Beam reads text only")
+    text = content.get("text") if isinstance(content, dict) else None
+    if not isinstance(text, dict) or not isinstance(text.get("text"), str):
+        raise Rejection("malformed_row", f"{where} has no text.text string")
+    return text["text"]
 
 
 def _text(block: dict, where: str) -> str:
@@ -157,6 +195,8 @@ def _part(block: Any, where: str) -> Any:
         return {"type": "reasoning", "value": text["text"]}
     if "text" in block and len(block) == 1:
         return {"type": "text", "text": block["text"]}
+    if "guardContent" in block:
+        return {"type": "text", "text": _guard_text(block["guardContent"], f"{where}.guardContent")}
     kind = next(iter(block), "empty")
     raise Rejection("non_text_content", f"{where} is a {quoted(kind)} block: Beam reads text only")
 

@@ -6,7 +6,9 @@ block readers share, in one place.
   Responses API's ``encrypted_content``. Beside readable reasoning in one turn it is
   ``non_text_content``: the text kept would be part of the reasoning, read as the whole of it.
 - A message of tool results (sent in a user message by both APIs) is one tool message per result;
-  results mixed with any other content are ``tool_response_mixed``.
+  results mixed with any other content are ``tool_response_mixed``. Only a user message carries
+  results (a ``tool`` message too, in rows that mix shapes): one in an assistant's or system's message
+  is ``malformed_row`` naming the block, never read as a tool message its role would not allow.
 - Every other block becomes a content part at its own index (a skipped block leaves ``NO_PART``),
   so the OpenAI reader names each part by its place in the source.
 
@@ -22,8 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from beam_sft.convert.parts import NO_PART
+from beam_sft.convert.parts import NO_PART, canonical_role
 from beam_sft.convert.rows import Rejection
+from beam_sft.visible import quoted
 
 # What BlockShape.kind says of a block; None: any other block, read by BlockShape.part.
 SKIP, REASONING, ENCRYPTED, RESULT = "skip", "reasoning", "encrypted", "result"
@@ -58,6 +61,10 @@ def block_message(msg: Any, where: str, shape: BlockShape) -> list[tuple[Any, st
     kept = [j for j in range(len(blocks)) if j not in skipped]
     results = [j for j in kept if kinds[j] == RESULT]
     if results:
+        role = msg.get("role")
+        if canonical_role(role, f"{where}.role") not in ("user", "tool"):  # an unknown role: unknown_role
+            raise Rejection("malformed_row", f"{where}.content[{results[0]}] is a {shape.result_name} block in a message "
+                                             f"of role {quoted(role)}: only a user (or tool) message carries tool results")
         if len(results) != len(kept):
             raise Rejection("tool_response_mixed", f"{where} mixes {shape.result_name} blocks with other content")
         return [(shape.result(blocks[j], f"{where}.content[{j}]"), f"{where}.content[{j}]") for j in results]

@@ -164,10 +164,11 @@ def test_encrypted_only_thinking_is_no_reasoning_as_bedrock_and_responses_read_i
 
 def _logged(stop_reason: str) -> dict:
     """ROW as a proxy logs its last messages.create call: the request, then the response message."""
-    request = {**ROW, "messages": ROW["messages"][:3]}
+    row = copy.deepcopy(ROW)  # tests change the record in place: ROW stays as it is
+    request = {**row, "messages": row["messages"][:3]}
     return {"request": request, "response": {
         "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-        "content": ROW["messages"][3]["content"], "stop_reason": stop_reason, "stop_sequence": None,
+        "content": row["messages"][3]["content"], "stop_reason": stop_reason, "stop_sequence": None,
         "usage": {"input_tokens": 90, "output_tokens": 12}}}
 
 
@@ -211,3 +212,13 @@ def test_an_empty_system_is_no_system_message():
             for system in ("", [], None)]
     assert [m["role"] for m in rows[0]["messages"]] == ["user", "assistant"]
     assert rows[0]["messages"] == rows[1]["messages"] == rows[2]["messages"]
+
+
+def test_a_tool_result_outside_a_user_message_is_rejected_naming_it():
+    # a tool_result in an assistant message became a tool message with no role check
+    out = convert_anthropic(_with(1, [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}]),
+                            options=ConvertOptions())
+    assert out.code == "malformed_row", out.message
+    assert "messages[1].content[0]" in out.message and "'assistant'" in out.message
+    mixed = _with(3, [THINK, {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}])
+    assert convert_anthropic(mixed, options=ConvertOptions()).message.startswith("messages[3].content[1] is a tool_result")

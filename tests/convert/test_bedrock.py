@@ -132,3 +132,46 @@ def test_encrypted_only_reasoning_is_no_reasoning_as_in_the_responses_reader():
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "X."}]}]}
     assert convert_row(responses, format="responses", options=ConvertOptions()).code == \
         convert_row(row, format="bedrock", options=ConvertOptions()).code == "missing_reasoning"
+
+
+def test_system_cache_points_are_skipped_and_guard_content_is_read_as_text(tmp_path):
+    # system blocks holding a cachePoint or guardContent were rejected "system is not a list of text blocks";
+    # a cachePoint carries nothing (skipped, as in messages), guardContent is text the model reads
+    system = [{"text": "You are a radio assistant."}, {"cachePoint": {"type": "default"}},
+              {"guardContent": {"text": {"text": "Never name a rival station.", "qualifiers": ["guard_content"]}}}]
+    row = {**ROW, "system": system}
+    out = convert_bedrock(row, options=ConvertOptions())
+    assert out["messages"][0] == {"role": "system",
+                                  "content": "You are a radio assistant.\n\nNever name a rival station."}
+    guarded = _with(0, {"role": "user", "content": [
+        {"guardContent": {"text": {"text": "What is the most popular song on WZPZ?"}}}]})
+    assert convert_bedrock(guarded, options=ConvertOptions())["messages"][1]["content"] == \
+        "What is the most popular song on WZPZ?"
+    text_only = {"system": [{"cachePoint": {"type": "default"}}, {"text": "Be brief."}],
+                 "messages": [{"role": "user", "content": [{"text": "Hi"}]},
+                              {"role": "assistant", "content": [{"text": "Hello"}]}]}
+    results, conversion = run_source(write_jsonl(tmp_path / "converse.jsonl", [row, text_only]))
+    assert codes(results) == ["kept", "kept"], [getattr(r, "message", "") for r in results]
+    assert dict(conversion.summary.formats) == {"bedrock": 2}
+
+
+@pytest.mark.parametrize("system, code, place", [
+    ([{"guardContent": {"image": {"format": "png", "source": {"bytes": "AAAA"}}}}], "non_text_content",
+     "system[0].guardContent"),
+    ([{"text": "x"}, {"guardContent": {"text": "not an object"}}], "malformed_row", "system[1].guardContent"),
+    ([{"text": "x"}, {"document": {"name": "d"}}], "malformed_row", "system[1]"),
+    ([{"text": "x"}, {"type": "text", "text": "y"}], "malformed_row", "system[1]"),
+])
+def test_system_blocks_that_cannot_be_read_are_rejected_naming_the_block(system, code, place):
+    out = convert_bedrock({**ROW, "system": system}, options=ConvertOptions())
+    assert (out.code, place in out.message) == (code, True), out.message
+
+
+def test_a_tool_result_outside_a_user_message_is_rejected_naming_it():
+    # a toolResult in an assistant message became a tool message (or tool_response_mixed): no role check
+    use = {"toolUse": {"toolUseId": "t", "name": "top_song", "input": {"sign": "WZPZ"}}}
+    result = {"toolResult": {"toolUseId": "t", "content": [{"text": "Song A"}]}}
+    for content in ([use, result], [result]):
+        out = convert_bedrock(_with(1, {"role": "assistant", "content": content}), options=ConvertOptions())
+        assert out.code == "malformed_row", out.message
+        assert f"messages[1].content[{len(content) - 1}]" in out.message and "'assistant'" in out.message

@@ -88,7 +88,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
      "holds"),
     ("batch_missing_response", "convert", "a Batch API request that no line of the batch output answers"),
     ("batch_http_error", "convert", "a Batch API output line whose response has a status code other than 200"),
-    ("batch_error", "convert", "a Batch API output line with an error object (the request failed)"),
+    ("batch_error", "convert", "a Batch API output line with an error object (the request failed), or an "
+     "Anthropic Message Batches result errored, canceled or expired"),
     ("batch_duplicate_id", "convert", "a custom_id on more than one line of a batch input or output: which "
      "answer belongs to which request cannot be told"),
     ("harmony_malformed", "convert", "a Harmony transcript that cannot be read back into messages"),

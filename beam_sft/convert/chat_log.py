@@ -12,7 +12,8 @@ Read shapes of ``response``:
   (``args`` in older versions).
 - Earlier turns in the request as the AI SDK writes them (assistant ``tool-call`` parts, ``tool``
   messages of ``tool-result`` parts) read as OpenAI's (``sdk_message``).
-- A Batch API output's ``response.body`` (the batch join, data/batch_api.py, hands the body here).
+- A Batch API output's ``response.body`` (the batch join, data/batch_api.py, hands the body here;
+  for an Anthropic Message Batches pair, the result's ``message``: a logged Anthropic call, below).
 - A logged Anthropic Messages call (a response of ``content`` blocks and a ``stop_reason``; the
   request's ``system``, blocks and ``input_schema`` tools): read by anthropic.py, the response's
   content the last assistant turn (``response.content[1]``); ``stop_reason`` ``max_tokens`` (or

@@ -111,12 +111,15 @@ def convert_outputs(args: argparse.Namespace, *, inputs: dict | None = None, fol
 
 
 def add_batch_flags(parser: argparse.ArgumentParser) -> None:
-    """``--batch-input IN --batch-output OUT``: an OpenAI Batch API pair, joined by custom_id (data/batch_api.py)."""
+    """``--batch-input IN --batch-output OUT``: an OpenAI Batch API or Anthropic Message Batches pair, joined
+    by custom_id (data/batch_api.py)."""
     parser.add_argument("--batch-input", metavar="IN.jsonl",
-                        help="an OpenAI Batch API input file (custom_id, body.messages); with --batch-output")
+                        help="a batch input file: OpenAI Batch API (custom_id, body.messages) or Anthropic "
+                        "Message Batches requests (custom_id, params.messages); with --batch-output")
     parser.add_argument("--batch-output", metavar="OUT.jsonl",
-                        help="its output file (custom_id, response.body.choices): each request joined with its "
-                        "answer, one source; unmatched, failed and duplicate lines are rejections with codes")
+                        help="its output file (custom_id, response.body.choices; Anthropic's results: custom_id, "
+                        "result.message): each request joined with its answer, one source; unmatched, failed and "
+                        "duplicate lines are rejections with codes")
 
 
 def sources_of(args: argparse.Namespace) -> list:

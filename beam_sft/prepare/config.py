@@ -62,7 +62,7 @@ class SourceSpec:
     split: str | None = None  # default: train
     revision: str | None = None  # hub branch, tag or commit; the fingerprint holds the resolved commit
     data_files: str | list[str] | dict[str, Any] | None = None
-    # An OpenAI Batch API pair: `path` is the batch output file, this its input file (joined by
+    # A batch pair (OpenAI Batch API or Anthropic Message Batches): `path` is the batch output file, this its input file (joined by
     # custom_id, beam_sft/data/batch_api.py; read as chat_log rows).
     batch_input: str | None = None
 

@@ -1,6 +1,7 @@
-"""OpenAI Batch API input and output files joined by custom_id (beam_sft/data/batch_api.py), as the
-Batch API docs write them: complete, a missing side, failed requests (an error object, a non-200
-status), duplicates of a custom_id; every line ends kept or rejected with its code, and the
+"""Batch input and output files joined by custom_id (beam_sft/data/batch_api.py), OpenAI's Batch API
+and Anthropic's Message Batches as their docs write them: complete, a missing side, failed requests
+(an error object, a non-200 status, an errored, canceled or expired result), duplicates of a
+custom_id, lines of neither provider; every line ends kept or rejected with its code, and the
 summary counts each."""
 
 from __future__ import annotations
@@ -122,13 +123,18 @@ ids = st.sampled_from(["a", "b", "c", "d", "e"])
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(inputs=st.lists(ids, max_size=6), outputs=st.lists(st.tuples(ids, st.sampled_from([200, 200, 429, 0])),
-                                                          max_size=6))
-def test_every_line_ends_in_exactly_one_record(tmp_path, inputs, outputs):
-    """Any mix of ids, duplicates, failures: a pair (an id on one line of each file) is one record,
-    every other line one record of its own, and no line is named twice."""
-    lines_out = [output(cid, error={"message": "x"}) if status == 0 else output(cid, status=status)
-                 for cid, status in outputs]
-    pair = _pair(tmp_path, [request(cid) for cid in inputs], lines_out)
+                                                          max_size=6), anthropic=st.booleans())
+def test_every_line_ends_in_exactly_one_record(tmp_path, inputs, outputs, anthropic):
+    """Any mix of ids, duplicates, failures, of either provider's batch: a pair (an id on one line of
+    each file) is one record, every other line one record of its own, and no line is named twice."""
+    if anthropic:
+        kinds = {200: "succeeded", 429: "expired", 0: "errored"}
+        lines_in, lines_out = [params_line(cid) for cid in inputs], [result_line(cid, kinds[s]) for cid, s in outputs]
+    else:
+        lines_in = [request(cid) for cid in inputs]
+        lines_out = [output(cid, error={"message": "x"}) if status == 0 else output(cid, status=status)
+                     for cid, status in outputs]
+    pair = _pair(tmp_path, lines_in, lines_out)
     results, conversion = run_source(pair, fill=None)
     in_ids, out_ids = Counter(inputs), Counter(cid for cid, _ in outputs)
     pairs = sum(1 for cid in in_ids if in_ids[cid] == 1 and out_ids[cid] == 1)
@@ -143,3 +149,70 @@ def test_an_output_over_a_batch_file_is_refused_and_nothing_changes(tmp_path, ca
     assert main(["convert", "--batch-input", pair.input, "--batch-output", pair.output, "-o", pair.input]) != 0
     assert open(pair.input, "rb").read() == before
     assert "--batch-input" in capsys.readouterr().err
+
+
+# Anthropic's Message Batches: a requests file of {custom_id, params} lines, a results file of
+# {custom_id, result: {type, message | error}} lines, as the Message Batches docs write them.
+def params_line(cid: str, question: str = "Weather in Paris?") -> dict:
+    return {"custom_id": cid, "params": {
+        "model": "claude-sonnet-4-5", "max_tokens": 1024, "system": [{"type": "text", "text": "Be brief."}],
+        "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}],
+        "messages": [{"role": "user", "content": question}]}}
+
+
+def result_line(cid: str, kind: str = "succeeded", *, stop_reason: str = "end_turn") -> dict:
+    if kind == "succeeded":
+        result = {"type": kind, "message": {
+            "id": f"msg_{cid}", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
+            "content": [{"type": "thinking", "thinking": "Ask the tool.", "signature": "s"},
+                        {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}],
+            "stop_reason": stop_reason, "stop_sequence": None, "usage": {"input_tokens": 9, "output_tokens": 3}}}
+    elif kind == "errored":
+        result = {"type": kind, "error": {"type": "error", "error": {"type": "invalid_request_error",
+                                                                     "message": "max_tokens: too large"}}}
+    else:
+        result = {"type": kind}
+    return {"custom_id": cid, "result": result}
+
+
+def test_anthropic_message_batches_join_as_the_openai_pair_does(tmp_path):
+    # a Message Batches pair was malformed_row on every input line (no body) and every result (no response)
+    pair = _pair(tmp_path, [params_line("a"), params_line("b"), params_line("c"), params_line("d"),
+                            params_line("e"), params_line("f")],
+                 [result_line("b", "errored"), result_line("a"), result_line("c", "canceled"),
+                  result_line("d", "expired"), result_line("z"), result_line("e", stop_reason="max_tokens")])
+    results, conversion = run_source(pair, fill=None)
+    assert codes(results) == ["batch_error", "kept", "batch_error", "batch_error", "batch_missing_request",
+                              "response_cut_off", "batch_missing_response"], [getattr(r, "message", "") for r in results]
+    kept = results[1]
+    assert kept["messages"][0] == {"role": "system", "content": "Be brief."}
+    assert kept["messages"][-1]["tool_calls"][0]["function"]["name"] == "get_weather"
+    assert kept["messages"][-1]["reasoning_content"] == "Ask the tool."
+    assert (kept["meta"]["source"], kept["meta"]["row"]) == (pair.output, 1)
+    assert "'b'" in results[0].message and "invalid_request_error" in results[0].message
+    assert "'c'" in results[2].message and "canceled" in results[2].message
+    assert pair.input in results[4].message and "'z'" in results[4].message
+    assert results[6].source == pair.input and "'f'" in results[6].message and pair.output in results[6].message
+    assert conversion.format == "chat_log"
+
+
+def test_a_line_of_neither_or_both_providers_or_crossed_is_malformed(tmp_path):
+    both = {**params_line("b"), "body": request("b")["body"]}
+    pair = _pair(tmp_path, [params_line("a"), both, request("o"), params_line("u")],
+                 [output("a"), result_line("o"), {"custom_id": "u", "result": {"type": "pending"}}])
+    results, _ = run_source(pair, fill=None)
+    assert codes(results) == ["malformed_row"] * 4, [getattr(r, "message", "") for r in results]
+    assert "body or Anthropic's params" in results[0].message
+    assert "an OpenAI answer to an Anthropic request" in results[1].message
+    assert "an Anthropic answer to an OpenAI request" in results[2].message
+    assert "'pending'" in results[3].message
+
+
+def test_convert_cli_reads_a_message_batches_pair(tmp_path, capsys):
+    pair = _pair(tmp_path, [params_line("a"), params_line("b")], [result_line("a"), result_line("b", "expired")])
+    out, rejects = tmp_path / "rows.jsonl", tmp_path / "rejects.jsonl"
+    assert main(["convert", "--batch-input", pair.input, "--batch-output", pair.output, "-o", str(out),
+                 "--rejects", str(rejects)]) == 0
+    assert len(out.read_text().splitlines()) == 1
+    (line,) = [json.loads(x) for x in rejects.read_text().splitlines()]
+    assert (line["code"], line["file"], line["row"]) == ("batch_error", pair.output, 1)

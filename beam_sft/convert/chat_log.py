@@ -45,6 +45,7 @@ from beam_sft.convert.anthropic import openai_row as anthropic_row
 from beam_sft.convert.assemble import convert_with
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
+from beam_sft.convert.parts import canonical_role
 from beam_sft.convert.responses import openai_row as responses_row
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.visible import KEY_CHARS, quoted
@@ -112,13 +113,18 @@ def sdk_message(msg: Any, where: str) -> list[tuple[Any, str]]:
     """A request message in the AI SDK's shape (how a proxy logs earlier turns) in OpenAI's: an
     assistant's ``tool-call`` parts (``toolCallId``, ``toolName``, ``input``/``args``) as calls, a
     tool message's ``tool-result`` parts (``output: {type, value}``, or ``result``) one tool message
-    each (named by its part). Any other message as it is (the OpenAI reader reads or rejects it).
+    each (named by its part; in a message of another role, ``malformed_row``). Any other message as it is (the OpenAI reader reads or rejects it).
     Each message with the entry it was read from."""
     content = msg.get("content") if isinstance(msg, dict) else None
     if not isinstance(content, list):
         return [(msg, where)]
     kinds = {p.get("type") for p in content if isinstance(p, dict)}
     if "tool-result" in kinds:
+        role = msg.get("role")
+        if canonical_role(role, f"{where}.role") != "tool":  # the AI SDK sends results in tool messages only
+            j = next(j for j, p in enumerate(content) if isinstance(p, dict) and p.get("type") == "tool-result")
+            raise Rejection("malformed_row", f"{where}.content[{j}] is a tool-result part in a message of role "
+                            f"{quoted(role)}: only a tool message carries tool results")
         if kinds != {"tool-result"}:
             raise Rejection("tool_response_mixed", f"{where} mixes tool-result parts with other parts")
         return [(_sdk_result(p, f"{where}.content[{j}]"), f"{where}.content[{j}]") for j, p in enumerate(content)]

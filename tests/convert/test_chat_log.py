@@ -79,6 +79,11 @@ def test_proxy_history_in_the_ai_sdk_shape():
     mixed = {**log, "request": {**REQUEST, "messages": [*history[:2], {"role": "tool", "content": [
         {"type": "text", "text": "x"}, history[2]["content"][0]]}]}}
     assert convert_chat_log(mixed, options=ConvertOptions()).code == "tool_response_mixed"
+    # tool-result parts in an assistant (or user) message became tool messages with no role check
+    for role in ("assistant", "user"):
+        misplaced = {**log, "request": {**REQUEST, "messages": [*history[:2], {**history[2], "role": role}]}}
+        out = convert_chat_log(misplaced, options=ConvertOptions())
+        assert out.code == "malformed_row" and "request.messages[2].content[0]" in out.message, out
 
 
 def _response(**changes) -> dict:

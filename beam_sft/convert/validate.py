@@ -172,7 +172,34 @@ def _shape(row: Any, options: ConvertOptions, at: Places) -> tuple[str, str] | N
         fn = tool.get("function") if isinstance(tool, dict) else None
         if not isinstance(fn, dict) or tool.get("type") != "function" or not isinstance(fn.get("name"), str):
             return "bad_tool_definition", f"tools[{i}] is not a named function tool"
+        bad = _schema_problem(fn.get("parameters"), f"tools[{i}].function.parameters")
+        if bad is not None:
+            return "bad_tool_definition", bad
     return None
+
+
+def _schema_problem(schema: Any, where: str) -> str | None:
+    """Where a parameters schema breaks the shape every reader of schemas takes for granted (the
+    template, the argument checks, the encoder), at any depth tools.normalize_schema walks: ``type`` a
+    type name or a list of them, ``properties`` an object, ``required`` a list of names. The template
+    would stop on ``"required": true`` or ``"properties": []``; ``{"type": {...}}`` crashed the checks."""
+    if not isinstance(schema, dict):
+        return None
+    kind, properties, required = schema.get("type"), schema.get("properties"), schema.get("required")
+    if kind is not None and not (isinstance(kind, str) or isinstance(kind, list)
+                                 and all(isinstance(k, str) for k in kind)):
+        return f"{where}.type is {quoted(kind, 40)}, not a type name or a list of them"
+    if properties is not None and not isinstance(properties, dict):
+        return f"{where}.properties is {quoted(properties, 40)}, not an object of named schemas"
+    if required is not None and not (isinstance(required, list) and all(isinstance(r, str) for r in required)):
+        return f"{where}.required is {quoted(required, 40)}, not a list of property names"
+    subs: list[tuple[Any, str]] = [(sub, f"{where}.properties.{cut(str(name), KEY_CHARS)}")
+                                   for name, sub in (properties or {}).items()]
+    for key in ("items", "additionalProperties", "oneOf", "anyOf", "allOf"):
+        value = schema.get(key)
+        subs += ([(v, f"{where}.{key}[{j}]") for j, v in enumerate(value)] if isinstance(value, list)
+                 else [(value, f"{where}.{key}")])
+    return next((bad for sub, at in subs if (bad := _schema_problem(sub, at)) is not None), None)
 
 
 def _call_shape(call: Any) -> bool:

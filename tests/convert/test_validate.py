@@ -170,3 +170,23 @@ def test_validate_does_not_modify_the_row():
     before = copy.deepcopy(row)
     validate(row, options=OPTIONS)
     assert row == before
+
+
+@pytest.mark.parametrize("schema, place", [
+    ({"type": "object", "properties": {"x": {"type": {"type": "string"}}}}, "tools[0].function.parameters.properties.x.type"),
+    ({"type": "object", "properties": {"x": {"type": ["number", {}]}}}, "parameters.properties.x.type"),
+    ({"type": "object", "properties": {"x": {"type": "integer"}}, "required": True}, "parameters.required"),
+    ({"type": "object", "properties": {"x": {"type": "integer"}}, "required": "x"}, "parameters.required"),
+    ({"type": "object", "properties": [{"type": "integer"}]}, "parameters.properties"),
+    ({"type": "object", "properties": {"x": {"type": "array", "items": {"type": 1}}}}, "x.items.type"),
+    ({"anyOf": [{"type": "object", "required": {}}]}, "parameters.anyOf[0].required"),
+])
+def test_a_schema_the_template_cannot_read_is_a_bad_tool_definition(schema, place):
+    # found by test_reader_fuzz: a dict "type" crashed _typed_numbers (unhashable), "required": true
+    # or a list of properties stopped the template; a schema's shape is now a rule with a place
+    problem = validate({**base(), "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]},
+                       options=OPTIONS)
+    assert problem is not None and problem.code == "bad_tool_definition" and place in problem.message, problem
+    raw = {"messages": base()["messages"][1:], "tools": [{"type": "function", "function": {"name": "f",
+                                                                                         "parameters": schema}}]}
+    assert convert_row(raw, format="openai", options=OPTIONS).code == "bad_tool_definition"

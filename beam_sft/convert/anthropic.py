@@ -136,6 +136,8 @@ def _text(block: Any, where: str) -> str:
 
 def _kind(block: Any) -> str | None:
     kind = block.get("type") if isinstance(block, dict) else None
+    if not isinstance(kind, str):  # a list or an object is no block type (and no key to look up): read as a part
+        return None
     return {"thinking": REASONING, "redacted_thinking": ENCRYPTED, "tool_result": RESULT}.get(kind)
 
 

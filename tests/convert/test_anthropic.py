@@ -222,3 +222,12 @@ def test_a_tool_result_outside_a_user_message_is_rejected_naming_it():
     assert "messages[1].content[0]" in out.message and "'assistant'" in out.message
     mixed = _with(3, [THINK, {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18 C"}])
     assert convert_anthropic(mixed, options=ConvertOptions()).message.startswith("messages[3].content[1] is a tool_result")
+
+
+@pytest.mark.parametrize("kind", [[], ["text"], {"type": "text"}, 1, None])
+def test_a_block_type_that_is_no_name_is_rejected_naming_the_block(kind):
+    # found by test_reader_fuzz: a list or object type was looked up as a key (TypeError: unhashable)
+    row = copy.deepcopy(ROW)
+    row["messages"][3]["content"][1] = {"type": kind, "text": "It is 18 C."}
+    result = convert_row(row, format="anthropic", options=ConvertOptions())
+    assert result.code == "non_text_content" and "messages[3].content[1]" in result.message, result

@@ -113,12 +113,20 @@ def sdk_message(msg: Any, where: str) -> list[tuple[Any, str]]:
     """A request message in the AI SDK's shape (how a proxy logs earlier turns) in OpenAI's: an
     assistant's ``tool-call`` parts (``toolCallId``, ``toolName``, ``input``/``args``) as calls, a
     tool message's ``tool-result`` parts (``output: {type, value}``, or ``result``) one tool message
-    each (named by its part; in a message of another role, ``malformed_row``). Any other message as it is (the OpenAI reader reads or rejects it).
+    each (named by its part; in a message of another role, ``malformed_row``); a part the provider ran
+    itself (``providerExecuted``: a hosted web search) is ``non_text_content``, as Anthropic's server
+    tools are. Any other message as it is (the OpenAI reader reads or rejects it).
     Each message with the entry it was read from."""
     content = msg.get("content") if isinstance(msg, dict) else None
     if not isinstance(content, list):
         return [(msg, where)]
     kinds = {p.get("type") for p in content if isinstance(p, dict)}
+    hosted = next((j for j, p in enumerate(content) if isinstance(p, dict) and p.get("providerExecuted") is True
+                   and p.get("type") in ("tool-call", "tool-result")), None)
+    if hosted is not None:  # a tool the provider ran (a web search): its call and result are not the model's text
+        raise Rejection("non_text_content", f"{where}.content[{hosted}] is a provider-executed "
+                        f"{quoted(content[hosted]['type'])} part (a tool the provider ran itself, as Anthropic's "
+                        f"server tools): the template has no place for it")
     if "tool-result" in kinds:
         role = msg.get("role")
         if canonical_role(role, f"{where}.role") != "tool":  # the AI SDK sends results in tool messages only

@@ -86,6 +86,22 @@ def test_proxy_history_in_the_ai_sdk_shape():
         assert out.code == "malformed_row" and "request.messages[2].content[0]" in out.message, out
 
 
+def test_a_tool_the_provider_ran_is_non_text_content_naming_the_part():
+    """The AI SDK's provider-executed parts (a hosted web search's call and result in the assistant's own
+    message) were malformed_row "a tool-result part in a message of role 'assistant'": they are the
+    provider's tool, as Anthropic's server tools are, which the template has no place for."""
+    hosted = {"role": "assistant", "content": [
+        {"type": "tool-call", "toolCallId": "ws_1", "toolName": "web_search", "input": {"q": "Oslo"},
+         "providerExecuted": True},
+        {"type": "tool-result", "toolCallId": "ws_1", "toolName": "web_search", "output": {"type": "json", "value": []},
+         "providerExecuted": True}]}
+    log = {"request": {**REQUEST, "messages": [{"role": "user", "content": "Weather in Oslo?"}, hosted,
+                                               {"role": "user", "content": "And now?"}]},
+           "response": {"text": "3 C.", "reasoningText": "Say it.", "finishReason": "stop"}}
+    out = convert_chat_log(log, options=ConvertOptions())
+    assert out.code == "non_text_content" and "request.messages[1].content[0] is a provider-executed" in out.message
+
+
 def _response(**changes) -> dict:
     choice = {**ANSWER["response"]["choices"][0], **changes}
     return {**ANSWER, "response": {"choices": [choice]}}

@@ -498,7 +498,7 @@ def _typed_numbers(row: BeamRow, options: ConvertOptions, at: Places) -> tuple[s
                 if problem is not None:
                     return ("non_standard_number",
                             f"{at(i, f'tool_calls[{j}].function.arguments')}.{cut(str(key), KEY_CHARS)}, typed a "
-                            f"number by {quoted(call['function']['name'])}'s schema, is the text {quoted(value, 40)}: "
+                            f"number by the schema of {quoted(call['function']['name'])}, is the text {quoted(value, 40)}: "
                             f"{problem}")
     return None
 

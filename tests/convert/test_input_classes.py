@@ -119,7 +119,8 @@ def test_argument_text_typed_a_number_meets_the_rule_in_every_reader(text):
     assert _code(json.loads(json.dumps(hermes).replace(text.strip(), "2.5"))) == "kept"
     result = convert_row(_call_row({"x": text}), format="openai", options=ConvertOptions())
     assert result.code == "non_standard_number"
-    assert result.message.startswith("messages[1].tool_calls[0].function.arguments.x, typed a number by 'f'")
+    assert result.message.startswith(
+        "messages[1].tool_calls[0].function.arguments.x, typed a number by the schema of 'f', is the text '")
     as_text = {"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"x": {"type": "string"}}}}}
     assert _code({**_call_row({"x": text}), "tools": [as_text]}, "openai") == "kept"  # a string may say NaN

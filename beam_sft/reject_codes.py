@@ -77,7 +77,7 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("conflicting_tool_calls", "convert", "tool_calls, function_call and function_calls disagree"),
     ("tool_response_mixed", "convert", "a message mixes <tool_response> blocks with other text"),
     ("bad_tool_definition", "convert", "a declared tool that is not a named function, is declared twice, or "
-     "has a parameters schema the template cannot read"),
+     "has a parameters schema the template cannot read (or nested more than 64 schemas deep)"),
     ("bad_weight", "convert", "a loss flag (weight/loss_weight/loss/train) that is not 0/1, or flags that "
      "disagree"),
     ("content_with_tool_calls", "convert", "text beside tool calls while tool_call_content is 'reject'"),

@@ -98,7 +98,11 @@ def _normalize_tool(tool: Any, where: str) -> dict:
     if "parameters" in fn and not isinstance(fn["parameters"], (dict, type(None))):
         raise Rejection("bad_tool_definition", f"{where}.parameters is not an object")
     if isinstance(fn.get("parameters"), dict):
-        fn = {**fn, "parameters": normalize_schema(fn["parameters"])}
+        try:
+            fn = {**fn, "parameters": normalize_schema(fn["parameters"])}
+        except RecursionError:  # (normalize_schema's own bound; a RecursionError is never let out of it)
+            raise Rejection("bad_tool_definition", f"{where}.parameters nests schemas past {MAX_SCHEMA_DEPTH} "
+                                                   "deep") from None
     return {"type": "function", "function": fn}
 
 
@@ -110,18 +114,28 @@ SCHEMA_TYPE_ALIASES: dict[str, str] = {
     "float": "number", "bool": "boolean",
     **{name.upper(): name for name in ("object", "array", "string", "integer", "number", "boolean", "null")},
 }
-_SUBSCHEMA_LISTS = ("oneOf", "anyOf", "allOf")
+SUBSCHEMA_LISTS = ("oneOf", "anyOf", "allOf")
+# Keys whose value is a schema, or a list of them, at any depth (normalize_schema and
+# validate._schema_problem walk the same).
+SUBSCHEMA_KEYS = ("items", "additionalProperties", *SUBSCHEMA_LISTS)
+# Deeper than this, a parameters schema is refused (bad_tool_definition) before a walk of it can
+# exhaust Python's stack (a hostile row's 5,000 nested items made a converter_error).
+MAX_SCHEMA_DEPTH = 64
 
 
-def normalize_schema(node: Any) -> Any:
+def normalize_schema(node: Any, depth: int = 1) -> Any:
     """A parameters schema with its type names in JSON Schema's words (``SCHEMA_TYPE_ALIASES``), at
     every depth of its structure (properties, items, unions); names, enums and defaults untouched.
+    Past ``MAX_SCHEMA_DEPTH`` nested schemas it raises ``RecursionError`` itself, before Python's stack
+    would (the caller refuses the tool).
 
     >>> normalize_schema({"type": "dict", "properties": {"type": {"type": "STRING", "enum": ["dict"]}}})
     {'type': 'object', 'properties': {'type': {'type': 'string', 'enum': ['dict']}}}
     """
     if not isinstance(node, dict):
         return node
+    if depth > MAX_SCHEMA_DEPTH:
+        raise RecursionError(f"schemas nested past {MAX_SCHEMA_DEPTH} deep")
     out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "type" and isinstance(value, str):
@@ -129,11 +143,12 @@ def normalize_schema(node: Any) -> Any:
         elif key == "type" and isinstance(value, list):
             value = [SCHEMA_TYPE_ALIASES.get(v, v) if isinstance(v, str) else v for v in value]
         elif key == "properties" and isinstance(value, dict):
-            value = {name: normalize_schema(sub) for name, sub in value.items()}
+            value = {name: normalize_schema(sub, depth + 1) for name, sub in value.items()}
         elif key in ("items", "additionalProperties"):
-            value = [normalize_schema(v) for v in value] if isinstance(value, list) else normalize_schema(value)
-        elif key in _SUBSCHEMA_LISTS and isinstance(value, list):
-            value = [normalize_schema(v) for v in value]
+            value = ([normalize_schema(v, depth + 1) for v in value] if isinstance(value, list)
+                     else normalize_schema(value, depth + 1))
+        elif key in SUBSCHEMA_LISTS and isinstance(value, list):
+            value = [normalize_schema(v, depth + 1) for v in value]
         out[key] = value
     return out
 

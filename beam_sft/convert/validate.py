@@ -53,6 +53,7 @@ from typing import Any
 from beam_sft.convert.options import ConvertOptions
 from beam_sft.convert.reasoning import find_reasoning_markup
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
+from beam_sft.convert.tools import MAX_SCHEMA_DEPTH, SUBSCHEMA_KEYS
 from beam_sft.data.jsontext import number_problem
 from beam_sft.harmony.markers import ALL_MARKERS, PARAM_CLOSE, REASONING_EFFORT_LABELS
 from beam_sft.harmony.spans import is_trained
@@ -178,13 +179,15 @@ def _shape(row: Any, options: ConvertOptions, at: Places) -> tuple[str, str] | N
     return None
 
 
-def _schema_problem(schema: Any, where: str) -> str | None:
+def _schema_problem(schema: Any, where: str, depth: int = 1) -> str | None:
     """Where a parameters schema breaks the shape every reader of schemas takes for granted (the
     template, the argument checks, the encoder), at any depth tools.normalize_schema walks: ``type`` a
     type name or a list of them, ``properties`` an object, ``required`` a list of names. The template
     would stop on ``"required": true`` or ``"properties": []``; ``{"type": {...}}`` crashed the checks."""
     if not isinstance(schema, dict):
         return None
+    if depth > MAX_SCHEMA_DEPTH:  # (a reader's normalize_tools refuses it first; a row built otherwise, here)
+        return f"{where} nests schemas past {MAX_SCHEMA_DEPTH} deep"
     kind, properties, required = schema.get("type"), schema.get("properties"), schema.get("required")
     if kind is not None and not (isinstance(kind, str) or isinstance(kind, list)
                                  and all(isinstance(k, str) for k in kind)):
@@ -195,11 +198,11 @@ def _schema_problem(schema: Any, where: str) -> str | None:
         return f"{where}.required is {quoted(required, 40)}, not a list of property names"
     subs: list[tuple[Any, str]] = [(sub, f"{where}.properties.{cut(str(name), KEY_CHARS)}")
                                    for name, sub in (properties or {}).items()]
-    for key in ("items", "additionalProperties", "oneOf", "anyOf", "allOf"):
+    for key in SUBSCHEMA_KEYS:
         value = schema.get(key)
         subs += ([(v, f"{where}.{key}[{j}]") for j, v in enumerate(value)] if isinstance(value, list)
                  else [(value, f"{where}.{key}")])
-    return next((bad for sub, at in subs if (bad := _schema_problem(sub, at)) is not None), None)
+    return next((bad for sub, at in subs if (bad := _schema_problem(sub, at, depth + 1)) is not None), None)
 
 
 def _call_shape(call: Any) -> bool:

@@ -190,3 +190,28 @@ def test_a_schema_the_template_cannot_read_is_a_bad_tool_definition(schema, plac
     raw = {"messages": base()["messages"][1:], "tools": [{"type": "function", "function": {"name": "f",
                                                                                          "parameters": schema}}]}
     assert convert_row(raw, format="openai", options=OPTIONS).code == "bad_tool_definition"
+
+
+def test_a_schema_nested_past_the_bound_is_a_bad_tool_definition_not_a_crash(render_beam):
+    """5,000 nested `items` made a converter_error (RecursionError in the schema's walk): refused by
+    its depth in the reader (tools.normalize_schema) and in validate for a row built otherwise; a schema
+    at the bound is kept and renders."""
+    from beam_sft.convert.tools import MAX_SCHEMA_DEPTH
+
+    def row(depth):
+        schema = {"type": "string"}
+        for _ in range(depth - 2):
+            schema = {"type": "array", "items": schema}
+        return {"messages": [{"role": "user", "content": "q"},
+                             {"role": "assistant", "reasoning_content": "r", "content": "a"}],
+                "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+                    "type": "object", "properties": {"x": schema}}}}]}
+
+    for deep in (MAX_SCHEMA_DEPTH + 1, 5000):
+        result = convert_row(row(deep), format="openai", options=ConvertOptions())
+        assert result.code == "bad_tool_definition" and f"past {MAX_SCHEMA_DEPTH} deep" in result.message
+        assert validate(row(deep), options=ConvertOptions()).code == "bad_tool_definition"
+    kept = convert_row(row(MAX_SCHEMA_DEPTH), format="openai", options=ConvertOptions())
+    assert "meta" in kept, kept
+    # the template walks it too: x is a string in 62 nested arrays
+    assert "x?: string" + "[]" * (MAX_SCHEMA_DEPTH - 2) + "," in render_beam(kept["messages"], tools=kept["tools"])

@@ -140,6 +140,14 @@ def _part_value(part: dict, where: str) -> str:
     raise Rejection("malformed_row", f"{where} has no text")
 
 
+def refuse_media(part: dict, at: str) -> None:
+    """A text part that also carries an image or audio (``MEDIA_PART_KEYS``) is not text only: every
+    reader of text parts refuses it the same way."""
+    media = next((k for k in MEDIA_PART_KEYS if part.get(k) is not None), None)
+    if media is not None:
+        raise Rejection("non_text_content", f"{at} is a text part carrying {media!r}: Beam reads text only")
+
+
 def read_content(
     content: Any, where: str, *, role: str
 ) -> tuple[str | None, list[str], list[Any], str | None]:
@@ -163,9 +171,7 @@ def read_content(
             raise Rejection("malformed_row", f"{at} is not an object")
         kind = part.get("type", "text")
         if kind in TEXT_PART_TYPES:
-            media = next((k for k in MEDIA_PART_KEYS if part.get(k) is not None), None)
-            if media is not None:  # a text part that also carries an image or audio: not text only
-                raise Rejection("non_text_content", f"{at} is a text part carrying {media!r}: Beam reads text only")
+            refuse_media(part, at)
             (late if calls else texts).append(_part_value(part, at))
         elif kind in REASONING_PART_TYPES and role == "assistant":
             if texts or calls:

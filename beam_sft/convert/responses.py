@@ -40,10 +40,11 @@ from typing import Any
 from beam_sft.convert.assemble import convert_with, joined_place
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import LOSS_FLAGS, MEDIA_PART_KEYS, TEXT_PART_TYPES, canonical_role
+from beam_sft.convert.parts import LOSS_FLAGS, TEXT_PART_TYPES, canonical_role, refuse_media
 from beam_sft.convert.reasoning import REASONING_FIELDS
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import parse_tool_call
+from beam_sft.visible import SHOWN_CHARS, cut, quoted
 
 _ASSISTANT_ITEMS = ("reasoning", "function_call")
 # What the API writes that Beam's template has no place for: hosted tools' calls and results, custom
@@ -107,7 +108,7 @@ def openai_row(raw: Any, response: Any = None, *, request_at: str = "", response
     for key in ("previous_response_id", "conversation"):
         if raw.get(key):
             raise Rejection("malformed_row", f"the row continues a stored conversation ({request_at}{key} "
-                            f"{raw[key]!r}): the earlier turns the model saw are not in the row")
+                            f"{quoted(raw[key])}): the earlier turns the model saw are not in the row")
     if raw.get("input") is None:
         raise Rejection("malformed_row", f"no {request_at}input in the row (a logged response needs the "
                         "request's input beside its output)")
@@ -117,9 +118,10 @@ def openai_row(raw: Any, response: Any = None, *, request_at: str = "", response
                            if raw.get(k) is not None}
     effort = raw["reasoning"].get("effort") if isinstance(raw.get("reasoning"), dict) else None
     if effort is not None:
-        if row.get("reasoning_effort", effort) != effort:
-            raise Rejection("conflicting_template_kwargs", f"reasoning.effort is {effort!r} but reasoning_effort "
-                            f"is {row['reasoning_effort']!r}")
+        # (asked by key, not by a default equal to effort: NaN is not equal to itself)
+        if "reasoning_effort" in row and row["reasoning_effort"] != effort:
+            raise Rejection("conflicting_template_kwargs", f"reasoning.effort is {quoted(effort)} but "
+                            f"reasoning_effort is {quoted(row['reasoning_effort'])}")
         row["reasoning_effort"] = effort
     messages: list[dict] = []
     places: list[str] = []
@@ -157,7 +159,7 @@ def _check_finished(status: Any, where: str, details: Any = None) -> None:
     if status is None or status == "completed":
         return
     reason = details.get("reason") if isinstance(details, dict) else None
-    raise Rejection("response_cut_off", f"{where} is {status!r}" + (f" ({reason})" if reason else "")
+    raise Rejection("response_cut_off", f"{where} is {quoted(status)}" + (f" ({cut(str(reason), SHOWN_CHARS)})" if reason else "")
                     + ": the response did not finish (not a whole answer of the model's)")
 
 
@@ -169,10 +171,10 @@ def _kind(item: Any, where: str) -> str:
         raise Rejection("non_text_content", f"{where} is a {kind!r} item: Beam's template renders messages, "
                         "reasoning and function calls only")
     if kind == "item_reference":
-        raise Rejection("malformed_row", f"{where} is an item_reference to {item.get('id')!r}: the item itself "
+        raise Rejection("malformed_row", f"{where} is an item_reference to {quoted(item.get('id'))}: the item itself "
                         "is not in the row")
     if kind not in _ITEM_TYPES:
-        raise Rejection("malformed_row", f"{where} has type {kind!r} (known: message, reasoning, function_call, "
+        raise Rejection("malformed_row", f"{where} has type {quoted(kind)} (known: message, reasoning, function_call, "
                         "function_call_output)")
     _check_finished(item.get("status"), f"{where}.status")
     return kind
@@ -194,7 +196,7 @@ def _add_to_turn(turn: dict | None, item: dict, where: str) -> dict:
     parts: list[dict] = turn["parts"]
     for key in LOSS_FLAGS:  # a loss flag on any item of the turn is the turn's; two that differ are refused
         if item.get(key) is not None:
-            if turn["flags"].get(key, item[key]) != item[key]:
+            if key in turn["flags"] and turn["flags"][key] != item[key]:
                 raise Rejection("bad_weight", f"{turn['place']}: the items of one turn have different {key}")
             turn["flags"][key] = item[key]
     kind = item.get("type", "message")
@@ -256,16 +258,14 @@ def _text(content: Any, field: str, *, assistant: bool) -> str:
         if isinstance(part, str):
             texts.append(part)
         elif kind in TEXT_PART_TYPES and isinstance(part.get("text"), str):
-            media = next((k for k in MEDIA_PART_KEYS if part.get(k) is not None), None)
-            if media is not None:
-                raise Rejection("non_text_content", f"{at} is a text part carrying {media!r}: Beam reads text only")
+            refuse_media(part, at)
             texts.append(part["text"])
         elif kind == "refusal" and assistant and isinstance(part.get("refusal"), str):
             texts.append(part["refusal"])  # the model's answer, as OpenAI's refusal field is
         elif kind in _MEDIA_PARTS:
             raise Rejection("non_text_content", f"{at} is a {kind!r} part: Beam reads text only")
         else:
-            raise Rejection("malformed_row", f"{at} is not a text part (type {kind!r})")
+            raise Rejection("malformed_row", f"{at} is not a text part (type {quoted(kind)})")
     return "".join(texts)
 
 

@@ -57,6 +57,14 @@ CASES = {
         {"finish_reason": BIG, "message": {"role": "assistant", "content": "a"}}]}}, "response_cut_off"),
     "glaive call": ("glaive", {"system": "s", "chat": "USER: q\n\n\nASSISTANT: <functioncall> {" + BIG},
                     "malformed_tool_call"),
+    # the readers written beside the bounded quoting (found in the last review: they quoted with !r)
+    "responses stored conversation": ("responses", {"input": [USER], "previous_response_id": BIG}, "malformed_row"),
+    "responses status": ("responses", {"input": [USER], "status": BIG}, "response_cut_off"),
+    "responses item type": ("responses", {"input": [USER, {"type": BIG}]}, "malformed_row"),
+    "responses part type": ("responses", {"input": [{"role": "user", "content": [{"type": BIG}]}]},
+                            "non_text_content"),
+    "responses item reference": ("responses", {"input": [USER, {"type": "item_reference", "id": BIG}]},
+                                 "malformed_row"),
 }
 
 

@@ -212,8 +212,9 @@ def refuse_split_named(root: Path) -> None:
 def _data_names(root: Path) -> list[str]:
     """The data files a plain folder reads (``sources.expand_source``'s suffixes, hidden ones and
     those of a ``save_to_disk`` folder in it left out), as sorted paths relative to ``root``."""
-    saved = [p for p in root.rglob("*") if p.is_dir() and saved_dataset(p)]
-    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*")
+    found = list(root.rglob("*"))  # (walked once: a folder of many shards is listed a single time)
+    saved = [p for p in found if p.is_dir() and saved_dataset(p)]
+    return sorted(p.relative_to(root).as_posix() for p in found
                   if p.is_file() and p.name.lower().endswith(DATA_SUFFIXES) and not _is_hidden(p, root)
                   and not any(folder in p.parents for folder in saved))
 

@@ -164,7 +164,8 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
     ("special_token", "verify", "an added or special token other than the Harmony markers in the ids, "
                                 "or an added token's text inside the row's text"),
     ("tail_mismatch", "verify", "the tokens after the last trained span are not what the template renders"),
-    ("reasoning_markup", "verify", "reasoning markup (<think>, <thinking>, <reasoning>) in a trained analysis message"),
+    ("reasoning_markup", "verify", "reasoning markup (<think>, <thinking>, <reasoning>, <|begin_of_thought|>) in a trained "
+     "analysis message"),
     ("template_parity", "verify", "(sampled) apply_chat_template's ids and mask differ from the row's"),
     ("row_count", "verify", "rows per source differ from the report's counts or the mix's plan, or a record "
                             "is neither kept nor rejected, or both, or twice"),

@@ -17,7 +17,8 @@ Whitespace (deliberate)
    ``<|channel|>analysis<|message|>``). Inner whitespace is kept. Content that held no tag is
    kept exactly as given.
 3. With ``strip_answer_tags``, content that is one ``<answer>...</answer>`` block (R1-distill style)
-   becomes the stripped text inside it.
+   or one ``<|begin_of_solution|>...<|end_of_solution|>`` block (OpenThoughts style) becomes the
+   stripped text inside it (``ANSWER_TAGS``).
 4. Carriers agree when their stripped texts are equal; the first carrier's text is kept (fields
    come before parts, parts before inline tags).
 5. Text said before tool calls that goes to the reasoning (``tool_call_content='reasoning'``) is
@@ -26,8 +27,10 @@ Whitespace (deliberate)
 
 Inline tags
 -----------
-Tags: ``<think>`` (DeepSeek/Qwen), ``<thinking>`` and ``<reasoning>`` (``REASONING_TAGS``). A tag
-anywhere in the text is read, not only at the start: no reasoning markup may reach a trained token.
+Tags: ``<think>`` (DeepSeek/Qwen), ``<thinking>`` and ``<reasoning>`` (``REASONING_TAGS``), and
+``<|begin_of_thought|>``/``<|end_of_thought|>`` (OpenThoughts, Bespoke-Stratos, Sky-T1, whose answer
+is wrapped in ``<|begin_of_solution|>``/``<|end_of_solution|>``: rule 3). A tag anywhere in the text
+is read, not only at the start: no reasoning markup may reach a trained token.
 
 - An answer turn is ``[reasoning block(s)] [answer]``: blocks that follow one another (whitespace
   apart) are joined with a blank line. Text before a block, or a block after the answer text,
@@ -63,19 +66,24 @@ from dataclasses import dataclass
 
 from beam_sft.convert.rows import Rejection
 
-# (open, close) pairs recognised inline; <think> is DeepSeek/Qwen, the others common variants.
+# (open, close) pairs recognised inline; <think> is DeepSeek/Qwen, <thinking>/<reasoning> common
+# variants, <|begin_of_thought|> the OpenThoughts/Bespoke-Stratos/Sky-T1 distillation sets'.
 REASONING_TAGS: tuple[tuple[str, str], ...] = (
     ("<think>", "</think>"),
     ("<thinking>", "</thinking>"),
     ("<reasoning>", "</reasoning>"),
+    ("<|begin_of_thought|>", "<|end_of_thought|>"),
 )
 # Every reasoning tag string, as usually written.
 REASONING_MARKUP: tuple[str, ...] = tuple(tag for pair in REASONING_TAGS for tag in pair)
-# A tag as written in the wild: any case, blanks inside the brackets (``<THINK>``, ``< /think >``).
-# verify's reasoning_markup rule finds these in trained reasoning, so a converter that knew only the
-# lower-case forms kept rows whose one stray ``<Think>`` then failed the whole run; every tag this
-# matches is read as a tag here and refused in trained text (validate.py).
-_TAG_RE = re.compile(r"<\s*(/?)\s*(thinking|think|reasoning)\s*>", re.IGNORECASE)
+# A tag as written in the wild: any case, blanks inside the brackets (``<THINK>``, ``< /think >``,
+# ``<|END_OF_THOUGHT|>``). verify's reasoning_markup rule finds these in trained reasoning, so a
+# converter that knew only the lower-case forms kept rows whose one stray ``<Think>`` then failed the
+# whole run; every tag this matches is read as a tag here and refused in trained text (validate.py).
+# Groups: 1 "/" of a closing XML-like tag, 2 its name; 3 begin/end of a thought tag.
+_TAG_RE = re.compile(r"<\s*(/?)\s*(thinking|think|reasoning)\s*>|<\|\s*(begin|end)_of_thought\s*\|>",
+                     re.IGNORECASE)
+_THOUGHT_CLOSE_RE = re.compile(r"<\|\s*end_of_thought\s*\|>", re.IGNORECASE)
 
 
 def find_reasoning_markup(text: str) -> str | None:
@@ -91,13 +99,24 @@ def find_reasoning_markup(text: str) -> str | None:
 
 
 def _is_close(tag: re.Match) -> bool:
-    return tag.group(1) == "/"
+    return tag.group(1) == "/" or (tag.group(3) or "").lower() == "end"
 
 
 def _close_re(tag: re.Match) -> re.Pattern:
+    if tag.group(3):
+        return _THOUGHT_CLOSE_RE
     return re.compile(r"<\s*/\s*" + re.escape(tag.group(2)) + r"\s*>", re.IGNORECASE)
+
+
+def _closing(tag: re.Match) -> str:
+    """The closing tag of an opening ``tag``, as usually written (for messages)."""
+    return "<|end_of_thought|>" if tag.group(3) else f"</{tag.group(2)}>"
 REASONING_FIELDS: tuple[str, ...] = ("reasoning_content", "reasoning", "thinking")
-ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+# Tags that wrap a whole answer (rule 3): R1-distill's <answer>, OpenThoughts' solution markers.
+ANSWER_TAGS: tuple[tuple[str, str], ...] = (
+    ("<answer>", "</answer>"),
+    ("<|begin_of_solution|>", "<|end_of_solution|>"),
+)
 
 
 def normalize_reasoning(text: str | None) -> str | None:
@@ -172,7 +191,7 @@ def read_inline(content: str) -> InlineText:
         segments.append(("text", content[pos : m.start()]))
         close = _close_re(m).search(content, m.end())
         if close is None:
-            raise Rejection("unclosed_reasoning_tag", f"{tag} is never closed by </{m.group(2)}>")
+            raise Rejection("unclosed_reasoning_tag", f"{tag} is never closed by {_closing(m)}")
         body = content[m.end() : close.start()]
         inner = _TAG_RE.search(body)
         if inner is not None:
@@ -210,16 +229,20 @@ def split_inline_reasoning(content: str) -> tuple[str | None, str]:
 
 
 def strip_answer_tags(content: str) -> str:
-    """Rule 3: ``<answer>\\nX\\n</answer>`` -> ``X``; anything else is returned unchanged.
+    """Rule 3: ``<answer>\\nX\\n</answer>`` -> ``X`` (and ``ANSWER_TAGS``' other pairs); anything
+    else is returned unchanged.
 
     >>> strip_answer_tags("<answer>\\n42\\n</answer>"), strip_answer_tags("<answer>1</answer> and 2")
     ('42', '<answer>1</answer> and 2')
+    >>> strip_answer_tags("<|begin_of_solution|>\\n\\nx = 1\\n\\n<|end_of_solution|>")
+    'x = 1'
     """
     inner = content.strip()
-    if inner.startswith(ANSWER_OPEN) and inner.endswith(ANSWER_CLOSE):
-        body = inner[len(ANSWER_OPEN) : len(inner) - len(ANSWER_CLOSE)]
-        if ANSWER_OPEN not in body and ANSWER_CLOSE not in body:
-            return body.strip()
+    for opening, closing in ANSWER_TAGS:
+        if inner.startswith(opening) and inner.endswith(closing) and len(inner) >= len(opening) + len(closing):
+            body = inner[len(opening) : len(inner) - len(closing)]
+            if opening not in body and closing not in body:
+                return body.strip()
     return content
 
 

@@ -33,7 +33,8 @@ of a small dataset; the report's ``coverage`` says how many):
   with arguments). *Sampled*: the shipped response template reads the same, with the tools' types.
 - ``tail_mismatch``: the tokens after the last trained span are what the template renders there.
 - ``reasoning_markup``: no trained analysis message holds reasoning markup (``<think>``,
-  ``</think>``, ``<thinking>``, ``</thinking>``, ``<reasoning>``, ``</reasoning>``).
+  ``</think>``, ``<thinking>``, ``</thinking>``, ``<reasoning>``, ``</reasoning>``,
+  ``<|begin_of_thought|>``, ``<|end_of_thought|>``).
 - ``template_parity`` (*sampled*): ``apply_chat_template(..., tokenize=True,
   return_assistant_tokens_mask=True)`` with weight-0 turns zeroed gives exactly the row's ids and
   mask (proves the tokenization itself, which decoding cannot). It runs on rows that passed every
@@ -60,7 +61,8 @@ from beam_sft.verify.context import CheckEnv, RowContext, Violation, is_trained_
 from beam_sft.verify.spans import CONTEXT_ROLES
 
 STRADDLE_WINDOW = 8
-REASONING_MARKUP = re.compile(r"</?\s*(?:think|thinking|reasoning)\s*>", re.IGNORECASE)
+REASONING_MARKUP = re.compile(r"</?\s*(?:think|thinking|reasoning)\s*>|<\|\s*(?:begin|end)_of_thought\s*\|>",
+                              re.IGNORECASE)
 SHOWN = 40
 
 

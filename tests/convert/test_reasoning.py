@@ -184,3 +184,50 @@ def test_policies_leave_their_input_alone():
     apply_missing_reasoning(row, "unmask")
     apply_missing_reasoning(row, "truncate")
     assert repr(row) == before
+
+
+# OpenThoughts-114k / Bespoke-Stratos-17k / Sky-T1 write an assistant turn as below (the layout of
+# open-thoughts/OpenThoughts-114k's `conversations[1].value`, text shortened): before, the markers were
+# not reasoning tags, so the thought went into the trained answer with its markers, and the row was
+# counted as one without reasoning.
+OPEN_THOUGHTS = ("<|begin_of_thought|>\n\nOkay, subtract one from both sides.\n\n<|end_of_thought|>\n\n"
+                 "<|begin_of_solution|>\n\nThe solution is $x = 1$.\n\n<|end_of_solution|>")
+
+
+def test_open_thoughts_markers_are_reasoning_and_the_solution_is_the_answer():
+    from beam_sft.convert.sharegpt import convert_sharegpt
+
+    row = convert_sharegpt({"system": "Think first.", "conversations": [
+        {"from": "user", "value": "Solve x+1=2"}, {"from": "assistant", "value": OPEN_THOUGHTS}]},
+        options=ConvertOptions())
+    assert row["messages"][-1] == {"role": "assistant", "reasoning_content": "Okay, subtract one from both sides.",
+                                   "content": "The solution is $x = 1$."}
+
+
+@pytest.mark.parametrize(("content", "code"), [
+    ("<|begin_of_thought|>\n\nnever closed", "unclosed_reasoning_tag"),
+    ("<|BEGIN_OF_THOUGHT|>a<think>b</think><|end_of_thought|>c", "interleaved_reasoning"),
+    ("the marker <|end_of_thought|> inside a line", "reasoning_markup_in_text"),
+    ("answer first <| begin_of_thought |>plan<|end_of_thought|>", "interleaved_reasoning"),
+])
+def test_open_thoughts_markers_misplaced_are_refused(content, code):
+    with pytest.raises(Rejection) as err:
+        split_inline_reasoning(content)
+    assert err.value.code == code
+
+
+def test_a_stray_thought_marker_in_trained_text_is_refused_by_validate_and_verify():
+    from beam_sft.convert.reasoning import find_reasoning_markup
+    from beam_sft.verify.invariants import REASONING_MARKUP
+
+    for text in ("<|end_of_thought|>", "<| Begin_of_Thought |>"):
+        assert find_reasoning_markup(f"a {text} b") == text
+        assert REASONING_MARKUP.search(f"a {text} b").group(0) == text
+    assert find_reasoning_markup("<|begin_of_solution|>") is None  # an answer wrapper, not reasoning
+
+
+def test_solution_markers_are_stripped_only_around_a_whole_answer():
+    assert strip_answer_tags("<|begin_of_solution|>\n42\n<|end_of_solution|>") == "42"
+    kept = "<|begin_of_solution|>1<|end_of_solution|> and 2"
+    assert strip_answer_tags(kept) == kept
+    assert strip_answer_tags("<|begin_of_solution|><|end_of_solution|>") == ""

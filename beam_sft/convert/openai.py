@@ -4,7 +4,9 @@ Read shapes:
 
 - ``messages`` (or ``columns.messages``); exactly one list of role-bearing messages under any other
   key when the known ones are absent (a trajectory's ``traj``; named in ``meta.notes`` as
-  ``messages_key:KEY``; two such keys are ``malformed_row`` naming both); a bare list of messages (a file that is one
+  ``messages_key:KEY``; two such keys are ``malformed_row`` naming both; under a prompt-side key whose partner
+  column holds the answer as text, ``ANSWER_PARTNERS``, that answer ends the conversation:
+  ``messages_key:input+output``); a bare list of messages (a file that is one
   conversation); a ``conversations`` list of role/content messages (a common hybrid); ToolBench's
   ``answer_generation.train_messages``, a list of growing copies of one conversation, of which the
   longest is kept when every other one is a prefix of it (else ``ambiguous_conversation``).
@@ -48,6 +50,7 @@ from beam_sft.convert.assemble import (
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import (
     LOSS_FLAGS,
+    ROLE_ALIASES,
     canonical_role,
     check_untrained_weight,
     read_content,
@@ -121,7 +124,12 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict, list[str]
                 _indexed("prompt", raw["prompt"]) + _indexed("completion", raw["completion"]))
     keys = message_keys(raw, columns)
     if len(keys) == 1:
-        return raw[keys[0]], {k: v for k, v in raw.items() if k != keys[0]}, _indexed(keys[0], raw[keys[0]])
+        key = keys[0]
+        answer = answer_column(raw, key)
+        if answer is not None:
+            return (raw[key] + [{"role": "assistant", "content": raw[answer]}],
+                    {k: v for k, v in raw.items() if k not in (key, answer)}, _indexed(key, raw[key]) + [answer])
+        return raw[key], {k: v for k, v in raw.items() if k != key}, _indexed(key, raw[key])
     if len(keys) > 1:
         raise Rejection("malformed_row", f"the row holds role-bearing message lists under {quoted(keys[0])} and "
                         f"{quoted(keys[1])}: which conversation is meant is unclear; map one with columns: {{messages: KEY}}")
@@ -129,6 +137,42 @@ def locate_messages(raw: Any, columns: ColumnMap) -> tuple[list, dict, list[str]
 
 
 PROMPT_COMPLETION = ("prompt", "completion")
+# A conversation under a prompt-side key whose answer is text in its partner column: NVIDIA's
+# Llama-Nemotron post-training sets (``input`` messages, ``output`` text), and the flat pairs
+# (flat.KNOWN_COLUMNS) with their prompt as a message list. Without this the answer was dropped unsaid.
+ANSWER_PARTNERS: dict[str, tuple[str, ...]] = {
+    "input": ("output",),
+    "prompt": ("completion", "response"),
+    "question": ("answer",),
+    "query": ("response",),
+    "problem": ("solution",),
+}
+
+
+def answer_column(raw: dict, key: str) -> str | None:
+    """The column holding the text answer to the conversation under ``key`` (``ANSWER_PARTNERS``), or
+    None where there is no such column (absent or null). Raises a Rejection where the answer cannot
+    follow the conversation: a partner that is not text, two partners, or a conversation that already
+    ends with an assistant turn (which of the two answers is meant cannot be told).
+
+    >>> answer_column({"input": [{"role": "user", "content": "hi"}], "output": "Hello"}, "input")
+    'output'
+    """
+    found = [name for name in ANSWER_PARTNERS.get(key, ()) if raw.get(name) is not None]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise Rejection("malformed_row", f"the conversation under {quoted(key)} has two answer columns, "
+                        f"{quoted(found[0])} and {quoted(found[1])}: which one the row means cannot be told")
+    name = found[0]
+    if not isinstance(raw[name], str):
+        raise Rejection("malformed_row", f"{name}: the answer to the conversation under {quoted(key)} is a "
+                        f"{type(raw[name]).__name__}, not text")
+    role = raw[key][-1].get("role")
+    if isinstance(role, str) and ROLE_ALIASES.get(role.lower()) == "assistant":
+        raise Rejection("malformed_row", f"{key}[{len(raw[key]) - 1}] is an assistant turn and {quoted(name)} holds "
+                        "another answer: which one the row means cannot be told")
+    return name
 
 
 def _role_list(value: Any) -> bool:
@@ -175,7 +219,11 @@ def messages_key_note(raw: Any, columns: ColumnMap) -> str | None:
     if holds_prompt_completion(raw):
         return "messages_key:prompt+completion"
     keys = message_keys(raw, columns)
-    return f"messages_key:{keys[0]}" if len(keys) == 1 else None
+    if len(keys) != 1:
+        return None
+    answer = answer_column(raw, keys[0])
+    return f"messages_key:{keys[0]}" if answer is None else f"messages_key:{keys[0]}+{answer}"
+
 
 
 def no_list_message(key: str, raw: dict) -> str:

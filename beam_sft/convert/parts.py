@@ -70,6 +70,7 @@ ROLE_ALIASES: dict[str, str] = {
     "chatgpt": "assistant",
     "model": "assistant",
     "bot": "assistant",
+    "chatbot": "assistant",  # Cohere's chat fine-tuning files (System / User / Chatbot)
     "tool": "tool",
     "function": "tool",
     "observation": "tool",

@@ -529,3 +529,46 @@ def test_a_reasoning_effort_given_twice_differently_is_refused_not_one_picked():
     same = convert({**base, "reasoning_effort": "low", "chat_template_kwargs": {"reasoning_effort": "low"}})
     assert same["chat_template_kwargs"] == {"reasoning_effort": "low"}
     assert convert({**base, "reasoning_effort": "low"})["chat_template_kwargs"] == {"reasoning_effort": "low"}
+
+
+# NVIDIA's Llama-Nemotron-Post-Training-Dataset writes a row as `input` (the messages) and `output`
+# (the answer, with its <think> block), beside `reasoning: "on"` and `system_prompt` (layout of its
+# SFT split, text shortened). Before, `input` was read as the conversation and `output` dropped unsaid:
+# a prompt with no answer, or, where `input` held an earlier assistant turn, a kept row without its answer.
+NEMOTRON = {"input": [{"role": "user", "content": "What is 2+2?"}],
+            "output": "<think>\nAdd them.\n</think>\n\n4", "category": "math", "reasoning": "on",
+            "system_prompt": "detailed thinking on"}
+
+
+def test_a_conversation_with_its_answer_in_the_partner_column_ends_with_that_answer():
+    row = convert_openai(NEMOTRON, options=ConvertOptions())
+    assert row["messages"] == [{"role": "user", "content": "What is 2+2?"},
+                               {"role": "assistant", "reasoning_content": "Add them.", "content": "4"}]
+    assert row["meta"]["notes"] == {"messages_key:input+output": 1}
+    row = convert_openai({"prompt": [{"role": "user", "content": "q"}], "response": "<think>r</think>a"},
+                         options=ConvertOptions())
+    assert row["messages"][-1] == {"role": "assistant", "reasoning_content": "r", "content": "a"}
+    assert row["meta"]["notes"] == {"messages_key:prompt+response": 1}
+
+
+@pytest.mark.parametrize(("row", "words"), [
+    ({**NEMOTRON, "output": {"text": "4"}}, "output: the answer to the conversation under 'input' is a dict"),
+    ({**NEMOTRON, "input": [*NEMOTRON["input"], {"role": "Assistant", "content": "<think>a</think>4"}]},
+     "input[1] is an assistant turn and 'output' holds another answer"),
+    ({"prompt": [{"role": "user", "content": "q"}], "completion": "a", "response": "b"},
+     "has two answer columns, 'completion' and 'response'"),
+])
+def test_an_answer_column_that_cannot_follow_the_conversation_is_refused(row, words):
+    found = convert_openai(row, options=ConvertOptions())
+    assert isinstance(found, Rejection) and found.code == "malformed_row" and words in found.message
+
+
+def test_an_answer_column_is_named_when_its_text_is_refused():
+    found = convert_openai({**NEMOTRON, "output": "<think>a</think>4 and </think>"}, options=ConvertOptions())
+    assert isinstance(found, Rejection) and found.message.startswith("output")
+
+
+def test_cohere_chatbot_is_the_assistant():
+    row = convert_openai({"messages": [{"role": "System", "content": "s"}, {"role": "User", "content": "q"},
+                                       {"role": "Chatbot", "content": "<think>r</think>a"}]}, options=ConvertOptions())
+    assert row["messages"][-1] == {"role": "assistant", "reasoning_content": "r", "content": "a"}

@@ -36,9 +36,13 @@ KNOWN_COLUMNS = (
     ("query", None, "response"),  # MetaMathQA
     ("problem", None, "solution"),  # MATH, NuminaMath
     ("instruction", "context", "response"),  # databricks-dolly-15k
+    ("input", None, "output"),  # NVIDIA's OpenCodeReasoning; Alpaca rows without an instruction
 )
 # A known pair's reasoning column, by the names reasoning sets use for it.
 REASONING_COLUMNS = ("reasoning", "reasoning_content", "thinking")
+# What NVIDIA's post-training sets write in their ``reasoning`` column: whether the answer was made
+# with reasoning on, not the reasoning (that is inline in the answer's <think> block).
+REASONING_SWITCHES = ("on", "off")
 _NO_COLUMN = ""  # (a column name no row has: an unmapped pair has no input column)
 
 
@@ -79,13 +83,23 @@ def flat_columns(raw: Any, columns: ColumnMap) -> tuple[ColumnMap, str | None]:
     if len(found) != 1:  # none, or two pairs (which is the conversation cannot be told): as mapped
         return columns, None
     prompt, extra, answer = found[0]
-    reasoning = [name for name in REASONING_COLUMNS if raw.get(name) is not None]
+    reasoning = [name for name in REASONING_COLUMNS if raw.get(name) is not None and not _switch(raw[name])]
     if len(reasoning) > 1:
         raise Rejection("conflicting_reasoning", f"the row holds reasoning in {reasoning[0]!r} and {reasoning[1]!r}: "
                                                  f"map one with columns: {{reasoning: COLUMN}}")
     mapped = replace(columns, prompt=prompt, input=extra or _NO_COLUMN, answer=answer,
-                     reasoning=reasoning[0] if reasoning else columns.reasoning)
+                     reasoning=reasoning[0] if reasoning else _unswitched(raw, columns.reasoning, default.reasoning))
     return mapped, f"columns:{prompt}+{answer}"
+
+
+def _switch(value: object) -> bool:
+    return isinstance(value, str) and value.strip().lower() in REASONING_SWITCHES
+
+
+def _unswitched(raw: dict, column: str, default: str) -> str:
+    """The reasoning column of a known pair with none of ``REASONING_COLUMNS`` holding text: the
+    mapped one, except the unmapped default where it holds an on/off switch (read nowhere)."""
+    return _NO_COLUMN if column == default and _switch(raw.get(column)) else column
 
 
 def _text(raw: dict, key: str, *, optional: bool = False) -> str | None:

@@ -358,6 +358,11 @@ def test_alpaca_rows(tmp_path):
     ({"problem": "2+2?", "solution": "4", "reasoning_content": "Add.", "level": 1}, "2+2?", "columns:problem+solution"),
     ({"instruction": "Add.", "context": "2 and 2", "response": "4", "category": "qa", "reasoning": "Add."},
      "Add.\n\n2 and 2", "columns:instruction+response"),  # databricks-dolly-15k's columns
+    # nvidia/OpenCodeReasoning's columns (the reasoning inline in the answer; `solution` is the code alone)
+    ({"id": "x", "input": "2+2?", "output": "<think>\nAdd.\n</think>\n\n4", "source": "cf", "solution": "4"},
+     "2+2?", "columns:input+output"),
+    # NVIDIA's `reasoning: on` says how the answer was made; the reasoning is the inline block
+    ({"input": "2+2?", "output": "<think>Add.</think>4", "reasoning": "on"}, "2+2?", "columns:input+output"),
 ])
 def test_well_known_flat_columns_read_unmapped_and_noted(tmp_path, row, user, note):
     """They were malformed_row ("no 'messages' list", or Alpaca's "column 'instruction' is missing")
@@ -380,6 +385,14 @@ def test_well_known_flat_columns_read_unmapped_and_noted(tmp_path, row, user, no
 def test_a_flat_row_whose_columns_cannot_be_told_is_not_guessed(row, code):
     """Two reasoning columns, or two known pairs: which is meant cannot be told, so none is picked."""
     assert _code(row) == code
+
+
+def test_a_reasoning_switch_is_not_reasoning_but_a_mapped_column_is_read():
+    row = {"input": "q", "output": "a", "reasoning": "Off"}
+    assert _code(row) == "missing_reasoning"  # "Off" is no reasoning text: the answer has none
+    mapped = options_from_dict({"columns": {"reasoning": "cot"}})
+    result = convert_row({"input": "q", "output": "a", "cot": "think", "reasoning": "on"}, format="auto", options=mapped)
+    assert result["messages"][1]["reasoning_content"] == "think"
 
 
 def test_mapped_columns_are_never_overridden_by_a_known_pair():

@@ -178,6 +178,11 @@ def read_content(
             if texts or calls:
                 raise Rejection("interleaved_reasoning", f"{at}: reasoning after the answer or a call")
             reasoning.append(_part_value(part, at))
+        elif kind == "refusal" and role == "assistant":
+            # OpenAI's refusal part: the model's answer, as its ``refusal`` field is (openai.py)
+            if not isinstance(part.get("refusal"), str):
+                raise Rejection("malformed_row", f"{at} is a 'refusal' part whose 'refusal' is not text")
+            (late if calls else texts).append(part["refusal"])
         elif kind == "tool_call" and role == "assistant":
             value = part.get("value", part.get("tool_call", part.get("function")))
             if value is None:

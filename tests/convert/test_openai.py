@@ -572,3 +572,20 @@ def test_cohere_chatbot_is_the_assistant():
     row = convert_openai({"messages": [{"role": "System", "content": "s"}, {"role": "User", "content": "q"},
                                        {"role": "Chatbot", "content": "<think>r</think>a"}]}, options=ConvertOptions())
     assert row["messages"][-1] == {"role": "assistant", "reasoning_content": "r", "content": "a"}
+
+
+def test_an_assistant_refusal_part_is_its_answer_as_the_refusal_field_is():
+    """OpenAI's assistant content may be parts of type text or refusal (a logged request's history):
+    a refusal part was non_text_content, while the same words in the `refusal` field were the answer."""
+    row = convert_openai({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "reasoning_content": "r",
+                                        "content": [{"type": "refusal", "refusal": "I can't help with that."}]}]},
+                         options=ConvertOptions())
+    assert row["messages"][1]["content"] == "I can't help with that."
+    for part, code in (({"type": "refusal", "refusal": None}, "malformed_row"),
+                       ({"type": "refusal", "refusal": "no"}, "non_text_content")):  # the second: on a user message
+        role = "assistant" if code == "malformed_row" else "user"
+        found = convert_openai({"messages": [{"role": role, "content": [part]}, {"role": "assistant", "content": "a"}]}
+                               if role == "user" else
+                               {"messages": [{"role": "user", "content": "q"}, {"role": role, "content": [part]}]},
+                               options=ConvertOptions())
+        assert isinstance(found, Rejection) and found.code == code, found

@@ -55,8 +55,9 @@ _TABLE: tuple[tuple[str, str, str], ...] = (
      "of the wrong type, ...)"),
     ("missing_content", "convert", "a user, system or tool message without content (null, or the key "
      "missing or misspelled)"),
-    ("conflicting_carriers", "convert", "a row holds its conversation twice (messages and conversations, or "
-     "a message list beside instruction/output columns): which one is meant cannot be told"),
+    ("conflicting_carriers", "convert", "a row holds its conversation twice (messages and conversations, a "
+     "list of turn pairs beside either, or a conversation beside instruction/output columns): which one is "
+     "meant cannot be told"),
     ("ambiguous_conversation", "convert", "a nested record holds several conversations that are not "
      "prefixes of one another"),
     ("unknown_role", "convert", "a role the converters do not know (one alias table for every reader)"),

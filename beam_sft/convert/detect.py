@@ -21,7 +21,8 @@ Rows of the other readers are told by their own keys: ``request`` beside ``respo
 turns (``glaive``), ``messages`` with Converse content blocks or a ``toolConfig`` (``bedrock``), an
 ``output`` list of Responses API items or an ``input`` list holding one (``responses``),
 ``messages`` with Anthropic's typed blocks (``tool_use``, ``thinking``, ...), ``system`` text blocks
-or ``input_schema`` tools (``anthropic``). A row
+or ``input_schema`` tools (``anthropic``), a ``conversation``/``conversations`` list of turn pairs
+(``input``/``output``, ``human``/``assistant``: ``pairs``). A row
 with none of the known keys but exactly one list of role-bearing messages under another key (a
 trajectory's ``traj``, ``dialog``, ``turns``) is OpenAI's (the reader names the key in ``meta.notes``).
 

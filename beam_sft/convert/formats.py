@@ -12,7 +12,7 @@ readers import ``options`` (ColumnMap, ConvertOptions), and ``options`` takes it
 here, so this module imports no reader (a leaf: no cycle).
 
 Formats whose detector is None are told by detect.classify's shared shape checks (a ``messages`` or
-``conversations`` list, Hermes tags in it, flat prompt/answer columns, a Harmony or Hermes transcript),
+``conversations`` list of messages, Hermes tags in it, flat prompt/answer columns, a Harmony or Hermes transcript),
 which run after the own-key detectors.
 
 >>> [f.name for f in FORMAT_TABLE][:3]
@@ -59,6 +59,8 @@ FORMAT_TABLE: tuple[Format, ...] = (
     # after bedrock: Converse blocks have no "type", so neither detector claims the other's rows
     Format("anthropic", _C + "anthropic:convert_anthropic", _C + "anthropic:is_anthropic", detector_takes_columns=True,
            detect_rank=5),
+    # last: a pair list sits under `conversation(s)`, which only ShareGPT's shape checks (after these) read
+    Format("pairs", _C + "pairs:convert_pairs", _C + "pairs:is_pairs", detector_takes_columns=True, detect_rank=6),
 )
 
 FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in FORMAT_TABLE)

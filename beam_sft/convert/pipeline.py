@@ -46,6 +46,7 @@ from beam_sft.convert.detect import classify, detect_format
 from beam_sft.convert.formats import FORMAT_TABLE, reader, reader_name
 from beam_sft.convert.infer_tools import ToolUsage, declare_inferred
 from beam_sft.convert.options import FORMATS, ConvertOptions
+from beam_sft.convert.pairs import pair_lists
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.validate import Places, row_notes, validate
@@ -183,9 +184,9 @@ def _lone_surrogate(exc: UnicodeEncodeError) -> str:
 
 
 def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] | None:
-    """A row that holds its conversation twice: ``messages`` and ``conversations`` (as mapped by
-    ``columns``), or either beside the flat prompt/answer columns. Which one is meant cannot be
-    told, so neither is picked."""
+    """A row that holds its conversation twice: two of ``messages``, ``conversations`` (as mapped by
+    ``columns``) and a list of turn pairs (pairs.py), or one of them beside the flat prompt/answer
+    columns. Which one is meant cannot be told, so neither is picked."""
     if not isinstance(raw, dict):
         return None
     cols = options.columns
@@ -195,6 +196,7 @@ def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] |
         return value is not None and not (isinstance(value, (list, str)) and not value)
 
     present = [k for k in (cols.messages, cols.conversations) if held(k)]
+    present += [k for k, _ in pair_lists(raw, cols) if k not in present]  # `conversation`'s turn pairs
     if present and held(cols.prompt) and held(cols.answer):
         present.append(f"{cols.prompt}/{cols.answer}")
     if len(present) > 1:

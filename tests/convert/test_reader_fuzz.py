@@ -1,9 +1,10 @@
 """Near-valid rows for the newest readers: the Responses API (responses.py), the Anthropic Messages
-API (anthropic.py, with Bedrock Converse sharing blocks.py) and the well-known flat column pairs
-(flat.py). Each example starts from a valid row and mutates it a few times: a value at any depth
-replaced by a hostile one (wrong type, NaN, lone surrogate, a huge string), a key removed or added,
-a list emptied, reordered or given a duplicate, a near-valid item (a call, a result, reasoning, a
-block of another kind) inserted anywhere. Arbitrary JSON (test_properties.py) rarely gets this deep.
+API (anthropic.py, with Bedrock Converse sharing blocks.py), the well-known flat column pairs
+(flat.py) and lists of turn pairs (pairs.py). Each example starts from a valid row and mutates it a
+few times: a value at any depth replaced by a hostile one (wrong type, NaN, lone surrogate, a huge
+string), a key removed or added, a list emptied, reordered or given a duplicate, a near-valid item (a
+call, a result, reasoning, a block of another kind) inserted anywhere. Arbitrary JSON
+(test_properties.py) rarely gets this deep.
 
 What must hold, for ``--format auto`` and the reader's own format: ``convert_row`` never lets an
 exception out and never answers ``converter_error``; a rejection has a code of the table and a one-line
@@ -142,6 +143,19 @@ FLAT_KEYS = ["prompt", "completion", "response", "question", "answer", "query", 
              "instruction", "context", "input", "output", "reasoning", "reasoning_content", "thinking", "system",
              "history", "messages", "tools", "chat_template_kwargs", "weight"]
 
+PAIR_ROWS = [
+    {"source": "GPT4LLM", "conversation": [{"input": "What is 1+1?", "output": "<think>Add.</think>2"},
+                                           {"input": "And 2+2?", "output": "4", "reasoning": "Add two."}]},
+    {"conversation_id": 7, "category": "Brainstorming", "system": "Be brief.",
+     "conversation": [{"human": "Name a color.", "assistant": "<think>Any.</think>Red."}]},
+]
+PAIR_ITEMS = [{"input": "q", "output": "a"}, {"human": "q", "assistant": "a"}, {"input": "q"},
+              {"role": "user", "content": "q"}, {"from": "gpt", "value": "a"}, "q", ["q", "a"],
+              {"input": "q", "output": "<think>open"}, {"input": "q", "output": "a", "weight": 0}]
+PAIR_KEYS = ["input", "output", "human", "assistant", "conversation", "conversations", "messages", "system",
+             "role", "content", "from", "value", "reasoning", "thinking", "weight", "tool_calls", "instruction",
+             "tools", "name"]
+
 KEYS = ["type", "role", "content", "text", "id", "call_id", "name", "arguments", "output", "summary", "status",
         "input", "tool_use_id", "thinking", "signature", "is_error", "encrypted_content", "refusal", "tool_calls",
         "reasoning_content", "weight", "previous_response_id", "cache_control", "toolUse", "toolResult",
@@ -262,3 +276,9 @@ def test_near_valid_bedrock_rows_are_kept_whole_or_rejected_with_a_code(raw, whi
 @given(raw=near_valid(FLAT_ROWS, FLAT_ITEMS, FLAT_KEYS), which=st.integers(0, len(OPTIONS) - 1))
 def test_near_valid_flat_rows_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
     _holds(raw, "alpaca", OPTIONS[which], render_beam)
+
+
+@FUZZ
+@given(raw=near_valid(PAIR_ROWS, PAIR_ITEMS, PAIR_KEYS), which=st.integers(0, len(OPTIONS) - 1))
+def test_near_valid_pair_rows_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
+    _holds(raw, "pairs", OPTIONS[which], render_beam)

@@ -3,7 +3,8 @@
 - Containers: OpenAI ``messages``, ShareGPT ``conversations``, or a transcript string (a row that
   is a string, a ``text`` column, or a row whose only value is a string) with ``SYSTEM:``,
   ``USER:``, ``ASSISTANT:`` and ``TOOL:`` lines, optionally fenced in triple backticks (the
-  Hermes few-shot prompts). Transcript turns are stripped of surrounding whitespace.
+  Hermes few-shot prompts). Transcript turns are stripped of surrounding whitespace. A ``tools``
+  and a ``system`` column beside a transcript are read as beside ``messages``.
 - ``<tool_call>BODY</tool_call>`` blocks in assistant text become tool calls. BODY is a JSON
   object ``{"name", "arguments"}`` (any key order, any line breaks), a Python-literal dict
   (hermes-function-calling-v1's single quotes), or a Qwen3-coder ``<function=...>`` call. The
@@ -28,13 +29,20 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from beam_sft.convert.assemble import PLACE, finish_row, parse_envelope, place_of
+from beam_sft.convert.assemble import PLACE, add_system_column, finish_row, parse_envelope, place_of
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import canonical_role, reject_media
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.sharegpt import read_sharegpt_row
-from beam_sft.convert.tools import NOT_JSON, maybe_json, parse_tool_call, parse_xml_function, python_literal
+from beam_sft.convert.tools import (
+    NOT_JSON,
+    maybe_json,
+    normalize_tools,
+    parse_tool_call,
+    parse_xml_function,
+    python_literal,
+)
 from beam_sft.visible import quoted
 
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
@@ -50,7 +58,7 @@ def convert_hermes(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection:
         reject_media(raw)
         transcript = transcript_text(raw, options.columns)
         if transcript is not None:
-            drafts, tools, kwargs = read_transcript(transcript), [], None
+            (drafts, tools), kwargs = _read_transcript_row(raw, transcript, options.columns), None
         elif _is_sharegpt(raw, options.columns):
             drafts, tools, kwargs = read_sharegpt_row(raw, options.columns)
         else:
@@ -70,6 +78,16 @@ def transcript_text(raw: Any, columns: ColumnMap) -> str | None:
         return raw[columns.text]
     values = list(raw.values())
     return values[0] if len(values) == 1 and isinstance(values[0], str) else None
+
+
+def _read_transcript_row(raw: Any, transcript: str, columns: ColumnMap) -> tuple[list[dict], list[dict]]:
+    """The drafts and tools of a transcript row: a ``tools`` column and a ``system`` column beside the
+    text are read as beside a message list (they were dropped unsaid)."""
+    drafts = read_transcript(transcript)
+    if not isinstance(raw, dict):
+        return drafts, []
+    add_system_column(drafts, raw.get(columns.system), columns.system)
+    return drafts, normalize_tools(raw.get(columns.tools), columns.tools)
 
 
 def _is_sharegpt(raw: Any, columns: ColumnMap) -> bool:

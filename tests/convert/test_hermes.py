@@ -106,6 +106,17 @@ def test_few_shot_transcript_strings():
     assert convert_hermes("no speakers here", options=OPTIONS).code == "malformed_row"
 
 
+def test_a_tools_and_a_system_column_beside_a_transcript_are_read():
+    # they were dropped unsaid: the call then named an undeclared tool, the system prompt was lost
+    text = 'USER: 3*3?\nASSISTANT:\n<think>Use calc.</think>\n<tool_call>\n{"name": "calc", "arguments": {"e": "3*3"}}\n</tool_call>'
+    row = convert_hermes({"text": text, "tools": [CALC], "system": "Be exact."}, options=OPTIONS)
+    assert row["tools"] == [CALC]
+    assert row["messages"][:2] == [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "3*3?"}]
+    assert convert_row({"text": text}, format="hermes", options=OPTIONS, source="s", row=0).code == "undeclared_tool"
+    assert convert_hermes({"text": text, "tools": 3}, options=OPTIONS).code == "bad_tool_definition"
+    assert convert_hermes({"text": text, "tools": [CALC], "system": 3}, options=OPTIONS).code == "malformed_row"
+
+
 # NousResearch/hermes-function-calling-v1 (func_calling_singleturn.json, its dataset card's example, cut
 # to one tool): the <tools> block and the call schema are Python literals, and the instruction after
 # the block names another schema and other wording than Qwen's.

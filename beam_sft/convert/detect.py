@@ -15,6 +15,8 @@ known shape is read as OpenAI, and each of its rows is rejected for its own reas
 'harmony'
 >>> detect_format([{"instruction": "Add", "input": "", "output": "4"}], ColumnMap())[0]
 'alpaca'
+>>> detect_format([{"text": "<|im_start|>user\\nhi<|im_end|>"}], ColumnMap())[0]
+'hermes'
 
 Rows of the other readers are told by their own keys: ``request`` beside ``response``
 (``chat_log``), ``contents`` of role/parts (``gemini``), a ``chat`` string of ``USER:``/``ASSISTANT:``
@@ -25,6 +27,10 @@ or ``input_schema`` tools (``anthropic``), a ``conversation``/``conversations`` 
 (``input``/``output``, ``human``/``assistant``: ``pairs``). A row
 with none of the known keys but exactly one list of role-bearing messages under another key (a
 trajectory's ``traj``, ``dialog``, ``turns``) is OpenAI's (the reader names the key in ``meta.notes``).
+
+A text (a string row, a ``text`` column, a row's only value) is Harmony's when it holds ``<|start|>``
+and ``<|message|>``, Hermes' when it is a ``SYSTEM:``/``USER:`` transcript holding Hermes tags or a
+chat template's rendering (ChatML's ``<|im_start|>``, Llama 3's ``<|start_header_id|>``).
 
 Flat rows (``alpaca``: the ``columns.prompt`` and ``columns.answer`` columns, Alpaca's
 ``instruction``/``output`` unless mapped) are told by those two columns; a whole ``.txt`` file is
@@ -41,6 +47,7 @@ from beam_sft.convert.flat import is_flat
 from beam_sft.convert.formats import detectors
 from beam_sft.convert.openai import message_keys
 from beam_sft.convert.options import FORMATS, ColumnMap
+from beam_sft.convert.transcripts import template_of
 
 _HERMES_TAGS = ("<tool_call>", "<tool_response>")
 _TRANSCRIPT_HEADS = ("SYSTEM:", "USER:", "ASSISTANT:")
@@ -90,6 +97,8 @@ def _classify_text(text: str) -> str | None:
     if "<|start|>" in text and "<|message|>" in text:
         return "harmony"
     if any(head in text for head in _TRANSCRIPT_HEADS) and any(tag in text for tag in _HERMES_TAGS):
+        return "hermes"
+    if template_of(text) is not None:  # ChatML or Llama 3 turns: the Hermes reader reads them (transcripts.py)
         return "hermes"
     return None
 

@@ -1,10 +1,11 @@
 """Hermes/Qwen-style tool use, where tool traffic lives as tags inside the text -> BeamRow.
 
 - Containers: OpenAI ``messages``, ShareGPT ``conversations``, or a transcript string (a row that
-  is a string, a ``text`` column, or a row whose only value is a string) with ``SYSTEM:``,
+  is a string, a ``text`` column, or a row whose only value is a string): ``SYSTEM:``,
   ``USER:``, ``ASSISTANT:`` and ``TOOL:`` lines, optionally fenced in triple backticks (the
-  Hermes few-shot prompts). Transcript turns are stripped of surrounding whitespace. A ``tools``
-  and a ``system`` column beside a transcript are read as beside ``messages``.
+  Hermes few-shot prompts; turns stripped of surrounding whitespace), or a chat template's
+  rendering, ChatML or Llama 3 (transcripts.py: its rules). A ``tools`` and a ``system`` column
+  beside a transcript are read as beside ``messages``.
 - ``<tool_call>BODY</tool_call>`` blocks in assistant text become tool calls. BODY is a JSON
   object ``{"name", "arguments"}`` (any key order, any line breaks), a Python-literal dict
   (hermes-function-calling-v1's single quotes), or a Qwen3-coder ``<function=...>`` call. The
@@ -43,6 +44,7 @@ from beam_sft.convert.tools import (
     parse_xml_function,
     python_literal,
 )
+from beam_sft.convert.transcripts import read_template_transcript, template_of
 from beam_sft.visible import quoted
 
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
@@ -103,6 +105,7 @@ def read_transcript(text: str) -> list[dict]:
     >>> [d["role"] for d in read_transcript("```\\nSYSTEM: s\\nUSER: u\\nASSISTANT:\\na\\n```")]
     ['system', 'user', 'assistant']
     """
+    rendered = text
     text = text.strip()
     if text.startswith("```"):
         text = text.split("\n", 1)[1] if "\n" in text else ""
@@ -110,7 +113,10 @@ def read_transcript(text: str) -> list[dict]:
         text = text[:-3] if text.endswith("```") else text
     heads = list(_SPEAKER_RE.finditer(text))
     if not heads or text[: heads[0].start()].strip():
-        raise Rejection("malformed_row", "the transcript does not start with SYSTEM:, USER: or ASSISTANT:")
+        if template_of(rendered) is not None:  # a chat template's rendering: ChatML or Llama 3
+            return read_template_transcript(rendered)
+        raise Rejection("malformed_row", "the transcript does not start with SYSTEM:, USER: or ASSISTANT: "
+                        "(nor is it a ChatML or Llama 3 transcript)")
     drafts = []
     for head, nxt in zip(heads, heads[1:] + [None], strict=True):
         body = text[head.end() : nxt.start() if nxt else len(text)].strip()

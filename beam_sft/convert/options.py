@@ -43,7 +43,7 @@ class ColumnMap:
     conversations: str = "conversations"  # ShareGPT list (or role/content hybrids)
     tools: str = "tools"  # list, or a JSON string of a list
     system: str = "system"  # ShareGPT system prompt column
-    text: str = "text"  # a transcript (Harmony, or a Hermes SYSTEM:/USER:/ASSISTANT: string)
+    text: str = "text"  # a transcript (Harmony; Hermes SYSTEM:/USER: lines, ChatML or Llama 3: hermes.py)
     role_key: str = "from"  # ShareGPT speaker key
     content_key: str = "value"  # ShareGPT text key
     # Flat rows (convert/flat.py): Alpaca by default; prompt=Question answer=Response

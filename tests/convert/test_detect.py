@@ -27,6 +27,10 @@ COLUMNS = ColumnMap()
         ({"example": "SYSTEM: x\nUSER: y\nASSISTANT:\n<tool_call>{}</tool_call>"}, "hermes"),
         ("<|start|>user<|message|>hi<|end|>", "harmony"),
         ({"text": "<|start|>user<|message|>hi<|end|>"}, "harmony"),
+        # chat-template renderings: ChatML and Llama 3 transcripts are read by the Hermes reader
+        ({"text": "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nhello<|im_end|>\n"}, "hermes"),
+        ("<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nhi<|eot_id|>", "hermes"),
+        ({"text": "plain prose", "id": 1}, None),
         ({"foo": 1}, None),
         (42, None),
     ],

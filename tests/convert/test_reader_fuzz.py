@@ -1,9 +1,10 @@
 """Near-valid rows for the newest readers: the Responses API (responses.py), the Anthropic Messages
 API (anthropic.py, with Bedrock Converse sharing blocks.py), the well-known flat column pairs
-(flat.py) and lists of turn pairs (pairs.py). Each example starts from a valid row and mutates it a
-few times: a value at any depth replaced by a hostile one (wrong type, NaN, lone surrogate, a huge
-string), a key removed or added, a list emptied, reordered or given a duplicate, a near-valid item (a
-call, a result, reasoning, a block of another kind) inserted anywhere. Arbitrary JSON
+(flat.py), lists of turn pairs (pairs.py) and chat-template transcripts (transcripts.py: pieces of a
+ChatML or Llama 3 text inserted, dropped, duplicated, swapped). Each example starts from a valid row and
+mutates it a few times: a value at any depth replaced by a hostile one (wrong type, NaN, lone surrogate,
+a huge string), a key removed or added, a list emptied, reordered or given a duplicate, a near-valid item
+(a call, a result, reasoning, a block of another kind) inserted anywhere. Arbitrary JSON
 (test_properties.py) rarely gets this deep.
 
 What must hold, for ``--format auto`` and the reader's own format: ``convert_row`` never lets an
@@ -282,3 +283,56 @@ def test_near_valid_flat_rows_are_kept_whole_or_rejected_with_a_code(raw, which,
 @given(raw=near_valid(PAIR_ROWS, PAIR_ITEMS, PAIR_KEYS), which=st.integers(0, len(OPTIONS) - 1))
 def test_near_valid_pair_rows_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
     _holds(raw, "pairs", OPTIONS[which], render_beam)
+
+
+# Chat-template transcripts (transcripts.py, through the Hermes reader): a valid ChatML or Llama 3 text cut
+# into its markers and texts, then pieces inserted (markers of either template, EOS, tags, hostile strings),
+# dropped, duplicated or swapped. A string is no JSON tree: near_valid above cannot reach inside it.
+_QWEN_CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+TRANSCRIPTS = [
+    ["<|im_start|>", "system\n", "You are helpful.", "<|im_end|>", "\n", "<|im_start|>", "user\n", "Weather in Paris?",
+     "<|im_end|>", "\n", "<|im_start|>", "assistant\n", "<think>\nAsk.\n</think>\n\n", _QWEN_CALL, "<|im_end|>", "\n",
+     "<|im_start|>", "user\n", "<tool_response>\n18 C\n</tool_response>", "<|im_end|>", "\n", "<|im_start|>",
+     "assistant\n", "<think>Report.</think>", "It is 18 C.", "<|im_end|>", "\n"],
+    ["<|begin_of_text|>", "<|start_header_id|>", "system", "<|end_header_id|>", "\n\n", "Be exact.", "<|eot_id|>",
+     "<|start_header_id|>", "user", "<|end_header_id|>", "\n\n", "Weather in Paris?", "<|eot_id|>",
+     "<|start_header_id|>", "assistant", "<|end_header_id|>", "\n\n",
+     '{"name": "get_weather", "parameters": {"city": "Paris"}}', "<|eot_id|>", "<|start_header_id|>", "ipython",
+     "<|end_header_id|>", "\n\n", "18 C", "<|eot_id|>", "<|start_header_id|>", "assistant", "<|end_header_id|>",
+     "\n\n", "<think>Report.</think>", "It is 18 C.", "<|eot_id|>"],
+]
+TRANSCRIPT_PIECES = ["<|im_start|>", "<|im_end|>", "<|im_sep|>", "<|start_header_id|>", "<|end_header_id|>",
+                     "<|eot_id|>", "<|eom_id|>", "<|python_tag|>", "<|begin_of_text|>", "<|end_of_text|>",
+                     "<|endoftext|>", "<s>", "</s>", "<|image_pad|>", "<|fim_prefix|>", "<|start|>", "<|end|>",
+                     "assistant\n", "user\n", "tool\n", "ipython", "function_call\n", "narrator\n", "\n", "\n\n", " ",
+                     "<think>", "</think>", "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>",
+                     _QWEN_CALL, '{"name": "get_weather", "parameters": {"city": 1}}', '{"name": "f"}', "{", "NaN",
+                     "\ud800", "x" * 3000, "名前 ü"]
+
+
+@st.composite
+def near_valid_transcript(draw):
+    pieces = list(draw(st.sampled_from(TRANSCRIPTS)))
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(0, len(pieces) - 1))
+        op = draw(st.sampled_from(["insert", "insert", "drop", "duplicate", "swap", "replace"]))
+        if op == "insert":
+            pieces.insert(i, draw(st.sampled_from(TRANSCRIPT_PIECES) | st.text(max_size=8)))
+        elif op == "drop" and len(pieces) > 1:
+            del pieces[i]
+        elif op == "duplicate":
+            pieces.insert(draw(st.integers(0, len(pieces))), pieces[i])
+        elif op == "swap":
+            j = draw(st.integers(0, len(pieces) - 1))
+            pieces[i], pieces[j] = pieces[j], pieces[i]
+        else:
+            pieces[i] = draw(st.sampled_from(TRANSCRIPT_PIECES))
+    text = "".join(pieces)
+    return draw(st.sampled_from([text, {"text": text}, {"text": text, "tools": [
+        {"type": "function", "function": {"name": "get_weather", "parameters": PARAMS}}]}]))
+
+
+@FUZZ
+@given(raw=near_valid_transcript(), which=st.integers(0, len(OPTIONS) - 1))
+def test_near_valid_chat_template_transcripts_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
+    _holds(raw, "hermes", OPTIONS[which], render_beam)

@@ -2,7 +2,8 @@
 
 A row is a transcript string, a ``text`` column, or a row whose only value is a string; a
 ``tools`` column, when present, gives the tools (else they are read back from the TypeScript
-declarations, see harmony_tools.py). The transcript is split into messages with
+declarations, see harmony_tools.py), and a ``system`` column is the system prompt as beside any
+message list (``assemble.add_system_column``: put first, not written twice). The transcript is split into messages with
 ``beam_sft.harmony.response.split_harmony_messages``; a trailing generation prompt
 (``<|start|>assistant``) is ignored.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from beam_sft.convert.assemble import PLACE, finish_row
+from beam_sft.convert.assemble import PLACE, add_system_column, finish_row
 from beam_sft.convert.harmony_tools import parse_typescript_tools
 from beam_sft.convert.options import ConvertOptions
 from beam_sft.convert.parts import reject_media
@@ -58,29 +59,32 @@ def convert_harmony(raw: Any, *, options: ConvertOptions) -> BeamRow | Rejection
     """
     try:
         reject_media(raw)
-        text, given_tools = _read_row(raw, options)
+        text, given_tools, system = _read_row(raw, options)
         if text.endswith(_GENERATION_PROMPT):
             text = text[: -len(_GENERATION_PROMPT)]
         try:
             messages = split_harmony_messages(text)
         except Rejection as exc:
             raise Rejection("harmony_malformed", str(exc)) from None
-        return _convert(messages, given_tools, options)
+        return _convert(messages, given_tools, options, system)
     except Rejection as exc:
         return exc
 
 
-def _read_row(raw: Any, options: ConvertOptions) -> tuple[str, list[dict] | None]:
+def _read_row(raw: Any, options: ConvertOptions) -> tuple[str, list[dict] | None, Any]:
+    """``(transcript, the tools column's tools or None, the system column's value or None)``."""
     if isinstance(raw, str):
-        return raw, None
+        return raw, None, None
     if isinstance(raw, dict):
         text = raw.get(options.columns.text)
-        if not isinstance(text, str):
+        if not isinstance(text, str):  # a row whose only value is the transcript: no other column
             values = [v for v in raw.values() if isinstance(v, str)]
-            text = values[0] if len(raw) == 1 and values else None
+            if len(raw) == 1 and values:
+                return values[0], None, None
         if isinstance(text, str):
             tools = raw.get(options.columns.tools)
-            return text, normalize_tools(tools, options.columns.tools) if tools is not None else None
+            return (text, normalize_tools(tools, options.columns.tools) if tools is not None else None,
+                    raw.get(options.columns.system))
     raise Rejection(
         "malformed_row",
         f"no Harmony transcript in the row (expected a string or a {options.columns.text!r} column)",
@@ -88,7 +92,7 @@ def _read_row(raw: Any, options: ConvertOptions) -> tuple[str, list[dict] | None
 
 
 def _convert(
-    messages: list[HarmonyMessage], given_tools: list[dict] | None, options: ConvertOptions
+    messages: list[HarmonyMessage], given_tools: list[dict] | None, options: ConvertOptions, system: Any = None
 ) -> BeamRow:
     kwargs: dict[str, Any] = {}
     declared: list[dict] = []
@@ -124,6 +128,7 @@ def _convert(
         else:
             raise Rejection("harmony_malformed", f"{where}: a message from {quoted(msg.author)} to {quoted(msg.recipient)}")
     flush()
+    add_system_column(drafts, system, options.columns.system)  # (it was dropped unsaid)
     return finish_row(
         drafts,
         tools=given_tools if given_tools is not None else declared,

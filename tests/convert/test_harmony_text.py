@@ -237,3 +237,15 @@ def test_an_object_parameter_whose_description_ends_in_a_line_break_keeps_its_ty
         (parsed,) = parse_typescript_tools(text[text.index("# Tools"):])
         properties = parsed["function"]["parameters"]["properties"]
         assert properties["C"]["type"] == "object" and properties["A"] == {"type": "string"}, description
+
+
+def test_a_system_column_beside_the_transcript_is_the_system_prompt():
+    """A `system` column beside a Harmony `text` was dropped unsaid (the Hermes transcripts' defect);
+    it is read as beside any message list: put first, not written twice, not text: malformed_row."""
+    text = ("<|start|>user<|message|>2+2?<|end|><|start|>assistant<|channel|>analysis<|message|>Add.<|end|>"
+            "<|start|>assistant<|channel|>final<|message|>4<|return|>")
+    row = convert_harmony({"text": text, "system": "Be brief."}, options=ConvertOptions())
+    assert row["messages"][0] == {"role": "system", "content": "Be brief."} and len(row["messages"]) == 3
+    found = convert_harmony({"text": text, "system": ["Be brief."]}, options=ConvertOptions())
+    assert isinstance(found, Rejection) and found.code == "malformed_row"
+    assert len(convert_harmony({"system": text}, options=ConvertOptions())["messages"]) == 2  # its only value

@@ -24,7 +24,8 @@ turns (``glaive``), ``messages`` with Converse content blocks or a ``toolConfig`
 ``output`` list of Responses API items or an ``input`` list holding one (``responses``),
 ``messages`` with Anthropic's typed blocks (``tool_use``, ``thinking``, ...), ``system`` text blocks
 or ``input_schema`` tools (``anthropic``), a ``conversation``/``conversations`` list of turn pairs
-(``input``/``output``, ``human``/``assistant``: ``pairs``). A row
+(``input``/``output``, ``human``/``assistant``: ``pairs``), ``query`` beside ``answers`` and ``tools``
+(``xlam``). A row
 with none of the known keys but exactly one list of role-bearing messages under another key (a
 trajectory's ``traj``, ``dialog``, ``turns``) is OpenAI's (the reader names the key in ``meta.notes``).
 

@@ -61,6 +61,7 @@ FORMAT_TABLE: tuple[Format, ...] = (
            detect_rank=5),
     # last: a pair list sits under `conversation(s)`, which only ShareGPT's shape checks (after these) read
     Format("pairs", _C + "pairs:convert_pairs", _C + "pairs:is_pairs", detector_takes_columns=True, detect_rank=6),
+    Format("xlam", _C + "xlam:convert_xlam", _C + "xlam:is_xlam", detect_rank=7),
 )
 
 FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in FORMAT_TABLE)

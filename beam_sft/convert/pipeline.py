@@ -50,6 +50,7 @@ from beam_sft.convert.pairs import pair_lists
 from beam_sft.convert.policy import apply_missing_reasoning
 from beam_sft.convert.rows import BeamRow, Rejection, has_reasoning
 from beam_sft.convert.validate import Places, row_notes, validate
+from beam_sft.convert.xlam import XLAM_CONVERSATION
 from beam_sft.data import hub
 from beam_sft.data.batch_api import BatchPair, iter_batch_located
 from beam_sft.data.rejects import RejectsWriter, SourceSummary, format_summary_table
@@ -186,7 +187,7 @@ def _lone_surrogate(exc: UnicodeEncodeError) -> str:
 def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] | None:
     """A row that holds its conversation twice: two of ``messages``, ``conversations`` (as mapped by
     ``columns``) and a list of turn pairs (pairs.py), or one of them beside the flat prompt/answer
-    columns. Which one is meant cannot be told, so neither is picked."""
+    columns or xLAM's ``query``/``answers``. Which one is meant cannot be told, so neither is picked."""
     if not isinstance(raw, dict):
         return None
     cols = options.columns
@@ -199,6 +200,8 @@ def conflicting_carriers(raw: Any, options: ConvertOptions) -> tuple[str, str] |
     present += [k for k, _ in pair_lists(raw, cols) if k not in present]  # `conversation`'s turn pairs
     if present and held(cols.prompt) and held(cols.answer):
         present.append(f"{cols.prompt}/{cols.answer}")
+    if present and all(held(k) for k in XLAM_CONVERSATION):
+        present.append("/".join(XLAM_CONVERSATION))
     if len(present) > 1:
         return "conflicting_carriers", f"the row holds {' and '.join(present)}: which conversation is meant is unclear"
     return None

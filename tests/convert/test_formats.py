@@ -87,8 +87,8 @@ def test_format_choices_of_every_command_are_the_table():
 def test_auto_detection_asks_own_key_detectors_in_table_order(monkeypatch):
     """A row every own-key detector claims goes to the lowest detect_rank; reordering the table reorders it."""
     ranked = [name for name, _, _ in formats.detectors()]
-    # the order classify has always used; responses, anthropic, then pairs, added last, ask after them
-    assert ranked == ["chat_log", "gemini", "glaive", "bedrock", "responses", "anthropic", "pairs"]
+    # the order classify has always used; responses, anthropic, then pairs and xlam, added last, ask after them
+    assert ranked == ["chat_log", "gemini", "glaive", "bedrock", "responses", "anthropic", "pairs", "xlam"]
     always = [(name, lambda *a: True, takes) for name, _, takes in formats.detectors()]
     monkeypatch.setattr(detect, "_OWN_KEYS", tuple(always))
     assert detect.classify({"x": 1}, ColumnMap()) == ranked[0]
@@ -104,6 +104,7 @@ def test_auto_detection_asks_own_key_detectors_in_table_order(monkeypatch):
     ({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]},
      "anthropic"),
     ({"conversation": [{"input": "q", "output": "a"}]}, "pairs"),
+    ({"query": "q", "answers": "[]", "tools": "[]"}, "xlam"),
 ])
 def test_detect_module_order_matches_the_table(row, name):
     assert detect.classify(row, ColumnMap()) == name

@@ -1,11 +1,11 @@
 """Near-valid rows for the newest readers: the Responses API (responses.py), the Anthropic Messages
 API (anthropic.py, with Bedrock Converse sharing blocks.py), the well-known flat column pairs
-(flat.py), lists of turn pairs (pairs.py) and chat-template transcripts (transcripts.py: pieces of a
-ChatML or Llama 3 text inserted, dropped, duplicated, swapped). Each example starts from a valid row and
-mutates it a few times: a value at any depth replaced by a hostile one (wrong type, NaN, lone surrogate,
-a huge string), a key removed or added, a list emptied, reordered or given a duplicate, a near-valid item
-(a call, a result, reasoning, a block of another kind) inserted anywhere. Arbitrary JSON
-(test_properties.py) rarely gets this deep.
+(flat.py), lists of turn pairs (pairs.py), xLAM's query/answers/tools rows (xlam.py) and chat-template
+transcripts (transcripts.py: pieces of a ChatML or Llama 3 text inserted, dropped, duplicated, swapped).
+Each example starts from a valid row and mutates it a few times: a value at any depth replaced by a
+hostile one (wrong type, NaN, lone surrogate, a huge string), a key removed or added, a list emptied,
+reordered or given a duplicate, a near-valid item (a call, a result, reasoning, a block of another kind)
+inserted anywhere. Arbitrary JSON (test_properties.py) rarely gets this deep.
 
 What must hold, for ``--format auto`` and the reader's own format: ``convert_row`` never lets an
 exception out and never answers ``converter_error``; a rejection has a code of the table and a one-line
@@ -156,6 +156,36 @@ PAIR_ITEMS = [{"input": "q", "output": "a"}, {"human": "q", "assistant": "a"}, {
 PAIR_KEYS = ["input", "output", "human", "assistant", "conversation", "conversations", "messages", "system",
              "role", "content", "from", "value", "reasoning", "thinking", "weight", "tool_calls", "instruction",
              "tools", "name"]
+# xLAM's rows with the JSON text decoded (the fuzz reaches into it), and one as the dataset writes it.
+XLAM_TOOLS = [
+    {"name": "get_weather", "description": "Weather", "parameters": {
+        "city": {"type": "str", "description": "The city."},
+        "days": {"type": "int, optional", "description": "How many.", "default": 1},
+        "fields": {"type": "List[str]", "description": "Which."},
+        "where": {"type": "Tuple[float, float]", "description": "Lat, lon."},
+        "extra": {"type": "Dict[str, Any]", "description": "More.", "default": None}}},
+    {"name": "top_song", "description": "Top song.", "parameters": {"sign": {"type": "Optional[str]"}}}]
+XLAM = {"id": 7, "query": "Weather in Paris, and the top song on WZPZ?",
+        "answers": [{"name": "get_weather", "arguments": {"city": "Paris", "fields": ["temp"], "where": [48.8, 2.3]}},
+                    {"name": "top_song", "arguments": "{\"sign\": \"WZPZ\"}"}],
+        "tools": XLAM_TOOLS}
+XLAM_TEXT = {**XLAM, "answers": json.dumps(XLAM["answers"]), "tools": json.dumps(XLAM_TOOLS)}
+XLAM_ITEMS = [
+    {"name": "get_weather", "arguments": {"city": "Oslo", "days": "NaN"}},
+    {"name": "nämé 名", "arguments": {}},
+    {"name": "top_song", "arguments": "not json"},
+    {"name": "top_song"},
+    {"type": "str", "description": "d", "default": ""},
+    {"type": "Callable[[int], int]"},
+    {"type": "List[Dict[str, int]], optional"},
+    {"type": "str, default='x'", "default": "y"},
+    {"type": "int", "required": True},
+    {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}},
+    {"name": "g", "parameters": {"a": {"type": "set"}}},
+    "Union[int, str]", "[]", "[{}]",
+]
+XLAM_KEYS = ["query", "answers", "tools", "name", "arguments", "parameters", "type", "description", "default",
+             "required", "optional", "items", "enum", "messages", "system", "id"]
 
 KEYS = ["type", "role", "content", "text", "id", "call_id", "name", "arguments", "output", "summary", "status",
         "input", "tool_use_id", "thinking", "signature", "is_error", "encrypted_content", "refusal", "tool_calls",
@@ -336,3 +366,9 @@ def near_valid_transcript(draw):
 @given(raw=near_valid_transcript(), which=st.integers(0, len(OPTIONS) - 1))
 def test_near_valid_chat_template_transcripts_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
     _holds(raw, "hermes", OPTIONS[which], render_beam)
+
+
+@FUZZ
+@given(raw=near_valid([XLAM, XLAM_TEXT], XLAM_ITEMS, XLAM_KEYS), which=st.integers(0, len(OPTIONS) - 1))
+def test_near_valid_xlam_rows_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
+    _holds(raw, "xlam", OPTIONS[which], render_beam)

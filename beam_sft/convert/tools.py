@@ -54,6 +54,8 @@ def normalize_tools(value: Any, where: str) -> list[dict]:
 
     Bare function objects (``{"name", "parameters"}``, as in glaive and legacy ``functions``) are
     wrapped; a non-function tool (``{"type": "code_interpreter"}``) is ``bad_tool_definition``.
+    ``parameters`` written as xLAM's map of Python type strings (pytypes.is_parameter_map) become the
+    JSON Schema they say, in every reader (read as a schema, the tool would show no parameters).
     """
     if value is None:
         return []
@@ -74,6 +76,9 @@ def normalize_tools(value: Any, where: str) -> list[dict]:
 
 
 def _normalize_tool(tool: Any, where: str) -> dict:
+    # pytypes reads a type text's default with this module's python_literal: imported here, not above
+    from beam_sft.convert.pytypes import is_parameter_map, parameters_schema
+
     if not isinstance(tool, dict):
         raise Rejection("bad_tool_definition", f"{where} is not an object")
     kind = tool.get("type")
@@ -97,6 +102,9 @@ def _normalize_tool(tool: Any, where: str) -> dict:
         raise Rejection("bad_tool_definition", f"{where}.description is not a string")
     if "parameters" in fn and not isinstance(fn["parameters"], (dict, type(None))):
         raise Rejection("bad_tool_definition", f"{where}.parameters is not an object")
+    if is_parameter_map(fn.get("parameters")):  # xLAM's name -> {type: "List[int]"} map kept in this shape
+        at = f"{where}.function.parameters" if fn is tool.get("function") else f"{where}.parameters"
+        fn = {**fn, "parameters": parameters_schema(fn["parameters"], at)}
     if isinstance(fn.get("parameters"), dict):
         try:
             fn = {**fn, "parameters": normalize_schema(fn["parameters"])}

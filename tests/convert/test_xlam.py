@@ -280,3 +280,41 @@ def test_a_kept_row_renders_through_beams_template(render_beam):
     text = render_beam(row["messages"], tools=row["tools"])
     assert "upper: number," in text and "multiples: number[]," in text and "inclusive?: boolean," in text
 
+
+# The same maps in other readers' tools (a set converted to the OpenAI or ShareGPT shape with its maps kept):
+# read as JSON Schema they showed the model a tool without parameters; now the schema they say.
+OPENAI = {"messages": [{"role": "user", "content": "Sum the multiples of 3 and 5 below 1000."},
+                       {"role": "assistant", "tool_calls": [{"type": "function", "function": {
+                           "name": "sum_of_multiples", "arguments": '{"upper": 999, "multiples": [3, 5]}'}}]}],
+          "tools": [{"type": "function", "function": SUM}]}
+SHAREGPT = {"conversations": [{"from": "human", "value": "Sum the multiples of 3 and 5 below 1000."},
+                              {"from": "function_call",
+                               "value": '{"name": "sum_of_multiples", "arguments": {"upper": 999, "multiples": [3, 5]}}'}],
+            "tools": json.dumps([SUM])}
+
+
+@pytest.mark.parametrize("raw", [OPENAI, SHAREGPT], ids=["openai", "sharegpt"])
+def test_other_readers_read_xlam_parameter_maps_as_the_schema_they_say(raw):
+    row = convert_row(raw, format="auto", options=ConvertOptions(), source="s", row=0, fill=give_reasoning)
+    assert row["tools"] == _convert(SUM_ROW)["tools"][:1]
+
+
+@pytest.mark.parametrize("parameters", [
+    {"type": "object", "properties": {"type": {"type": "string"}}},
+    {"properties": {"city": {"type": "string"}}},  # no type: JSON Schema still, by its properties of schemas
+    {"anyOf": [{"type": "object"}]},
+    {},
+])
+def test_json_schema_parameters_are_never_read_as_a_map(parameters):
+    raw = {**OPENAI, "tools": [{"type": "function", "function": {**SUM, "parameters": parameters}}]}
+    row = convert_row(raw, format="openai", options=ConvertOptions(require_declared_tools=False), source="s",
+                      row=0, fill=give_reasoning)
+    assert row["tools"][0]["function"]["parameters"] == parameters
+
+
+def test_an_unmappable_type_in_another_readers_tools_is_refused_naming_it():
+    tools = [{"type": "function", "function": {**SUM, "parameters": {"f": {"type": "Callable"}}}}]
+    result = convert_row({**OPENAI, "tools": tools}, format="openai", options=ConvertOptions(), source="s", row=0,
+                         fill=give_reasoning)
+    assert (result.code, result.message) == (
+        "bad_tool_definition", "tools[0].function.parameters.f.type 'Callable': 'Callable' has no JSON Schema type")

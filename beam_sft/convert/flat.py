@@ -36,8 +36,11 @@ KNOWN_COLUMNS = (
     ("query", None, "response"),  # MetaMathQA
     ("problem", None, "solution"),  # MATH, NuminaMath
     ("instruction", "context", "response"),  # databricks-dolly-15k
-    ("input", None, "output"),  # NVIDIA's OpenCodeReasoning; Alpaca rows without an instruction
+    ("input", None, "output"),  # NVIDIA's OpenCodeReasoning (not beside an instruction: _INPUT_ONLY)
 )
+# Alpaca's ``input`` is the instruction's second half: beside a column named like an instruction
+# (``instructions``, ``Instruction``), reading input/output as the pair would drop that text unsaid.
+_INPUT_ONLY = ("input", None, "output")
 # A known pair's reasoning column, by the names reasoning sets use for it.
 REASONING_COLUMNS = ("reasoning", "reasoning_content", "thinking")
 # What NVIDIA's post-training sets write in their ``reasoning`` column: whether the answer was made
@@ -81,6 +84,8 @@ def flat_columns(raw: Any, columns: ColumnMap) -> tuple[ColumnMap, str | None]:
         return columns, None
     found = [c for c in KNOWN_COLUMNS if isinstance(raw.get(c[0]), str) and isinstance(raw.get(c[2]), str)]
     if len(found) != 1:  # none, or two pairs (which is the conversation cannot be told): as mapped
+        return columns, None
+    if found[0] == _INPUT_ONLY and any("instruct" in str(key).lower() for key in raw):
         return columns, None
     prompt, extra, answer = found[0]
     reasoning = [name for name in REASONING_COLUMNS if raw.get(name) is not None and not _switch(raw[name])]

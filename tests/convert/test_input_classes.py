@@ -381,6 +381,9 @@ def test_well_known_flat_columns_read_unmapped_and_noted(tmp_path, row, user, no
     ({"question": "q", "answer": "a", "reasoning": "r", "thinking": "t"}, "conflicting_reasoning"),
     ({"question": "q", "answer": "a", "prompt": "p", "completion": "c", "reasoning": "r"}, "malformed_row"),
     ({"question": "q", "answer": 4, "reasoning": "r"}, "malformed_row"),  # not text: no pair
+    # Alpaca's input beside a misspelled instruction: input/output as the pair would drop "Add" unsaid
+    ({"instructions": "Add", "input": "2+2", "output": "4", "reasoning": "r"}, "malformed_row"),
+    ({"Instruction": "Add", "input": "2+2", "output": "4", "reasoning": "r"}, "malformed_row"),
 ])
 def test_a_flat_row_whose_columns_cannot_be_told_is_not_guessed(row, code):
     """Two reasoning columns, or two known pairs: which is meant cannot be told, so none is picked."""

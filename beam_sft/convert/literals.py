@@ -20,6 +20,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from beam_sft.convert.rows import Rejection
+
 
 class NotJSON(ValueError):
     """A literal (or text) with no JSON form."""
@@ -104,3 +106,19 @@ def read_literal(text: str) -> Any:
     except (ValueError, SyntaxError, MemoryError, RecursionError) as exc:
         raise NotJSON(f"not a Python literal: {exc}") from None
     return literal_value(tree.body, text)
+
+
+NOT_JSON = object()  # tools.maybe_json: the text is not JSON at all (it may be meant as plain text)
+
+
+def python_literal(text: str, where: str) -> Any:
+    """``text`` read as a Python literal into JSON (``read_literal``), else ``NOT_JSON``: a key twice
+    in one dict is ``duplicate_key`` and a number that underflows ``non_standard_number``, as in JSON."""
+    try:
+        return read_literal(text)
+    except RepeatedKey:
+        raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict") from None
+    except TooSmall as exc:
+        raise Rejection("non_standard_number", f"{where}: {exc}") from None
+    except NotJSON:
+        return NOT_JSON

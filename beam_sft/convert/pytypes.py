@@ -50,9 +50,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from beam_sft.convert.literals import NOT_JSON, python_literal
 from beam_sft.convert.rows import Rejection
-from beam_sft.convert.tools import MAX_SCHEMA_DEPTH, NOT_JSON, python_literal
 from beam_sft.visible import KEY_CHARS, cut, quoted
+
+# How deep a type text may nest (``List[List[...]]``): tools.MAX_SCHEMA_DEPTH is this bound, so a type
+# this reads is never refused as too deep once it is a schema.
+MAX_TYPE_DEPTH = 64
 
 
 class _NoDefault:
@@ -246,8 +250,8 @@ class _Parser:
                 return _union(members)
 
     def atom(self, depth: int) -> dict:
-        if depth > MAX_SCHEMA_DEPTH:
-            raise Unmappable(f"it nests past {MAX_SCHEMA_DEPTH} deep")
+        if depth > MAX_TYPE_DEPTH:
+            raise Unmappable(f"it nests past {MAX_TYPE_DEPTH} deep")
         m = _TOKEN_RE.match(self.text, self.pos)
         if m is None or not m["name"]:
             raise Unmappable("it is not an annotation")

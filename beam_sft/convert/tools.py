@@ -16,12 +16,11 @@ import json
 import re
 from typing import Any
 
-from beam_sft.convert.literals import NotJSON, RepeatedKey, TooSmall, read_literal
+from beam_sft.convert.literals import NOT_JSON, python_literal  # (NOT_JSON's and python_literal's home)
+from beam_sft.convert.pytypes import MAX_TYPE_DEPTH, is_parameter_map, parameters_schema
 from beam_sft.convert.rows import Rejection
 from beam_sft.data import jsontext
 from beam_sft.visible import cut, quoted
-
-NOT_JSON = object()  # maybe_json: the text is not JSON at all (it may be meant as plain text)
 
 
 def parse_json_text(text: str, where: str) -> Any:
@@ -76,9 +75,6 @@ def normalize_tools(value: Any, where: str) -> list[dict]:
 
 
 def _normalize_tool(tool: Any, where: str) -> dict:
-    # pytypes reads a type text's default with this module's python_literal: imported here, not above
-    from beam_sft.convert.pytypes import is_parameter_map, parameters_schema
-
     if not isinstance(tool, dict):
         raise Rejection("bad_tool_definition", f"{where} is not an object")
     kind = tool.get("type")
@@ -128,7 +124,7 @@ SUBSCHEMA_LISTS = ("oneOf", "anyOf", "allOf")
 SUBSCHEMA_KEYS = ("items", "additionalProperties", *SUBSCHEMA_LISTS)
 # Deeper than this, a parameters schema is refused (bad_tool_definition) before a walk of it can
 # exhaust Python's stack (a hostile row's 5,000 nested items made a converter_error).
-MAX_SCHEMA_DEPTH = 64
+MAX_SCHEMA_DEPTH = MAX_TYPE_DEPTH  # (one bound: a type text nests as deep as the schema it becomes)
 
 
 def normalize_schema(node: Any, depth: int = 1) -> Any:
@@ -248,19 +244,6 @@ def _literal_tools(body: str, where: str) -> Any:
 
 
 MAX_LITERAL_CHARS = 1_000_000  # ast's time and recursion on hostile text
-
-
-def python_literal(text: str, where: str) -> Any:
-    """``text`` read as a Python literal into JSON (convert/literals.py), else ``NOT_JSON``: a key twice
-    in one dict is ``duplicate_key`` and a number that underflows ``non_standard_number``, as in JSON."""
-    try:
-        return read_literal(text)
-    except RepeatedKey:
-        raise Rejection("duplicate_key", f"{where}: a key appears twice in one dict") from None
-    except TooSmall as exc:
-        raise Rejection("non_standard_number", f"{where}: {exc}") from None
-    except NotJSON:
-        return NOT_JSON
 
 
 # --- tool calls -----------------------------------------------------------------------------------

@@ -589,3 +589,34 @@ def test_an_assistant_refusal_part_is_its_answer_as_the_refusal_field_is():
                                {"messages": [{"role": "user", "content": "q"}, {"role": role, "content": [part]}]},
                                options=ConvertOptions())
         assert isinstance(found, Rejection) and found.code == code, found
+
+
+@pytest.mark.parametrize(("content", "text"), [
+    ({"time": "12:00", "zone": "Zürich"}, '{"time": "12:00", "zone": "Zürich"}'),
+    ([{"id": 1}, {"id": 2}], '[{"id": 1}, {"id": 2}]'),
+    (12, "12"),
+    (True, "true"),
+    ([{"type": "text", "text": "12:00"}], "12:00"),  # content parts stay parts
+])
+def test_a_structured_tool_result_is_its_json_text(content, text):
+    """An agent log's tool message holding the tool's object was malformed_row ("content is a dict"),
+    while Gemini's functionResponse, Bedrock's json blocks and result envelopes were written as JSON text."""
+    row = convert_openai({"messages": [
+        {"role": "user", "content": "Time?"},
+        {"role": "assistant", "reasoning_content": "r", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "now", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": content},
+        {"role": "assistant", "reasoning_content": "r", "content": "Noon."}],
+        "tools": [{"type": "function", "function": {"name": "now"}}]}, options=ConvertOptions())
+    assert row["messages"][2]["content"] == text
+
+
+def test_a_structured_tool_result_json_cannot_write_is_refused():
+    import datetime
+
+    row = {"messages": [{"role": "user", "content": "q"},
+                        {"role": "assistant", "reasoning_content": "r", "tool_calls": [
+                            {"id": "a", "type": "function", "function": {"name": "now", "arguments": "{}"}}]},
+                        {"role": "tool", "tool_call_id": "a", "content": {"at": datetime.date(2026, 1, 1)}}]}
+    found = convert_openai(row, options=ConvertOptions())
+    assert isinstance(found, Rejection) and found.code == "malformed_row" and "messages[2].content" in found.message

@@ -111,6 +111,10 @@ def _text(raw: dict, key: str, *, optional: bool = False) -> str | None:
     value = raw.get(key)
     if value is None and optional:
         return None
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], str):
+        # one text in a list: simplescaling/s1K's thinking_trajectories ([the trajectory]); several
+        # texts are refused below (which one, or how to join them, is not the reader's to choose)
+        return value[0]
     if not isinstance(value, str):
         what = "missing" if value is None else f"a {type(value).__name__}, not text"
         code = "missing_content" if value is None else "malformed_row"

@@ -553,3 +553,16 @@ def test_a_system_column_beside_messages_is_the_conversations_system_prompt():
         {"from": "human", "value": "hi"}, {"from": "gpt", "value": "<think>g</think>hello"}]},
         format="sharegpt", options=ConvertOptions())
     assert sharegpt["messages"] == row["messages"]
+
+
+def test_a_mapped_column_holding_one_text_in_a_list_is_that_text():
+    """simplescaling/s1K keeps each reasoning as a one-item list (`thinking_trajectories`), so mapping
+    it was malformed_row ("a list, not text"); one text in a list is that text, several are refused."""
+    options = options_from_dict({"columns": {"prompt": "question", "reasoning": "thinking_trajectories",
+                                             "answer": "attempt"}})
+    row = {"question": "2+2?", "thinking_trajectories": ["Two and two make four."], "attempt": "4",
+           "solution": "4", "cot_type": "math"}
+    result = convert_row(row, format="auto", options=options)
+    assert result["messages"][1] == {"role": "assistant", "reasoning_content": "Two and two make four.", "content": "4"}
+    found = convert_row({**row, "thinking_trajectories": ["a", "b"]}, format="auto", options=options)
+    assert isinstance(found, Rejection) and found.code == "malformed_row" and "thinking_trajectories" in found.message

@@ -241,6 +241,7 @@ def convert_row(
     then holds the source entry of each message for that check, which the caller takes off
     (``take_places``) before anything is written.
     """
+    asked = format
     if format == "auto":
         format = resolve_format(raw, options, default_format)
     if format not in FORMAT_CONVERTERS:
@@ -279,6 +280,8 @@ def convert_row(
     except Exception as exc:  # a converter bug must not abort a long run; the row goes to rejects
         result = Rejection("converter_error", f"{type(exc).__name__}: {exc}")
     if isinstance(result, Rejection):
+        if asked != "auto" and result.code == "malformed_row":
+            result = _another_format(result, raw, format, options)
         return result.at(source=source, row=row, raw=raw)
     notes = {**(result.get("meta") or {}).get("notes", {}), **row_notes(result)}
     meta: dict[str, Any] = {"source": source, "row": row}
@@ -293,6 +296,16 @@ def convert_row(
     if not late_check and places:  # the caller's late_rejection names messages by them, and takes them off
         meta["places"] = places
     return {**result, "meta": meta}
+
+
+def _another_format(rejection: Rejection, raw: Any, format: str, options: ConvertOptions) -> Rejection:
+    """A row the asked format could not read, whose shape is another format's: the message says which
+    (a Capybara pair list or a ChatML text under ``--format openai`` was told only "no 'messages' list")."""
+    shown = resolve_format(raw, options, default="")
+    if not shown or shown == format:
+        return rejection
+    return Rejection(rejection.code, f"{rejection.message} (the row's shape is format {shown}'s: try format auto "
+                     f"or {shown})")
 
 
 def late_rejection(row: BeamRow, places: list[str] | None = None) -> Rejection | None:

@@ -288,3 +288,19 @@ def test_the_format_registry_and_the_cli_choices_come_from_one_list():
 
     assert tuple(FORMAT_CONVERTERS) == FORMATS
     assert convert_cli.FORMAT_CHOICES == ("auto", *FORMATS)
+
+
+@pytest.mark.parametrize(("raw", "asked", "shown"), [
+    ({"conversation": [{"input": "q", "output": "a"}]}, "openai", "pairs"),
+    ({"text": "<|im_start|>user\nq<|im_end|>\n<|im_start|>assistant\na<|im_end|>"}, "openai", "hermes"),
+    ({"query": "q", "answers": "[]", "tools": "[]"}, "sharegpt", "xlam"),
+])
+def test_a_row_the_asked_format_cannot_read_says_whose_shape_it_has(raw, asked, shown):
+    """Under an explicit --format, such a row was told only "no 'messages' list" (the mapping hint),
+    with nothing saying that another reader, or auto, reads it."""
+    from beam_sft.convert import ConvertOptions, Rejection, convert_row
+
+    found = convert_row(raw, format=asked, options=ConvertOptions())
+    assert isinstance(found, Rejection) and found.code == "malformed_row"
+    assert found.message.endswith(f"(the row's shape is format {shown}'s: try format auto or {shown})")
+    assert "shape is" not in convert_row({"x": 1}, format=asked, options=ConvertOptions()).message

@@ -235,7 +235,8 @@ def read_weight(msg: dict, where: str) -> int | None:
 
 
 def read_reasoning_fields(msg: dict, where: str) -> list[tuple[str, str | None]]:
-    """``(field, text)`` for each reasoning field present on the message (null counts as absent)."""
+    """``(field, text)`` for each reasoning field present on the message (null counts as absent); where
+    none holds text, OpenRouter's ``reasoning_details`` (``reasoning_details_text``)."""
     out = []
     for key in REASONING_FIELDS:
         value = msg.get(key)
@@ -244,7 +245,51 @@ def read_reasoning_fields(msg: dict, where: str) -> list[tuple[str, str | None]]
         if not isinstance(value, str):
             raise Rejection("malformed_row", f"{where}.{key} is a {type(value).__name__}, not a string")
         out.append((key, value))
+    if msg.get("reasoning_details") is not None and not any(text.strip() for _, text in out):
+        out.append(("reasoning_details", reasoning_details_text(msg["reasoning_details"], f"{where}.reasoning_details")))
     return out
+
+
+# OpenRouter's reasoning_details item types: readable text, a summary of it, the encrypted reasoning.
+_DETAIL_TEXT, _DETAIL_SUMMARY, _DETAIL_ENCRYPTED = "reasoning.text", "reasoning.summary", "reasoning.encrypted"
+
+
+def reasoning_details_text(details: Any, where: str) -> str | None:
+    """The reasoning OpenRouter logs in ``reasoning_details`` when a message's ``reasoning`` string is
+    absent: its ``reasoning.text`` items (the provider's reasoning, in order), else its
+    ``reasoning.summary`` items (OpenAI's summaries, as the Responses reader takes a summary when no
+    text is given). Encrypted items follow the one rule of blocks.py and responses.py: alone, no
+    reasoning (the missing-reasoning policy); beside text items, the text kept would be read as the
+    whole reasoning while part of it is hidden: ``non_text_content``. An unknown item type or a
+    malformed item is refused naming it, never skipped.
+
+    >>> reasoning_details_text([{"type": "reasoning.summary", "summary": "Add."},
+    ...                         {"type": "reasoning.encrypted", "data": "gAAA"}], "m")
+    'Add.'
+    """
+    if not isinstance(details, list):
+        raise Rejection("malformed_row", f"{where} is a {type(details).__name__}, not a list")
+    texts: list[str] = []
+    summaries: list[str] = []
+    encrypted = None
+    for i, item in enumerate(details):
+        at = f"{where}[{i}]"
+        kind = item.get("type") if isinstance(item, dict) else None
+        field = {_DETAIL_TEXT: "text", _DETAIL_SUMMARY: "summary"}.get(kind) if isinstance(kind, str) else None
+        if kind == _DETAIL_ENCRYPTED:
+            encrypted = encrypted or at
+        elif field is None:
+            raise Rejection("malformed_row", f"{at} is not a reasoning.text, reasoning.summary or reasoning.encrypted "
+                            f"item (type {quoted(kind)})")
+        elif not isinstance(item.get(field), str):
+            raise Rejection("malformed_row", f"{at}.{field} is not text")
+        else:
+            (texts if field == "text" else summaries).append(item[field])
+    if texts and encrypted:
+        raise Rejection("non_text_content", f"{encrypted} is encrypted reasoning beside readable reasoning.text "
+                        "items: the text kept would be read as the whole reasoning")
+    kept = texts or summaries
+    return "".join(kept) if kept else None
 
 
 def read_template_kwargs(row: dict) -> dict | None:

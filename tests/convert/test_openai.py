@@ -620,3 +620,37 @@ def test_a_structured_tool_result_json_cannot_write_is_refused():
                         {"role": "tool", "tool_call_id": "a", "content": {"at": datetime.date(2026, 1, 1)}}]}
     found = convert_openai(row, options=ConvertOptions())
     assert isinstance(found, Rejection) and found.code == "malformed_row" and "messages[2].content" in found.message
+
+
+def _details_row(details, **fields):
+    return {"messages": [{"role": "user", "content": "2+2?"},
+                         {"role": "assistant", "content": "4", "reasoning_details": details, **fields}]}
+
+
+@pytest.mark.parametrize(("details", "reasoning"), [
+    ([{"type": "reasoning.text", "text": "Add ", "signature": "s", "index": 0},
+      {"type": "reasoning.text", "text": "them.", "index": 1}], "Add them."),
+    ([{"type": "reasoning.summary", "summary": "Added."}, {"type": "reasoning.encrypted", "data": "gAAA"}], "Added."),
+])
+def test_openrouter_reasoning_details_are_the_reasoning(details, reasoning):
+    """OpenRouter logs a message's reasoning in `reasoning_details` (and sometimes also `reasoning`):
+    alone, the row was missing_reasoning, its reasoning unread."""
+    row = convert_openai(_details_row(details), options=ConvertOptions())
+    assert row["messages"][1]["reasoning_content"] == reasoning
+    # beside a reasoning field, the field is read (the details are its structured form)
+    row = convert_openai(_details_row(details, reasoning="Sum."), options=ConvertOptions())
+    assert row["messages"][1]["reasoning_content"] == "Sum."
+
+
+@pytest.mark.parametrize(("details", "code"), [
+    ([{"type": "reasoning.encrypted", "data": "gAAA"}], "missing_reasoning"),  # encrypted only: none to read
+    ([{"type": "reasoning.text", "text": "a"}, {"type": "reasoning.encrypted", "data": "x"}], "non_text_content"),
+    ([{"type": "reasoning.other", "text": "a"}], "malformed_row"),
+    ([{"type": "reasoning.text", "text": 4}], "malformed_row"),
+    ("Add.", "malformed_row"),
+])
+def test_openrouter_reasoning_details_that_cannot_be_read_are_refused(details, code):
+    from beam_sft.convert import convert_row
+
+    found = convert_row(_details_row(details), format="openai", options=ConvertOptions())
+    assert isinstance(found, Rejection) and found.code == code, found

@@ -105,7 +105,7 @@ def openai_row(raw: Any, columns: ColumnMap, *, answer: Any = None, at: str = ""
     if answer is not None:
         entries.append(({"role": "assistant", "content": answer}, answer_at))
     for msg, where in entries:
-        for message, place in block_message(msg, where, _SHAPE):  # blocks.py: the rules block readers share
+        for message, place in block_message(msg, where, BLOCKS):  # blocks.py: the rules block readers share
             out.append(message)
             places.append(place)
     row: dict[str, Any] = {k: v for k, v in raw.items() if k not in (columns.messages, "system", "tools")}
@@ -165,7 +165,8 @@ def _result(block: dict, where: str) -> dict:
     return tool_message(texts, block.get("tool_use_id"), "error" if block.get("is_error") else None)
 
 
-_SHAPE = BlockShape(kind=_kind, part=_part, result=_result, result_name="tool_result")
+# Anthropic's blocks, as blocks.py reads them (langchain.py reads an Anthropic model's content by them too).
+BLOCKS = BlockShape(kind=_kind, part=_part, result=_result, result_name="tool_result")
 
 
 def _tools(tools: Any, where: str) -> list[dict]:

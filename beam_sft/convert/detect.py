@@ -25,7 +25,8 @@ turns (``glaive``), ``messages`` with Converse content blocks or a ``toolConfig`
 ``messages`` with Anthropic's typed blocks (``tool_use``, ``thinking``, ...), ``system`` text blocks
 or ``input_schema`` tools (``anthropic``), a ``conversation``/``conversations`` list of turn pairs
 (``input``/``output``, ``human``/``assistant``: ``pairs``), ``query`` beside ``answers`` and ``tools``
-(``xlam``). A row
+(``xlam``), a message list (or a bare list) of LangChain's serialized messages (``type`` + ``data``,
+``lc`` + ``kwargs``: ``langchain``). A row
 with none of the known keys but exactly one list of role-bearing messages under another key (a
 trajectory's ``traj``, ``dialog``, ``turns``) is OpenAI's (the reader names the key in ``meta.notes``).
 
@@ -60,13 +61,13 @@ def classify(raw: Any, columns: ColumnMap) -> str | None:
     """The format one record looks like, or None."""
     if isinstance(raw, str):
         return _classify_text(raw)
-    if isinstance(raw, list):
-        return _with_tags(raw, "role", "content", "openai")
-    if not isinstance(raw, dict):
+    if not isinstance(raw, (list, dict)):
         return None
-    for name, detector, takes_columns in _OWN_KEYS:
+    for name, detector, takes_columns in _OWN_KEYS:  # a bare list too: a list of LangChain messages is langchain's
         if detector(raw, columns) if takes_columns else detector(raw):
             return name
+    if isinstance(raw, list):
+        return _with_tags(raw, "role", "content", "openai")
     turns = raw.get(columns.conversations)
     messages = raw.get(columns.messages)
     # An empty list carries nothing (as for conflicting_carriers): `messages: []` beside ShareGPT turns

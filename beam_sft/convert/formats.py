@@ -62,6 +62,10 @@ FORMAT_TABLE: tuple[Format, ...] = (
     # last: a pair list sits under `conversation(s)`, which only ShareGPT's shape checks (after these) read
     Format("pairs", _C + "pairs:convert_pairs", _C + "pairs:is_pairs", detector_takes_columns=True, detect_rank=6),
     Format("xlam", _C + "xlam:convert_xlam", _C + "xlam:is_xlam", detect_rank=7),
+    # first: its items (type+data, lc+kwargs) are no other format's, while a LangChain row beside Anthropic
+    # tools (input_schema) or Converse system blocks would be claimed by those detectors and refused there
+    Format("langchain", _C + "langchain:convert_langchain", _C + "langchain:is_langchain",
+           detector_takes_columns=True, detect_rank=-1),
 )
 
 FORMAT_NAMES: tuple[str, ...] = tuple(f.name for f in FORMAT_TABLE)

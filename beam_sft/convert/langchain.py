@@ -60,7 +60,7 @@ from dataclasses import replace
 from typing import Any
 
 from beam_sft.convert.anthropic import BLOCKS
-from beam_sft.convert.assemble import convert_with
+from beam_sft.convert.assemble import convert_with, missing_content
 from beam_sft.convert.blocks import block_message
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
@@ -187,6 +187,8 @@ def _message(item: Any, where: str) -> list[tuple[dict, str]]:
     content = fields.get("content")
     if role == "tool":
         return [(_tool(fields, at), at)]
+    if content is None and role != "assistant":  # named with the source's keys, not the rewritten message's
+        raise missing_content(fields, at, role)
     message: dict[str, Any] = {"role": role}
     if isinstance(content, list):
         entries = block_message({"role": role, "content": content}, at, _SHAPE)

@@ -1,6 +1,7 @@
 """Near-valid rows for the newest readers: the Responses API (responses.py), the Anthropic Messages
 API (anthropic.py, with Bedrock Converse sharing blocks.py), the well-known flat column pairs
-(flat.py), lists of turn pairs (pairs.py), xLAM's query/answers/tools rows (xlam.py) and chat-template
+(flat.py), lists of turn pairs (pairs.py), xLAM's query/answers/tools rows (xlam.py), LangChain message dumps
+(langchain.py: messages_to_dict's and dumpd's shapes) and chat-template
 transcripts (transcripts.py: pieces of a ChatML or Llama 3 text inserted, dropped, duplicated, swapped).
 Each example starts from a valid row and mutates it a few times: a value at any depth replaced by a
 hostile one (wrong type, NaN, lone surrogate, a huge string), a key removed or added, a list emptied,
@@ -186,6 +187,47 @@ XLAM_ITEMS = [
 ]
 XLAM_KEYS = ["query", "answers", "tools", "name", "arguments", "parameters", "type", "description", "default",
              "required", "optional", "items", "enum", "messages", "system", "id"]
+# LangChain's two serializations (langchain.py): messages_to_dict's type+data, dumpd's lc constructors.
+_LC_CALL = {"name": "get_weather", "args": {"city": "Paris"}, "id": "call_1", "type": "tool_call"}
+LANGCHAIN = {"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": PARAMS}}], "messages": [
+    {"type": "system", "data": {"content": "Be brief.", "additional_kwargs": {}, "type": "system"}},
+    {"type": "human", "data": {"content": "Weather in Paris?", "additional_kwargs": {}, "example": False}},
+    {"type": "ai", "data": {"content": "", "id": "run-1", "tool_calls": [_LC_CALL], "invalid_tool_calls": [],
+                            "additional_kwargs": {"reasoning_content": "Ask.", "tool_calls": [
+                                {"id": "call_1", "type": "function",
+                                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+                            "response_metadata": {"finish_reason": "tool_calls"}, "usage_metadata": None}},
+    {"type": "tool", "data": {"content": "18 C", "tool_call_id": "call_1", "name": "get_weather", "status": "success"}},
+    {"type": "AIMessageChunk", "data": {"content": "18 C.", "additional_kwargs": {"reasoning_content": "Say it."}}}]}
+LANGCHAIN_LC = [
+    {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"],
+     "kwargs": {"content": "Weather in Paris?", "type": "human"}},
+    {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "AIMessage"], "kwargs": {
+        "content": [{"type": "thinking", "thinking": "Ask.", "signature": "Eq"},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}],
+        "tool_calls": [{**_LC_CALL, "id": "toolu_1"}], "type": "ai"}},
+    {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"],
+     "kwargs": {"content": [{"type": "text", "text": "18 C"}], "tool_call_id": "toolu_1", "status": "error"}},
+    {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessage"],
+     "kwargs": {"content": [{"type": "reasoning", "reasoning": "Say it."}, {"type": "text", "text": "18 C."}]}}]
+LANGCHAIN_ITEMS = [
+    _LC_CALL, {**_LC_CALL, "id": "call_2"}, {**_LC_CALL, "args": "{\"city\": 1}"}, {"name": "f", "args": {}},
+    {"type": "human", "data": {"content": "And Rome?"}}, {"type": "remove", "data": {"id": "x"}},
+    {"type": "chat", "data": {"content": "Hi.", "role": "assistant"}}, {"type": "function", "data": {"content": "x"}},
+    {"lc": 1, "type": "not_implemented", "id": ["x"], "repr": "X()"}, {"lc": 1, "type": "secret", "id": ["KEY"]},
+    {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "AIMessageChunk"],
+     "kwargs": {"content": "Late.", "tool_call_chunks": [{"name": "get_weather", "args": "{", "index": 0}]}},
+    {"name": "get_weather", "args": "{", "id": "call_1", "error": "bad", "type": "invalid_tool_call"},
+    {"type": "thinking", "thinking": "Other."}, {"type": "redacted_thinking", "data": "x"},
+    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Rome"}},
+    {"type": "tool_call", "id": "c", "name": "get_weather", "args": {"city": "Oslo"}},
+    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}, {"__openai_role__": "developer"},
+    {"name": "get_weather", "arguments": "{}"}, {"role": "user", "content": "q"},
+]
+LANGCHAIN_KEYS = ["type", "data", "lc", "kwargs", "id", "content", "additional_kwargs", "tool_calls",
+                  "invalid_tool_calls", "tool_call_chunks", "tool_call_id", "status", "name", "args", "role",
+                  "reasoning_content", "reasoning", "function_call", "refusal", "__openai_role__", "audio", "thinking",
+                  "input", "artifact", "example", "messages", "tools"]
 
 KEYS = ["type", "role", "content", "text", "id", "call_id", "name", "arguments", "output", "summary", "status",
         "input", "tool_use_id", "thinking", "signature", "is_error", "encrypted_content", "refusal", "tool_calls",
@@ -372,3 +414,10 @@ def test_near_valid_chat_template_transcripts_are_kept_whole_or_rejected_with_a_
 @given(raw=near_valid([XLAM, XLAM_TEXT], XLAM_ITEMS, XLAM_KEYS), which=st.integers(0, len(OPTIONS) - 1))
 def test_near_valid_xlam_rows_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
     _holds(raw, "xlam", OPTIONS[which], render_beam)
+
+
+@FUZZ
+@given(raw=near_valid([LANGCHAIN, {"messages": LANGCHAIN_LC, "tools": LANGCHAIN["tools"]}, LANGCHAIN_LC],
+                      LANGCHAIN_ITEMS, LANGCHAIN_KEYS), which=st.integers(0, len(OPTIONS) - 1))
+def test_near_valid_langchain_rows_are_kept_whole_or_rejected_with_a_code(raw, which, render_beam):
+    _holds(raw, "langchain", OPTIONS[which], render_beam)

@@ -6,11 +6,12 @@ Shapes read (by content, not only by extension):
   one record per non-blank line; a line that is not JSON becomes a ``BadRecord`` with its byte
   offset (the run goes on).
 - A JSON array (``[...]``): its items, decoded incrementally from 1 MiB reads, so memory holds one
-  item at a time. An array whose first item looks like a chat message (a ``role`` key) is one
-  conversation: the whole array is yielded as a single record. A syntax error inside an array
-  cannot be resynchronised: the rest of the file becomes one ``BadRecord`` with ``rest`` set,
-  the byte where reading stopped and an estimate of the records left (from the mean size of
-  those read), so the accounting can say "unreadable from byte N (about M more records)".
+  item at a time. An array whose first item looks like a chat message (a ``role`` key, or a
+  LangChain message as ``messages_to_dict``/``dumpd`` write it) is one conversation: the whole
+  array is yielded as a single record. A syntax error inside an array cannot be resynchronised:
+  the rest of the file becomes one ``BadRecord`` with ``rest`` set, the byte where reading
+  stopped and an estimate of the records left (from the mean size of those read), so the
+  accounting can say "unreadable from byte N (about M more records)".
 - Text: UTF-8, with or without a byte-order mark (``utf-8-sig``). Bytes that are not UTF-8 are
   kept as lone surrogates (``surrogateescape``), never replaced: the converter rejects those
   rows as ``invalid_text``, like a ``"\\ud800"`` escape in valid JSON.
@@ -696,7 +697,23 @@ def _looks_like_message(item: Any) -> bool:
         isinstance(item, dict)
         and isinstance(item.get("role"), str)
         and not ("messages" in item or "conversations" in item)
-    )
+    ) or _is_langchain_message(item)
+
+
+def _is_langchain_message(item: Any) -> bool:
+    """A message as LangChain serializes it (convert/langchain.py reads them): ``messages_to_dict``'s
+    exactly ``{type, data}``, or ``dumpd``'s ``{lc: 1, type: "constructor", id, kwargs}``, its fields holding
+    ``content`` (always written). Stricter than the reader's detector: here the item could be a row of
+    another set (``{"type": "qa", "data": {...}}``), which must stay a row, not be merged into one."""
+    if not isinstance(item, dict):
+        return False
+    if item.keys() == {"type", "data"}:
+        fields = item["data"]
+    elif item.get("lc") == 1 and item.get("type") == "constructor" and isinstance(item.get("id"), list):
+        fields = item.get("kwargs")
+    else:
+        return False
+    return isinstance(item["type"], str) and isinstance(fields, dict) and "content" in fields
 
 
 def _bom_size(path: Path) -> int:

@@ -308,3 +308,23 @@ def test_the_reader_never_raises_on_odd_rows():
                 {"messages": [{"type": "ai", "data": {"tool_calls": [None], "content": [None]}}]}):
         result = convert_langchain(raw, options=ConvertOptions())
         assert isinstance(result, Rejection), raw
+
+
+@pytest.mark.parametrize("messages", [DICT_ROW["messages"], LC_ROW["messages"]], ids=["messages_to_dict", "dumpd"])
+def test_a_json_file_that_is_one_dumped_conversation_is_one_row(tmp_path, messages):
+    """``json.dump(messages_to_dict(messages), f)``, the usual way one conversation is saved, was read as one
+    row per message, each rejected (no 'messages' list)."""
+    path = tmp_path / "conversation.json"
+    path.write_text(json.dumps(messages, indent=2))
+    results, conversion = run_source(path, fill=None, require_declared_tools=False)  # (no tools column in a bare list)
+    assert codes(results) == ["kept"] and conversion.format == "langchain"
+    assert results[0]["messages"] == _convert(messages, require_declared_tools=False)["messages"]
+
+
+def test_an_array_of_other_rows_shaped_type_and_data_stays_rows(tmp_path):
+    rows = [{"type": "qa", "data": {"instruction": "2+2?", "output": "4"}},
+            {"type": "qa", "data": {"instruction": "3+3?", "output": "6"}}]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    results, conversion = run_source(path, fill=None)
+    assert conversion.summary.read == 2

@@ -20,6 +20,7 @@ MODULES = [
     "beam_sft.convert.harmony_text",
     "beam_sft.convert.harmony_tools",
     "beam_sft.convert.hermes",
+    "beam_sft.convert.langchain",
     "beam_sft.convert.openai",
     "beam_sft.convert.options",
     "beam_sft.convert.parts",

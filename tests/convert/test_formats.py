@@ -87,8 +87,9 @@ def test_format_choices_of_every_command_are_the_table():
 def test_auto_detection_asks_own_key_detectors_in_table_order(monkeypatch):
     """A row every own-key detector claims goes to the lowest detect_rank; reordering the table reorders it."""
     ranked = [name for name, _, _ in formats.detectors()]
-    # the order classify has always used; responses, anthropic, then pairs and xlam, added last, ask after them
-    assert ranked == ["chat_log", "gemini", "glaive", "bedrock", "responses", "anthropic", "pairs", "xlam"]
+    # the order classify has always used; responses, anthropic, then pairs and xlam, added last, ask after them;
+    # langchain first: its message items are no other format's, and a row of them beside Anthropic tools is its
+    assert ranked == ["langchain", "chat_log", "gemini", "glaive", "bedrock", "responses", "anthropic", "pairs", "xlam"]
     always = [(name, lambda *a: True, takes) for name, _, takes in formats.detectors()]
     monkeypatch.setattr(detect, "_OWN_KEYS", tuple(always))
     assert detect.classify({"x": 1}, ColumnMap()) == ranked[0]
@@ -105,6 +106,9 @@ def test_auto_detection_asks_own_key_detectors_in_table_order(monkeypatch):
      "anthropic"),
     ({"conversation": [{"input": "q", "output": "a"}]}, "pairs"),
     ({"query": "q", "answers": "[]", "tools": "[]"}, "xlam"),
+    ({"messages": [{"type": "human", "data": {"content": "q"}}]}, "langchain"),
+    ([{"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"], "kwargs": {}}],
+     "langchain"),
 ])
 def test_detect_module_order_matches_the_table(row, name):
     assert detect.classify(row, ColumnMap()) == name

@@ -22,7 +22,8 @@ reader (one set of rules), rejections naming the source's place (``messages[2].d
   the outer one is ``malformed_row``.
 - Calls, on AI messages: ``tool_calls`` (``{name, args, id, type: "tool_call"}``),
   ``additional_kwargs.tool_calls`` (OpenAI's, arguments as JSON text), ``tool_call_chunks`` (a
-  chunk's unparsed calls), content parts (Anthropic's ``tool_use``, LangChain v1's ``tool_call``)
+  chunk's unparsed calls), content parts (Anthropic's ``tool_use``, its arguments a streamed message's
+  ``partial_json`` where it has one; LangChain v1's ``tool_call``)
   and ``additional_kwargs.function_call`` are one turn's calls written several times: each one
   present is read, and they must be the same calls (name, arguments, and ids where both have one),
   else ``conflicting_tool_calls`` naming both. ``function_call`` beside the others must be one of
@@ -67,7 +68,7 @@ from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import MEDIA_PART_KEYS, canonical_role, read_tool_calls, reasoning_details_text
 from beam_sft.convert.reasoning import REASONING_FIELDS
 from beam_sft.convert.rows import BeamRow, Rejection
-from beam_sft.convert.tools import parse_json_text, parse_tool_call
+from beam_sft.convert.tools import parse_arguments, parse_json_text, parse_tool_call
 from beam_sft.visible import KEY_CHARS, quoted
 
 # A message's type (messages_to_dict) -> its role; "chat" takes its own ``role``.
@@ -360,7 +361,20 @@ def _part(block: Any, where: str) -> Any:
         return {"type": "tool_call", "value": {k: block[k] for k in ("id", "name", "args") if k in block}}
     if kind == "invalid_tool_call":
         _invalid(block, where)
+    if kind == "tool_use" and isinstance(block.get("partial_json"), str):
+        return _streamed_tool_use(block, where)
     return BLOCKS.part(block, where)
+
+
+def _streamed_tool_use(block: dict, where: str) -> dict:
+    """A ``tool_use`` block of a streamed Anthropic message (AIMessageChunks added up): its arguments are
+    the ``partial_json`` deltas joined, its ``input`` the empty object the stream started with. An
+    ``input`` that says something else is the arguments twice, differently: neither is picked."""
+    arguments = parse_arguments(block["partial_json"], where)
+    if block.get("input") not in (None, {}) and block["input"] != arguments:
+        raise Rejection("malformed_tool_call", f"{where} writes its arguments twice, differently (input and "
+                        "partial_json)")
+    return {"type": "tool_call", "value": {**{k: block[k] for k in ("id", "name") if k in block}, "arguments": arguments}}
 
 
 _SHAPE = replace(BLOCKS, part=_part)

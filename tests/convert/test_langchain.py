@@ -142,6 +142,9 @@ def test_every_call_carrier_read_alone_gives_the_same_row():
         ai(additional_kwargs={**kwargs, "tool_calls": json.dumps([OPENAI_CALL])}),
         ai(tool_calls=[CALL], tool_call_chunks=[chunk]),
         ai(additional_kwargs={}, content=v1, tool_calls=[CALL]),
+        # a streamed Anthropic message added up: the tool_use block's input is the stream's empty start
+        ai(content=[{"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {},
+                     "partial_json": '{"city": "Paris"}', "index": 0}], tool_calls=[CALL], tool_call_chunks=[chunk]),
         # Gemini via langchain: function_call mirrors the last of the calls
         ai(tool_calls=[CALL], additional_kwargs={**kwargs, "function_call": {"name": "get_weather",
                                                                              "arguments": '{"city": "Paris"}'}}),
@@ -208,6 +211,10 @@ TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input":
      "messages[2].data.content[0] is a 'image_url' part"),
     (_ai(content=[{"type": "invalid_tool_call", "name": "get_weather", "args": "{", "error": "bad"}]),
      "malformed_tool_call", "messages[2].data.content[0]: the model wrote a call LangChain could not parse"),
+    (_lc_ai(THINKING, {**TOOL_USE, "partial_json": '{"city": "Rome"}'}), "malformed_tool_call",
+     "messages[1].kwargs.content[1] writes its arguments twice, differently (input and partial_json)"),
+    (_lc_ai(THINKING, {**TOOL_USE, "input": {}, "partial_json": '{"city": '}), "invalid_json",
+     "messages[1].kwargs.content[1].arguments"),
     (_lc_ai(THINKING, {**TOOL_USE, "input": {"city": "Rome"}}), "conflicting_tool_calls",
      "messages[1].kwargs.content and messages[1].kwargs.tool_calls hold different calls"),
     (_lc_ai({**THINKING, "thinking": "Other."}, TOOL_USE, additional_kwargs={"reasoning_content": "Ask the tool."}),

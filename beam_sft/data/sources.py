@@ -713,7 +713,14 @@ def _is_langchain_message(item: Any) -> bool:
         fields = item.get("kwargs")
     else:
         return False
-    return isinstance(item["type"], str) and isinstance(fields, dict) and "content" in fields
+    kind = item["type"] if "data" in item else item["id"][-1] if item["id"] else None
+    return (isinstance(kind, str) and (kind in LANGCHAIN_TYPES or kind.endswith(("Message", "MessageChunk")))
+            and isinstance(fields, dict) and "content" in fields)
+
+
+# messages_to_dict's message types (convert/langchain.py's TYPES; a test holds the two equal), and
+# chunks' ("AIMessageChunk"): ``{"type": "qa", "data": {"content": ...}}`` rows are a set's rows.
+LANGCHAIN_TYPES = frozenset({"human", "ai", "system", "tool", "function", "chat"})
 
 
 def _bom_size(path: Path) -> int:

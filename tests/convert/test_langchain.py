@@ -335,3 +335,17 @@ def test_an_array_of_other_rows_shaped_type_and_data_stays_rows(tmp_path):
     path.write_text(json.dumps(rows))
     results, conversion = run_source(path, fill=None)
     assert conversion.summary.read == 2
+
+
+def test_rows_shaped_type_and_data_with_content_stay_rows_unless_langchain_types(tmp_path):
+    """The file-level check (data/sources.py) knows LangChain's own type names, the reader's table: an
+    array of a set's rows `{"type": "qa", "data": {"content": ...}}` was merged into one record."""
+    from beam_sft.convert.langchain import TYPES
+    from beam_sft.data.sources import LANGCHAIN_TYPES
+
+    assert LANGCHAIN_TYPES == set(TYPES)
+    rows = [{"type": "qa", "data": {"content": "2+2?"}}, {"type": "qa", "data": {"content": "3+3?"}}]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    _, conversion = run_source(path, fill=None)
+    assert conversion.summary.read == 2

@@ -86,8 +86,8 @@ def _read_transcript_row(raw: Any, transcript: str, columns: ColumnMap) -> tuple
     """The drafts and tools of a transcript row: a ``tools`` column and a ``system`` column beside the
     text are read as beside a message list (they were dropped unsaid)."""
     drafts = read_transcript(transcript)
-    if not isinstance(raw, dict):
-        return drafts, []
+    if not isinstance(raw, dict) or raw.get(columns.text) is not transcript:
+        return drafts, []  # a string row, or a row whose only value is the transcript: no column beside it
     add_system_column(drafts, raw.get(columns.system), columns.system)
     return drafts, normalize_tools(raw.get(columns.tools), columns.tools)
 

@@ -192,3 +192,11 @@ def test_a_tool_message_keeps_its_own_id_and_name_around_its_tool_response_block
                                named, {**named, "name": "f", "value": "<tool_response>F</tool_response>"}],
              "tools": tools}
     assert convert_row(share, format="hermes", options=OPTIONS).code == "tool_result_order"
+
+
+def test_a_row_whose_only_value_is_the_transcript_reads_no_column_beside_it():
+    """A `system` key holding the transcript itself (the row's only value) was also read as the system
+    prompt beside it (the Harmony reader had the same rule mended)."""
+    text = "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>Greet.</think>Hello!<|im_end|>\n"
+    row = convert_hermes({"system": text}, options=ConvertOptions())
+    assert [m["role"] for m in row["messages"]] == ["user", "assistant"]

@@ -34,14 +34,13 @@ hands the names on (``meta.places``, when ``options.message_places`` asks) for v
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from typing import Any
 
 from beam_sft.convert.literals import RepeatedKey, TooSmall
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import reject_media
+from beam_sft.convert.parts import reject_media, result_text
 from beam_sft.convert.pythonic import parse_pythonic_calls
 from beam_sft.convert.reasoning import merge_reasoning, read_inline, split_inline_reasoning, strip_answer_tags
 from beam_sft.convert.rows import BeamRow, Rejection
@@ -345,11 +344,6 @@ def _envelope_or_text(draft: dict, known: set[str]) -> dict:
     if text is None or draft.get("tool_call_id") or draft.get("name") in known:
         return draft
     return {"role": "tool", "content": text}
-
-
-def result_text(value: Any) -> str:
-    """A tool result as text: strings as they are, anything else as JSON (non-ASCII kept)."""
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def unwrap_envelope(item: dict) -> dict:

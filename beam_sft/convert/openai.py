@@ -46,7 +46,6 @@ from beam_sft.convert.assemble import (
     missing_content,
     place_drafts,
     read_call_value,
-    result_text,
 )
 from beam_sft.convert.options import ColumnMap, ConvertOptions
 from beam_sft.convert.parts import (
@@ -56,6 +55,7 @@ from beam_sft.convert.parts import (
     check_untrained_weight,
     read_content,
     read_reasoning_fields,
+    read_result_content,
     read_template_kwargs,
     read_tool_calls,
     read_weight,
@@ -331,22 +331,6 @@ def _read_message(msg: Any, where: str, drafts: list[dict]) -> str:
     return role
 
 
-def is_json_result(content: Any) -> bool:
-    """A tool message's content that is the tool's structured result, not text or content parts: an
-    object, a number or boolean, or a list none of whose items is text or a part (``type``/``text``).
-    Gemini's ``functionResponse``, Bedrock's ``json`` blocks, the Responses API's outputs and result
-    envelopes are written as their JSON text (``assemble.result_text``); an OpenAI-style tool message
-    holding the same object was ``malformed_row``.
-
-    >>> is_json_result({"temp": 18}), is_json_result([{"id": 1}, 2]), is_json_result([{"type": "text", "text": "a"}])
-    (True, True, False)
-    """
-    if isinstance(content, (dict, int, float)):  # (bool is an int)
-        return True
-    return isinstance(content, list) and bool(content) and not any(
-        isinstance(item, str) or (isinstance(item, dict) and ("type" in item or "text" in item)) for item in content)
-
-
 def _dropped(msg: dict) -> dict:
     """A participant's ``name`` (multi-party chats, few-shot "example_user"): Beam's template renders no
     name, so it is dropped and counted (``name_dropped`` in meta.notes and the summary), not lost unsaid."""
@@ -405,14 +389,7 @@ def read_calls(msg: dict, where: str, part_calls: list) -> list[dict]:
 
 
 def read_tool_result(msg: dict, where: str) -> dict:
-    content = msg.get("content")
-    if is_json_result(content):  # a structured result: its JSON text, as every reader writes one
-        try:
-            text = result_text(content)
-        except (TypeError, ValueError):  # a Parquet value JSON has no form for (bytes, a date)
-            raise Rejection("malformed_row", f"{where}.content holds a value that is not JSON") from None
-    else:
-        text, _, _, _ = read_content(content, where, role="tool")
+    text = read_result_content(msg.get("content"), where)
     if "content" not in msg:  # an explicit null is an empty result; no key at all is a mistake
         raise missing_content(msg, where, "tool")
     draft: dict[str, Any] = {"role": "tool", "content": text or ""}

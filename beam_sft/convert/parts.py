@@ -30,6 +30,7 @@ would train on a conversation the annotator never saw.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from beam_sft.convert.reasoning import REASONING_FIELDS
@@ -191,6 +192,38 @@ def read_content(
         else:
             raise Rejection("non_text_content", f"{at} is a {quoted(kind)} part: Beam reads text only")
     return ("".join(texts) if texts else None), reasoning, calls, ("".join(late) if late else None)
+
+
+def result_text(value: Any) -> str:
+    """A tool result as text: strings as they are, anything else as JSON (non-ASCII kept)."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def is_json_result(content: Any) -> bool:
+    """A tool message's content that is the tool's structured result, not text or content parts: an
+    object, a number or boolean, or a list none of whose items is text or a part (``type``/``text``).
+    Gemini's ``functionResponse``, Bedrock's ``json`` blocks, the Responses API's outputs and result
+    envelopes are written as their JSON text (``result_text``); an OpenAI-style tool message
+    holding the same object was ``malformed_row``.
+
+    >>> is_json_result({"temp": 18}), is_json_result([{"id": 1}, 2]), is_json_result([{"type": "text", "text": "a"}])
+    (True, True, False)
+    """
+    if isinstance(content, (dict, int, float)):  # (bool is an int)
+        return True
+    return isinstance(content, list) and bool(content) and not any(
+        isinstance(item, str) or (isinstance(item, dict) and ("type" in item or "text" in item)) for item in content)
+
+
+def read_result_content(content: Any, where: str) -> str | None:
+    """A tool result's text: a structured result (``is_json_result``) as its JSON text, as every reader
+    writes one; text or content parts as ``read_content`` reads them (OpenAI's and ShareGPT's tool turns)."""
+    if not is_json_result(content):
+        return read_content(content, where, role="tool")[0]
+    try:
+        return result_text(content)
+    except (TypeError, ValueError):  # a Parquet value JSON has no form for (bytes, a date)
+        raise Rejection("malformed_row", f"{where}.content holds a value that is not JSON") from None
 
 
 def _flag_value(key: str, value: Any, where: str) -> int:

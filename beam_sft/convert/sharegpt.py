@@ -44,6 +44,7 @@ from beam_sft.convert.parts import (
     check_untrained_weight,
     read_content,
     read_reasoning_fields,
+    read_result_content,
     read_template_kwargs,
     read_tool_calls,
     read_weight,
@@ -106,7 +107,10 @@ def _read_turn(turn: Any, where: str, columns: ColumnMap, drafts: list[dict]) ->
         return
     if role != "assistant":
         check_untrained_weight(turn, where, role)
-    text, reasoning_parts, part_calls, late = read_content(value, f"{where}.{columns.content_key}", role=role)
+    if role == "tool":  # a structured result is its JSON text, as in every reader
+        text, reasoning_parts, part_calls, late = read_result_content(value, f"{where}.{columns.content_key}"), [], [], None
+    else:
+        text, reasoning_parts, part_calls, late = read_content(value, f"{where}.{columns.content_key}", role=role)
     if role == "assistant":
         drafts.append(_read_assistant(turn, text, reasoning_parts, part_calls, late, where))
     elif role == "tool" and columns.content_key in turn:  # an explicit null is an empty result

@@ -245,3 +245,16 @@ def test_other_spellings_of_the_call_and_result_speakers(call, result):
         options=ConvertOptions(missing_reasoning="unmask"))
     assert row["messages"][1]["tool_calls"][0]["function"]["name"] == "recipes"
     assert row["messages"][2]["role"] == "tool" and row["messages"][2]["tool_call_id"] == "call_0"
+
+
+def test_a_structured_observation_is_its_json_text_as_an_openai_tool_message_is():
+    """A ShareGPT observation holding the tool's object was malformed_row ("value.content is a dict")
+    after OpenAI tool messages were read as their JSON text: one rule (parts.read_result_content)."""
+    from beam_sft.convert import ConvertOptions
+    from beam_sft.convert.sharegpt import convert_sharegpt
+
+    row = convert_sharegpt({"conversations": [
+        {"from": "human", "value": "T?"}, {"from": "function_call", "value": '{"name": "now", "arguments": {}}'},
+        {"from": "observation", "value": {"time": "12:00"}}, {"from": "gpt", "value": "<think>r</think>noon"}],
+        "tools": '[{"name": "now", "parameters": {"type": "object", "properties": {}}}]'}, options=ConvertOptions())
+    assert row["messages"][2]["content"] == '{"time": "12:00"}'

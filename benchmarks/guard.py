@@ -24,6 +24,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BASELINE = HERE / "results" / "ci-baseline.json"
 GUARDED = ("ratio_vs_trl", "ratio_vs_floor")  # whole prepare vs TRL; encode phase vs the floor
+# A ratio compares like work only where prepare's tokens are the floor's and its labels TRL's.
+IDENTICAL = ("ids_equal_floor", "labels_equal_trl")
 ROWS = 300
 TOLERANCE = 0.30
 
@@ -46,6 +48,16 @@ def falls(baseline: dict, measured: dict, tolerance: float = TOLERANCE) -> list[
     return out
 
 
+def differs(measured: dict) -> list[str]:
+    """One line per output the run did not prove identical (a missing proof counts as a difference).
+
+    >>> differs({"ids_equal_floor": True, "labels_equal_trl": False})
+    ['labels_equal_trl is False: the timed runs did not produce the same rows']
+    """
+    return [f"{key} is {measured.get(key)!r}: the timed runs did not produce the same rows"
+            for key in IDENTICAL if measured.get(key) is not True]
+
+
 def best(a: dict, b: dict) -> dict:
     """Each guarded ratio's better value of two measurements."""
     return {key: max((m[key] for m in (a, b) if isinstance(m.get(key), (int, float))), default=None)
@@ -55,7 +67,7 @@ def best(a: dict, b: dict) -> dict:
 def guarded_result(record: dict) -> dict:
     """The figures the guard reads from a ``bench_prepare.py`` run record: its synthetic, fixture result."""
     (result,) = [r for r in record["results"] if r["tokenizer"] == "fixture" and r["row_set"] == "synthetic"]
-    return {key: result.get(key) for key in (*GUARDED, "rows", "fixed_s", "beam_s", "trl_s", "floor_s")}
+    return {key: result.get(key) for key in (*GUARDED, *IDENTICAL, "rows", "fixed_s", "beam_s", "trl_s", "floor_s")}
 
 
 def measure(rows: int, cores: int | None, plant_delay: float = 0.0) -> dict:
@@ -93,6 +105,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         measured = measure(rows, args.cores, args.plant_delay)
     print(f"guard: {rows} synthetic rows, fixture tokenizer: " + " ".join(f"{k}={measured[k]}" for k in GUARDED))
+    wrong = differs(measured)
+    if wrong:  # not noise: a second measurement would not make the rows the same
+        for line in wrong:
+            print(f"guard: FAIL: {line}")
+        return 1
     if args.update:
         args.baseline.parent.mkdir(parents=True, exist_ok=True)
         args.baseline.write_text(json.dumps({**measured, "rows": rows}, indent=2) + "\n", encoding="utf-8")

@@ -24,7 +24,8 @@ COMPARE = ROOT / "benchmarks" / "compare.py"
 def _record(ratio_vs_trl: float, ratio_vs_floor: float, rows: int = 300) -> dict:
     return {"commit": "0" * 40, "machine": {"cpu": "test", "cores_used": 2}, "load_average": {"before": [0.0]},
             "results": [{"row_set": "synthetic", "tokenizer": "fixture", "rows": rows, "ratio_vs_trl": ratio_vs_trl,
-                         "ratio_vs_floor": ratio_vs_floor, "verify_vs_encode": 0.3, "beam_s": 1.0, "fixed_s": 0.5}]}
+                         "ratio_vs_floor": ratio_vs_floor, "verify_vs_encode": 0.3, "beam_s": 1.0, "fixed_s": 0.5,
+                         "ids_equal_floor": True, "labels_equal_trl": True}]}
 
 
 def _judge(tmp_path: Path, baseline: dict, record: dict) -> subprocess.CompletedProcess:
@@ -52,6 +53,22 @@ def test_the_guard_fails_on_a_planted_fall_and_passes_within_the_tolerance(tmp_p
     assert faster.returncode == 0 and "guard: ok" in faster.stdout
 
 
+@pytest.mark.parametrize("key", ["ids_equal_floor", "labels_equal_trl"])
+def test_the_guard_fails_a_fast_run_whose_rows_differ(tmp_path, key):
+    """A ratio is a comparison only of the same work: rows that differ from the floor's or TRL's fail,
+    however fast, and so does a record that does not say (a proof missing is no proof)."""
+    baseline = {"rows": 300, "ratio_vs_trl": 2.0, "ratio_vs_floor": 1.5}
+    for value in (False, None):
+        record = _record(3.0, 2.0)
+        if value is None:
+            del record["results"][0][key]
+        else:
+            record["results"][0][key] = value
+        done = _judge(tmp_path, baseline, record)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert f"FAIL: {key} is {value!r}" in done.stdout and "guard: ok" not in done.stdout
+
+
 def test_the_guard_refuses_a_ratio_measured_at_another_size(tmp_path):
     done = _judge(tmp_path, {"rows": 300, "ratio_vs_trl": 2.0, "ratio_vs_floor": 1.5}, _record(2.0, 1.5, rows=4000))
     assert done.returncode != 0 and "measured at 300 rows, this at 4000" in done.stderr
@@ -71,12 +88,17 @@ def test_compare_prints_both_runs_side_by_side(tmp_path):
 def test_the_guard_fails_on_a_real_planted_slowdown(tmp_path):
     """The whole guard, measuring: a baseline from this tree, then the same prepare with a delay
     planted in its measured time fails (both tries), naming the ratio. The delay is twice the
-    baseline's own prepare time (at least 10 s): a fixed 10 s was a fall of only 30% on a machine
-    busy enough to make the 60-row prepare take 30 s, and the guard rightly let it pass."""
+    baseline's own prepare time (at least 3 s), so the ratio falls to a third or less however busy
+    the machine: a fixed 10 s was a fall of only 30% on a machine busy enough to make the 60-row
+    prepare take 30 s, and the guard rightly let it pass. The baseline's run is also the benchmark's
+    own end-to-end run: its script, its record, and rows identical to the floor's and TRL's."""
     baseline = tmp_path / "baseline.json"
     common = [sys.executable, str(GUARD), "--rows", "60", "--baseline", str(baseline)]
     subprocess.run([*common, "--update"], check=True, timeout=600, capture_output=True)
-    delay = max(10.0, 2 * json.loads(baseline.read_text(encoding="utf-8"))["beam_s"])
+    written = json.loads(baseline.read_text(encoding="utf-8"))
+    assert written["rows"] == 60 and written["ids_equal_floor"] is True and written["labels_equal_trl"] is True
+    assert written["ratio_vs_trl"] > 0 and written["ratio_vs_floor"] > 0
+    delay = max(3.0, 2 * written["beam_s"])
     done = subprocess.run([*common, "--plant-delay", f"{delay:.1f}"], capture_output=True, text=True, timeout=900)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL: ratio_vs_trl" in done.stdout and "measuring again once" in done.stdout

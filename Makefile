@@ -15,6 +15,10 @@ PYTEST_ARGS ?=
 # them in this process, as before. The slow tier stays serial: its tests launch 2 ranks each and time
 # them out, so two at once on 2 cores would only trade CI time for false failures.
 TEST_JOBS ?= 2
+# pytest rewrites the asserts of every test module it imports and caches the result beside the module,
+# but not where PYTHONDONTWRITEBYTECODE is set (these machines, CI): then every session rewrote all of
+# them again, half of its 16 s of collection. Cleared for pytest only (an empty value is unset).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 
 .PHONY: install bytecode test test-slow test-fuzz test-deep test-differential test-all demo bench bench-targets bench-guard bench-memory lint fixture realistic-tokenizer clean
 
@@ -35,25 +39,25 @@ bytecode: install
 	$(PY) -m compileall -q -j 0 beam_sft benchmarks scripts tests
 
 test: bytecode  ## default suite: offline, CPU, under 15 minutes on 2 cores
-	$(PY) -m pytest -q -n $(TEST_JOBS) $(PYTEST_ARGS)
+	$(PYTEST) -q -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 test-slow: bytecode  ## multi-process training tier (accelerate launch, 2 CPU processes)
-	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+	$(PYTEST) -q -m slow $(PYTEST_ARGS)
 
 test-fuzz: bytecode  ## generated hostile inputs of every defect class: exit code, one line, nothing lost or changed
-	$(PY) -m pytest -q -m fuzz -n $(TEST_JOBS) $(PYTEST_ARGS)
+	$(PYTEST) -q -m fuzz -n $(TEST_JOBS) $(PYTEST_ARGS)
 
 test-deep: bytecode  ## slow + realistic tiers (realistic needs `make realistic-tokenizer`, else skips)
-	$(PY) -m pytest -q -m "slow or realistic" $(PYTEST_ARGS)
+	$(PYTEST) -q -m "slow or realistic" $(PYTEST_ARGS)
 
 # The template differential's 30,000 renderings (10,000 generated conversations, each under three sets of
 # template arguments; part of test-deep), alone, in two processes.
 DIFFERENTIAL := tests/harmony/test_template_differential.py::test_rendering_matches_reference_long
 test-differential: bytecode  ## the template differential's 30,000 renderings alone (in test-deep too)
-	$(PY) -m pytest -q -p no:cacheprovider -m slow $(DIFFERENTIAL) $(PYTEST_ARGS)
+	$(PYTEST) -q -p no:cacheprovider -m slow $(DIFFERENTIAL) $(PYTEST_ARGS)
 
 test-all: bytecode
-	$(PY) -m pytest -q -m "not gpu" $(PYTEST_ARGS)
+	$(PYTEST) -q -m "not gpu" $(PYTEST_ARGS)
 
 demo: bytecode  ## the main job end to end on the bundled sample data, CPU
 	$(PY) scripts/demo.py --out out/demo

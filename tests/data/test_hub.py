@@ -327,17 +327,26 @@ def test_streamed_repository_of_10000_rows_prepares_like_local_jsonl(tmp_path, f
     assert source["read"] == 10_000
     local_report = json.loads((out_local / "report.json").read_text(encoding="utf-8"))
     assert source["rejected"] == local_report["sources"][str(local)]["rejected"]
-    # Changed data in the repository is a new fingerprint: encoded again, not served from the cache.
-    first = report["fingerprint"]
-    part = repo / "data" / "train-00003.parquet"
+
+
+def test_changed_data_in_a_repository_is_a_new_fingerprint(tmp_path, fixture_dir):
+    """Encoded again, not served from the cache: one row fewer in one of the repository's files."""
     import pyarrow.parquet as pq
 
+    from beam_sft.prepare import PrepareConfig, prepare
+
+    repo = write_repo(tmp_path / "repo", rows(40), ext="parquet", files=4)
+    common = {"tokenizer": str(fixture_dir), "verify": False, "num_proc": 1}
+    first = prepare(PrepareConfig(sources=[SourceSpec(path=str(repo))], output=str(tmp_path / "a"), **common))
+    report = json.loads((first / "report.json").read_text(encoding="utf-8"))
+    assert report["sources"][f"{repo}@train"]["read"] == 40
+    part = repo / "data" / "train-00003.parquet"
     table = pq.read_table(part)
     pq.write_table(table.slice(0, table.num_rows - 1), part)
-    again = prepare(PrepareConfig(sources=[SourceSpec(path=str(repo))], output=str(tmp_path / "c"), **common))
-    report = json.loads((again / "report.json").read_text(encoding="utf-8"))
-    assert report["fingerprint"] != first
-    assert report["sources"][f"{repo}@train"]["read"] == 9_999
+    again = prepare(PrepareConfig(sources=[SourceSpec(path=str(repo))], output=str(tmp_path / "b"), **common))
+    changed = json.loads((again / "report.json").read_text(encoding="utf-8"))
+    assert changed["fingerprint"] != report["fingerprint"]
+    assert changed["sources"][f"{repo}@train"]["read"] == 39
 
 
 def test_a_repository_mixing_parquet_and_jsonl_reads_every_file(tmp_path):

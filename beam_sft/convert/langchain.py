@@ -34,8 +34,10 @@ reader (one set of rules), rejections naming the source's place (``messages[2].d
 - Reasoning: ``additional_kwargs.reasoning_content`` (DeepSeek, Qwen, Ollama via LangChain),
   ``reasoning``/``thinking`` text, OpenRouter's ``reasoning_details`` and content parts of type
   ``thinking``/``reasoning`` are carriers that must agree (``conflicting_reasoning``), as in every
-  reader. A reasoning value that is not text (OpenAI Responses' reasoning object) is
-  ``malformed_row``. Anthropic's content is read by anthropic.py's block rules (``redacted_thinking``
+  reader. langchain-openai's Responses API reasoning (``additional_kwargs.reasoning`` as a
+  ``{"type": "reasoning", "summary": [...]}`` object, or a ``reasoning`` content block of that shape)
+  is read by the Responses reader's rule (its text, else its summary; encrypted alone is none); any
+  other reasoning value that is not text is ``malformed_row``. Anthropic's content is read by anthropic.py's block rules (``redacted_thinking``
   alone is no reasoning; beside ``thinking``, ``non_text_content``; ``tool_result`` blocks in a human
   message are tool messages).
 - ``additional_kwargs.refusal`` is the answer (as OpenAI's ``refusal`` field); ``audio`` and the other
@@ -65,7 +67,13 @@ from beam_sft.convert.assemble import convert_with, missing_content
 from beam_sft.convert.blocks import block_message
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import MEDIA_PART_KEYS, canonical_role, read_tool_calls, reasoning_details_text
+from beam_sft.convert.parts import (
+    MEDIA_PART_KEYS,
+    canonical_role,
+    read_tool_calls,
+    reasoning_details_text,
+    reasoning_field_text,
+)
 from beam_sft.convert.reasoning import REASONING_FIELDS
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import parse_arguments, parse_json_text, parse_tool_call
@@ -259,10 +267,8 @@ def _assistant(fields: dict, extra: dict, content: Any, at: str) -> dict:
     """The assistant message's calls (one carrier, the others checked against it), reasoning fields and refusal."""
     out: dict[str, Any] = {}
     for key in REASONING_FIELDS:
-        value = extra.get(key)
-        if value is not None and not isinstance(value, str):
-            raise Rejection("malformed_row", f"{at}.additional_kwargs.{key} is a {type(value).__name__}, not text "
-                            "(OpenAI Responses' reasoning object is not read here)")
+        # text, or langchain-openai's Responses reasoning object (its text or summary, the Responses rule)
+        value = reasoning_field_text(extra.get(key), f"{at}.additional_kwargs.{key}")
         if value is not None:
             out[key] = value
     if extra.get("reasoning_details") is not None:

@@ -142,6 +142,44 @@ def _part_value(part: dict, where: str) -> str:
     raise Rejection("malformed_row", f"{where} has no text")
 
 
+# The keys of an OpenAI Responses reasoning object: where a reasoning part or field holds one of them
+# and no text of its own, it is that object (langchain-openai writes it so), read by its own rule.
+REASONING_ITEM_KEYS = ("summary", "content", "encrypted_content")
+
+
+def reasoning_item_text(item: dict, where: str) -> str | None:
+    """An OpenAI Responses reasoning object's own text (``content`` of ``reasoning_text`` parts), else
+    its summary (``summary_text`` parts, joined by blank lines); None when neither holds any text
+    (``encrypted_content`` alone: no reasoning, the missing-reasoning policy applies). The Responses
+    reader's reasoning items and the reasoning parts and fields other readers meet (langchain-openai's
+    ``additional_kwargs.reasoning`` and ``reasoning`` content blocks) are read by this one rule.
+
+    >>> reasoning_item_text({"summary": [{"type": "summary_text", "text": "a"}, {"type": "summary_text", "text": "b"}]}, "x")
+    'a\\n\\nb'
+    >>> reasoning_item_text({"summary": [], "encrypted_content": "gAAA"}, "x") is None
+    True
+    """
+    for key, kind, sep in (("content", "reasoning_text", ""), ("summary", "summary_text", "\n\n")):
+        parts = item.get(key)
+        if parts is None:
+            continue
+        if not isinstance(parts, list) or not all(
+                isinstance(p, dict) and p.get("type") == kind and isinstance(p.get("text"), str) for p in parts):
+            raise Rejection("malformed_row", f"{where}.{key} is not a list of {kind} parts")
+        text = sep.join(p["text"] for p in parts if p["text"].strip())
+        if text:
+            return text
+    return None
+
+
+def _reasoning_part(part: dict, where: str) -> str | None:
+    """A reasoning content part's text: its own text key, else (no such key) the Responses reasoning
+    object it is; None for an encrypted-only one."""
+    if not any(key in part for key in PART_VALUE_KEYS) and any(key in part for key in REASONING_ITEM_KEYS):
+        return reasoning_item_text(part, where)
+    return _part_value(part, where)
+
+
 def refuse_media(part: dict, at: str) -> None:
     """A text part that also carries an image or audio (``MEDIA_PART_KEYS``) is not text only: every
     reader of text parts refuses it the same way."""
@@ -178,7 +216,9 @@ def read_content(
         elif kind in REASONING_PART_TYPES and role == "assistant":
             if texts or calls:
                 raise Rejection("interleaved_reasoning", f"{at}: reasoning after the answer or a call")
-            reasoning.append(_part_value(part, at))
+            text = _reasoning_part(part, at)
+            if text is not None:
+                reasoning.append(text)
         elif kind == "refusal" and role == "assistant":
             # OpenAI's refusal part: the model's answer, as its ``refusal`` field is (openai.py)
             if not isinstance(part.get("refusal"), str):
@@ -272,15 +312,24 @@ def read_reasoning_fields(msg: dict, where: str) -> list[tuple[str, str | None]]
     none holds text, OpenRouter's ``reasoning_details`` (``reasoning_details_text``)."""
     out = []
     for key in REASONING_FIELDS:
-        value = msg.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, str):
-            raise Rejection("malformed_row", f"{where}.{key} is a {type(value).__name__}, not a string")
-        out.append((key, value))
+        value = reasoning_field_text(msg.get(key), f"{where}.{key}")
+        if value is not None:
+            out.append((key, value))
     if msg.get("reasoning_details") is not None and not any(text.strip() for _, text in out):
         out.append(("reasoning_details", reasoning_details_text(msg["reasoning_details"], f"{where}.reasoning_details")))
     return out
+
+
+def reasoning_field_text(value: Any, where: str) -> str | None:
+    """A reasoning field's text: a string as it is; an OpenAI Responses reasoning object (``type``
+    ``reasoning``, as langchain-openai and Responses-era logs keep it under ``reasoning``) by
+    ``reasoning_item_text`` (None when encrypted only); anything else is ``malformed_row``."""
+    if isinstance(value, dict) and value.get("type") == "reasoning":
+        return reasoning_item_text(value, where)
+    if value is not None and not isinstance(value, str):
+        raise Rejection("malformed_row", f"{where} is a {type(value).__name__}, not a string "
+                        "or an OpenAI Responses reasoning object")
+    return value
 
 
 # OpenRouter's reasoning_details item types: readable text, a summary of it, the encrypted reasoning.

@@ -40,7 +40,13 @@ from typing import Any
 from beam_sft.convert.assemble import convert_with, joined_place
 from beam_sft.convert.openai import read_openai_row
 from beam_sft.convert.options import ColumnMap, ConvertOptions
-from beam_sft.convert.parts import LOSS_FLAGS, TEXT_PART_TYPES, canonical_role, refuse_media
+from beam_sft.convert.parts import (
+    LOSS_FLAGS,
+    TEXT_PART_TYPES,
+    canonical_role,
+    reasoning_item_text,
+    refuse_media,
+)
 from beam_sft.convert.reasoning import REASONING_FIELDS
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import parse_tool_call
@@ -201,7 +207,7 @@ def _add_to_turn(turn: dict | None, item: dict, where: str) -> dict:
             turn["flags"][key] = item[key]
     kind = item.get("type", "message")
     if kind == "reasoning":
-        text = _reasoning_text(item, where)
+        text = reasoning_item_text(item, where)
         if text is None:
             return turn  # encrypted only, or empty: no reasoning to train on
         if any(p["type"] != "reasoning" for p in parts):
@@ -267,22 +273,6 @@ def _text(content: Any, field: str, *, assistant: bool) -> str:
         else:
             raise Rejection("malformed_row", f"{at} is not a text part (type {quoted(kind)})")
     return "".join(texts)
-
-
-def _reasoning_text(item: dict, where: str) -> str | None:
-    """The reasoning's own text (``content`` of ``reasoning_text``), else its summary; None when neither
-    holds any text (``encrypted_content`` alone)."""
-    for key, kind, sep in (("content", "reasoning_text", ""), ("summary", "summary_text", "\n\n")):
-        parts = item.get(key)
-        if parts is None:
-            continue
-        if not isinstance(parts, list) or not all(
-                isinstance(p, dict) and p.get("type") == kind and isinstance(p.get("text"), str) for p in parts):
-            raise Rejection("malformed_row", f"{where}.{key} is not a list of {kind} parts")
-        text = sep.join(p["text"] for p in parts if p["text"].strip())
-        if text:
-            return text
-    return None
 
 
 def _call(item: dict, where: str) -> dict:

@@ -152,6 +152,47 @@ def test_every_call_carrier_read_alone_gives_the_same_row():
     assert all(_convert(r) == _convert(DICT_ROW) for r in rows), [_convert(r) for r in rows]
 
 
+def RESPONSES_REASONING(text: str) -> dict:  # noqa: N802 (read as the constant it builds)
+    """An OpenAI Responses reasoning object as langchain-openai keeps it (use_responses_api=True)."""
+    return {"id": "rs_1", "type": "reasoning", "summary": [{"type": "summary_text", "text": text, "index": 0}]}
+
+
+def test_langchain_openais_responses_reasoning_is_read_by_the_responses_rule():
+    """langchain-openai with the Responses API keeps the reasoning as the API's object: under
+    ``additional_kwargs.reasoning`` (0.3) or as a ``reasoning`` content block (output_version
+    "responses/v1"). Both were ``malformed_row``; each is its summary (its own text where given),
+    the same row as the text carrier, and an encrypted-only one is no reasoning."""
+    def ai(**fields):
+        return _replace(DICT_ROW, 2, _data("ai", **{"content": "", "tool_calls": [CALL], **fields}))
+
+    block = {**RESPONSES_REASONING("Ask the tool."), "encrypted_content": "gAAA"}
+    own_text = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Short."}],
+                "content": [{"type": "reasoning_text", "text": "Ask the tool."}]}
+    rows = [ai(additional_kwargs={"reasoning": RESPONSES_REASONING("Ask the tool.")}),
+            ai(additional_kwargs={"reasoning": own_text}),
+            ai(additional_kwargs={"reasoning_content": "Ask the tool.", "reasoning": RESPONSES_REASONING("Ask the tool.")}),
+            ai(content=[block]),
+            ai(content=[block], additional_kwargs={"reasoning": RESPONSES_REASONING("Ask the tool.")})]
+    assert [_convert(r) for r in rows] == [_convert(DICT_ROW)] * len(rows)
+    hidden = {"type": "reasoning", "summary": [], "encrypted_content": "gAAA"}
+    for row in (ai(additional_kwargs={"reasoning": hidden}), ai(content=[hidden])):
+        missing = _convert(row)
+        assert isinstance(missing, Rejection) and missing.code == "missing_reasoning", missing
+        kept = _convert(row, missing_reasoning="unmask")["messages"][2]  # the turn as context, untrained
+        assert kept == {**{k: v for k, v in EXPECTED[1].items() if k != "reasoning_content"}, "weight": 0}, kept
+
+
+def test_an_openai_row_reads_a_responses_reasoning_part_and_field_alike():
+    """Not LangChain only: an OpenAI-shaped message logged from the Responses API carries the same object."""
+    base = {"role": "assistant", "content": "4."}
+    rows = [{"messages": [{"role": "user", "content": "2+2?"}, {**base, "reasoning_content": "Add."}]},
+            {"messages": [{"role": "user", "content": "2+2?"}, {**base, "reasoning": RESPONSES_REASONING("Add.")}]},
+            {"messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": [
+                RESPONSES_REASONING("Add."), {"type": "text", "text": "4."}]}]}]
+    out = [_convert(r, format="openai") for r in rows]
+    assert out == [out[0]] * 3 and out[0]["messages"][1] == {**base, "reasoning_content": "Add."}
+
+
 def _replace(row: dict, i: int, message: dict) -> dict:
     messages = copy.deepcopy(row["messages"])
     messages[i] = message
@@ -199,8 +240,14 @@ TOOL_USE = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input":
     ({**DICT_ROW, "tools": []}, "undeclared_tool", "messages[2].data calls 'get_weather', which the row does not declare"),
     (_ai(additional_kwargs={"reasoning_content": "Ask the tool.", "reasoning": "Something else."}),
      "conflicting_reasoning", "messages[2].data: reasoning_content and reasoning carry different reasoning"),
-    (_ai(additional_kwargs={"reasoning": {"type": "reasoning", "summary": []}}), "malformed_row",
-     "messages[2].data.additional_kwargs.reasoning is a dict, not text"),
+    (_ai(additional_kwargs={"reasoning": {"effort": "high"}}), "malformed_row",
+     "messages[2].data.additional_kwargs.reasoning is a dict, not a string or an OpenAI Responses reasoning object"),
+    (_ai(additional_kwargs={"reasoning": {"type": "reasoning", "summary": "Ask."}}), "malformed_row",
+     "messages[2].data.additional_kwargs.reasoning.summary is not a list of summary_text parts"),
+    (_ai(additional_kwargs={"reasoning_content": "Ask the tool.", "reasoning": RESPONSES_REASONING("Other.")}),
+     "conflicting_reasoning", "reasoning_content and reasoning carry different reasoning"),
+    (_ai(additional_kwargs={}, content=[{"type": "reasoning", "id": "rs_1"}]), "malformed_row",
+     "messages[2].data.content[0] has no text"),
     (_ai(additional_kwargs={"reasoning_details": [{"type": "reasoning.x"}]}), "malformed_row",
      "messages[2].data.additional_kwargs.reasoning_details[0] is not a reasoning.text"),
     (_ai(additional_kwargs={"refusal": 3}), "malformed_row", "messages[2].data.additional_kwargs.refusal is a int"),

@@ -117,6 +117,75 @@ def test_a_llama3_transcript_with_a_json_call_and_an_ipython_result():
     assert convert({"text": tagged, "tools": [WEATHER]}, options=ConvertOptions(missing_reasoning="unmask")) == row
 
 
+# Llama 3.1's template (transformers' tokenizer_config.json of Llama 3.1/3.2 Instruct) with tools: its
+# system header lines, then the tool block in the first user turn (tools_in_user_message, the default) or
+# in the system turn; each tool is `tojson(indent=4)` and a blank line.
+LLAMA_HEADER = "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+LLAMA_FORMAT = 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.'
+LLAMA_USER_BLOCK = ("Given the following functions, please respond with a JSON for a function call with its proper "
+                    "arguments that best answers the given prompt.\n\n" + LLAMA_FORMAT + "Do not use variables.\n\n")
+LLAMA_SYSTEM_BLOCK = ("You have access to the following functions. To call a function, please respond with JSON for "
+                      "a function call." + LLAMA_FORMAT + "Do not use variables.\n\n")
+ADD = {"type": "function", "function": {"name": "add", "description": "Add two integers.", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}}
+
+
+def _tool_block(head: str, *tools: dict) -> str:
+    return head + "".join(json.dumps(t, indent=4) + "\n\n" for t in tools)
+
+
+def _llama31(system_text: str, user_text: str) -> str:
+    return llama3(("system", system_text), ("user", user_text),
+                  ("assistant", '{"name": "get_weather", "parameters": {"city": "Paris"}}'),
+                  ("ipython", '{"temp_c": 18}'), ("assistant", "<think>Report it.</think>It is 18 C."))
+
+
+def test_llama31s_own_tool_block_is_the_rows_tools_in_the_user_or_the_system_turn():
+    """The tools a Llama 3.1 transcript declares were left in the prompt's text (and every call was then
+    undeclared_tool): the template's block is now taken out and read as the row's tools."""
+    unmask = ConvertOptions(missing_reasoning="unmask")
+    in_user = convert(_llama31(LLAMA_HEADER + "Be exact.", _tool_block(LLAMA_USER_BLOCK, WEATHER, ADD) + "Weather in Paris?"),
+                      options=unmask)
+    assert in_user["tools"] == [WEATHER, ADD]
+    assert in_user["messages"][:2] == [{"role": "system", "content": LLAMA_HEADER + "Be exact."},
+                                       {"role": "user", "content": "Weather in Paris?"}]
+    in_system = convert(_llama31(LLAMA_HEADER + _tool_block(LLAMA_SYSTEM_BLOCK, WEATHER, ADD) + "Be exact.",
+                                 "Weather in Paris?"), options=unmask)
+    assert in_system == in_user
+    # beside a tools column: one tool declared twice alike is one; with other parameters, refused
+    assert convert({"text": _llama31("Be exact.", _tool_block(LLAMA_USER_BLOCK, WEATHER) + "Weather in Paris?"),
+                    "tools": [ADD, WEATHER]}, options=unmask)["tools"] == [ADD, WEATHER]
+    other = {"type": "function", "function": {**WEATHER["function"], "parameters": {"type": "object", "properties": {}}}}
+    clash = convert({"text": _llama31("Be exact.", _tool_block(LLAMA_USER_BLOCK, WEATHER) + "Weather in Paris?"),
+                     "tools": [other]}, options=unmask)
+    assert isinstance(clash, Rejection) and clash.code == "bad_tool_definition"
+    # Meta's own prompt format writes ". Do not use variables." (a space), and its tools as bare functions
+    meta = LLAMA_USER_BLOCK.replace(".Do not", ". Do not")
+    bare = convert(_llama31("Be exact.", _tool_block(meta, WEATHER["function"]) + "Weather in Paris?"), options=unmask)
+    assert bare["tools"] == [WEATHER] and bare["messages"][1] == {"role": "user", "content": "Weather in Paris?"}
+    # without the block every call is to an undeclared tool, as before
+    plain = convert(_llama31("Be exact.", "Weather in Paris?"), options=unmask)
+    assert isinstance(plain, Rejection) and plain.code == "undeclared_tool"
+
+
+def test_llama31s_block_ends_at_the_users_own_text():
+    unmask = ConvertOptions(missing_reasoning="unmask")
+    # a user message that starts with JSON which is no tool stays the user's text, whole
+    question = '{"city": "Paris"}\n\nWhat does this ask?'
+    row = convert(_llama31("Be exact.", _tool_block(LLAMA_USER_BLOCK, WEATHER) + question), options=unmask)
+    assert row["tools"] == [WEATHER] and row["messages"][1]["content"] == question
+    # the sentences only where the template writes them: in a later user turn they are the user's text
+    text = llama3(("user", "Hi"), ("assistant", "<think>a</think>Hello."),
+                  ("user", _tool_block(LLAMA_USER_BLOCK, WEATHER) + "Weather?"), ("assistant", "<think>b</think>Sunny."))
+    row = convert(text)
+    assert "tools" not in row and row["messages"][2]["content"].startswith("Given the following functions")
+    # a block whose tool is no valid definition is refused, naming the turn
+    broken = {"type": "function", "function": {"name": "get_weather", "parameters": "city"}}
+    bad = convert(_llama31("Be exact.", _tool_block(LLAMA_USER_BLOCK, broken) + "Weather in Paris?"), options=unmask)
+    assert isinstance(bad, Rejection) and bad.code == "bad_tool_definition", bad
+    assert "transcript turn 1" in bad.message and "Llama 3.1's function block" in bad.message
+
+
 def test_layout_is_taken_off_and_text_kept_byte_for_byte():
     # ChatML: the newline after the role; whitespace between turns, a BOS and an EOS around them
     text = ("<s>\n<|im_start|>user\n  two  spaces \n<|im_end|>\n\n\n<|im_start|>assistant\n<think>a</think>\n"

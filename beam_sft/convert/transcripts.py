@@ -49,7 +49,6 @@ the turn's text and becomes the row's tools (merged with a ``tools`` column, as 
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -58,6 +57,7 @@ from beam_sft.convert.assemble import DROPPED, PLACE, add_call_turn, place_of, r
 from beam_sft.convert.parts import ROLE_ALIASES, canonical_role
 from beam_sft.convert.rows import Rejection
 from beam_sft.convert.tools import NOT_JSON, maybe_json, normalize_tools, parse_tool_call
+from beam_sft.data import jsontext
 from beam_sft.harmony.markers import ALL_MARKERS as HARMONY_MARKERS
 from beam_sft.visible import quoted
 
@@ -231,21 +231,24 @@ def declared_tools(drafts: list[dict]) -> tuple[list[dict], list[dict]]:
         if tail is None:
             continue
         pos += len(tail)
-        tools, pos = _tool_values(content, pos)
+        tools, pos = _tool_values(content, pos, where)
         found.extend(normalize_tools(tools, f"{where}: Llama 3.1's function block"))
         rest = content[pos:]
         out[index] = {**out[index], "content": content[:start] + (rest.strip() if role == "user" else rest)}
     return out, found
 
 
-def _tool_values(text: str, pos: int) -> tuple[list[Any], int]:
-    """The tool objects written from ``pos`` (each followed by a blank line), and where the text after them starts."""
-    decoder = json.JSONDecoder()
+def _tool_values(text: str, pos: int, where: str) -> tuple[list[Any], int]:
+    """The tool objects written from ``pos`` (each followed by a blank line), and where the text after
+    them starts. The one JSON rule holds there (a duplicate key or a non-standard number is refused by
+    its code); text that is not JSON, or too deep to read, is the user's own."""
     tools: list[Any] = []
     while text.startswith("{", pos):
         try:
-            value, end = decoder.raw_decode(text, pos)
-        except ValueError:
+            value, end = jsontext.decoder().raw_decode(text, pos)
+        except (ValueError, RecursionError) as exc:
+            if jsontext.semantic(exc):
+                raise Rejection(jsontext.reason(exc), f"{where}: Llama 3.1's function block: {exc}") from None
             break
         if not _is_tool(value) or not text.startswith("\n\n", end):
             break

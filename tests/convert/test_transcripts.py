@@ -184,6 +184,15 @@ def test_llama31s_block_ends_at_the_users_own_text():
     bad = convert(_llama31("Be exact.", _tool_block(LLAMA_USER_BLOCK, broken) + "Weather in Paris?"), options=unmask)
     assert isinstance(bad, Rejection) and bad.code == "bad_tool_definition", bad
     assert "transcript turn 1" in bad.message and "Llama 3.1's function block" in bad.message
+    # the one JSON rule holds in the block: a key twice, a NaN, refused by their codes
+    for tool_text, code in (('{"type": "function", "type": "function", "function": {"name": "f"}}', "duplicate_key"),
+                            ('{"type": "function", "function": {"name": "f", "x": NaN}}', "non_standard_number")):
+        got = convert(_llama31("Be exact.", LLAMA_USER_BLOCK + tool_text + "\n\nWeather in Paris?"), options=unmask)
+        assert isinstance(got, Rejection) and got.code == code and "transcript turn 1" in got.message, got
+    # hostile: a user text of deep braces after the block is the user's, read without a crash
+    deep = "{" * 100_000
+    row = convert(_llama31("Be exact.", _tool_block(LLAMA_USER_BLOCK, WEATHER) + deep), options=unmask)
+    assert row["messages"][1]["content"] == deep
 
 
 def test_layout_is_taken_off_and_text_kept_byte_for_byte():

@@ -66,12 +66,14 @@ ROLE_ALIASES: dict[str, str] = {
     "developer": "developer",
     "user": "user",
     "human": "user",
+    "prompter": "user",  # OpenAssistant's oasst1/oasst2 (prompter / assistant)
     "assistant": "assistant",
     "gpt": "assistant",
     "chatgpt": "assistant",
     "model": "assistant",
     "bot": "assistant",
     "chatbot": "assistant",  # Cohere's chat fine-tuning files (System / User / Chatbot)
+    "ai": "assistant",
     "tool": "tool",
     "function": "tool",
     "observation": "tool",

@@ -574,6 +574,17 @@ def test_cohere_chatbot_is_the_assistant():
     assert row["messages"][-1] == {"role": "assistant", "reasoning_content": "r", "content": "a"}
 
 
+def test_openassistant_prompter_and_an_ai_speaker_are_read():
+    """OpenAssistant's oasst1/oasst2 conversations name the user ``prompter``; some exports name the
+    assistant ``ai``: both were unknown_role (the row rejected whole)."""
+    row = convert_openai({"messages": [{"role": "prompter", "content": "q"},
+                                       {"role": "assistant", "content": "<think>r</think>a"},
+                                       {"role": "Prompter", "content": "q2"}, {"role": "AI", "content": "<think>s</think>b"}]},
+                         options=ConvertOptions())
+    assert [m["role"] for m in row["messages"]] == ["user", "assistant", "user", "assistant"]
+    assert row["messages"][3] == {"role": "assistant", "reasoning_content": "s", "content": "b"}
+
+
 def test_an_assistant_refusal_part_is_its_answer_as_the_refusal_field_is():
     """OpenAI's assistant content may be parts of type text or refusal (a logged request's history):
     a refusal part was non_text_content, while the same words in the `refusal` field were the answer."""

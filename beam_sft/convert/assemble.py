@@ -6,7 +6,9 @@ pairs still to be merged). ``finish_row`` then, in order:
 0. with ``pythonic_tool_calls``, reads an assistant text that ends in ``[name(arg=value)]`` as
    those calls (convert/pythonic.py), the text before them said before the calls;
 1. takes a ``<tools>`` block out of the leading system prompt(s) (``system_tools``); a system
-   message that held nothing else is dropped (its content is now the row's ``tools``);
+   message that held nothing else is dropped (its content is now the row's ``tools``); Llama 3.1's
+   template's function block likewise out of a leading system prompt or the first user turn
+   (``tools.extract_llama_tools``), in every reader;
 2. settles each assistant turn's reasoning (fields, parts, inline tags anywhere in the text: see
    reasoning.py), strips ``<answer>`` tags, and applies ``tool_call_content`` to text said before
    the calls (kept in its order with the reasoning blocks) and ``text_after_tool_call`` to text
@@ -45,6 +47,7 @@ from beam_sft.convert.pythonic import parse_pythonic_calls
 from beam_sft.convert.reasoning import merge_reasoning, read_inline, split_inline_reasoning, strip_answer_tags
 from beam_sft.convert.rows import BeamRow, Rejection
 from beam_sft.convert.tools import (
+    extract_llama_tools,
     extract_system_tools,
     maybe_json,
     merge_tools,
@@ -157,7 +160,13 @@ def finish_row(
         where = place_of(draft, i)
         for field in draft.get(DROPPED, ()):  # what Beam's template has no place for, counted, never silent
             notes[f"{field}_dropped"] = notes.get(f"{field}_dropped", 0) + 1
+        opening = leading  # only system turns before this one
         leading = leading and role in ("system", "developer")
+        if options.system_tools and (leading or (opening and role == "user")) and isinstance(draft["content"], str):
+            # Llama 3.1's template declares the tools in a system turn or the first user turn
+            text, found = extract_llama_tools(draft["content"], role, where)
+            prompt_tools.extend(found)
+            draft = {**draft, "content": text}
         if leading and options.system_tools and draft["content"]:
             text, found = extract_system_tools(draft["content"], where)
             if found and not text:

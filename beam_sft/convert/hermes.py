@@ -39,13 +39,12 @@ from beam_sft.convert.sharegpt import read_sharegpt_row
 from beam_sft.convert.tools import (
     NOT_JSON,
     maybe_json,
-    merge_tools,
     normalize_tools,
     parse_tool_call,
     parse_xml_function,
     python_literal,
 )
-from beam_sft.convert.transcripts import declared_tools, read_template_transcript, template_of
+from beam_sft.convert.transcripts import read_template_transcript, template_of
 from beam_sft.visible import quoted
 
 _CALL_RE = re.compile(r"<tool_call>(?P<body>.*?)</tool_call>", re.DOTALL)
@@ -86,11 +85,11 @@ def transcript_text(raw: Any, columns: ColumnMap) -> str | None:
 def _read_transcript_row(raw: Any, transcript: str, columns: ColumnMap) -> tuple[list[dict], list[dict]]:
     """The drafts and tools of a transcript row: a ``tools`` column and a ``system`` column beside the
     text are read as beside a message list (they were dropped unsaid)."""
-    drafts, declared = declared_tools(read_transcript(transcript))  # Llama 3.1's own tool block, when written
+    drafts = read_transcript(transcript)
     if not isinstance(raw, dict) or raw.get(columns.text) is not transcript:
-        return drafts, declared  # a string row, or a row whose only value is the transcript: no column beside it
+        return drafts, []  # a string row, or a row whose only value is the transcript: no column beside it
     add_system_column(drafts, raw.get(columns.system), columns.system)
-    return drafts, merge_tools(normalize_tools(raw.get(columns.tools), columns.tools), declared)
+    return drafts, normalize_tools(raw.get(columns.tools), columns.tools)
 
 
 def _is_sharegpt(raw: Any, columns: ColumnMap) -> bool:

@@ -72,7 +72,8 @@ class ConvertOptions:
     - ``require_declared_tools``: a call to a tool the row does not declare is rejected.
     - ``strip_answer_tags``: an answer that is one ``<answer>...</answer>`` block loses the tags.
     - ``system_tools``: a ``<tools>...</tools>`` block in a leading system prompt becomes the row's
-      tools (and leaves the prompt, with the Qwen/Hermes boilerplate around it).
+      tools (and leaves the prompt, with the Qwen/Hermes boilerplate around it); so does Llama 3.1's
+      template's function block in a leading system prompt or the first user turn.
     - ``detect_rows``: how many leading records ``--format auto`` looks at to name the file's
       main format (each row is still read by the format its own shape shows).
     - ``max_row_chars``: a record longer than this many characters as compact JSON is rejected

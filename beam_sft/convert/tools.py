@@ -235,6 +235,72 @@ def extract_system_tools(text: str, where: str) -> tuple[str, list[dict]]:
     return (before + "\n\n" + after if before and after else before or after), tools
 
 
+# Llama 3.1's chat template (transformers' tokenizer_config.json) declares custom tools in the first user
+# turn (tools_in_user_message, its default) or in the system turn, in these words, then each tool as
+# ``tojson`` and a blank line. Meta's own prompt format writes " Do not use variables." (a space).
+_LLAMA_TOOL_HEADS = {
+    "user": "Given the following functions, please respond with a JSON for a function call with its proper "
+            "arguments that best answers the given prompt.\n\n",
+    "system": "You have access to the following functions. To call a function, please respond with JSON for a "
+              "function call.",
+}
+_LLAMA_TOOL_FORMAT = 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.'
+_LLAMA_NO_VARIABLES = ("Do not use variables.\n\n", " Do not use variables.\n\n")
+
+
+def extract_llama_tools(text: str, role: str, where: str) -> tuple[str, list[dict]]:
+    r"""Split Llama 3.1's tool block off a system turn (anywhere in it) or the first user turn (at its
+    start): ``(text without the block, tools)``; ``(text, [])`` where the template's sentences are not
+    there exactly. Each tool is read up to the first value that is no tool (``{"type": "function",
+    "function": ...}`` or a function with a ``name``): that is the user's own text. The one JSON rule
+    holds in the block (a duplicate key, a non-standard number: refused by its code); text that is not
+    JSON, or too deep to read, ends it.
+
+    >>> head = ("Given the following functions, please respond with a JSON for a function call with its proper "
+    ...         "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
+    ...         "\"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n")
+    >>> text, tools = extract_llama_tools(head + '{"type": "function", "function": {"name": "f", "parameters": '
+    ...     '{"type": "object", "properties": {}}}}\n\nCall f.', "user", "messages[0]")
+    >>> text, [t["function"]["name"] for t in tools]
+    ('Call f.', ['f'])
+    """
+    head = _LLAMA_TOOL_HEADS.get(role)
+    if head is None:
+        return text, []
+    start = text.find(head) if role == "system" else (0 if text.startswith(head) else -1)
+    pos = start + len(head)
+    if start < 0 or not text.startswith(_LLAMA_TOOL_FORMAT, pos):
+        return text, []
+    pos += len(_LLAMA_TOOL_FORMAT)
+    tail = next((t for t in _LLAMA_NO_VARIABLES if text.startswith(t, pos)), None)
+    if tail is None:
+        return text, []
+    pos += len(tail)
+    values: list[Any] = []
+    while text.startswith("{", pos):
+        try:
+            value, end = jsontext.decoder().raw_decode(text, pos)
+        except (ValueError, RecursionError) as exc:
+            if jsontext.semantic(exc):
+                raise Rejection(jsontext.reason(exc), f"{where}: Llama 3.1's function block: {exc}") from None
+            break
+        if not _is_tool(value) or not text.startswith("\n\n", end):
+            break
+        values.append(value)
+        pos = end + 2
+    tools = normalize_tools(values, f"{where}: Llama 3.1's function block")
+    rest = text[pos:]
+    return text[:start] + (rest.strip() if role == "user" else rest), tools
+
+
+def _is_tool(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    if value.get("type") == "function" and isinstance(value.get("function"), dict):
+        return True
+    return isinstance(value.get("name"), str) and ("parameters" in value or "description" in value)
+
+
 def _literal_tools(body: str, where: str) -> Any:
     """A ``<tools>`` block written as a Python literal (hermes-function-calling-v1 writes
     ``[{'type': 'function', ...}]``, as it writes its ``<tool_call>`` bodies), else ``NOT_JSON``."""

@@ -33,11 +33,9 @@ where it is:
 Llama 3.1's tool calls are the template's JSON: an assistant turn that is exactly one object
 ``{"name", "parameters"}`` (or ``"arguments"``), after an optional ``<|python_tag|>``, is that call;
 a built-in tool's call (``<|python_tag|>brave_search.call(...)``, code) is ``non_text_content``.
-Tool results are ``ipython`` (or ``tool``) turns, matched to the calls by position. The tools it
-declares are the template's own block (``declared_tools``): in the first user turn ("Given the following
-functions, ...", the template's default) or the system turn ("You have access to the following
-functions. ..."), its sentences then each tool as JSON, each followed by a blank line; the block leaves
-the turn's text and becomes the row's tools (merged with a ``tools`` column, as every reader merges).
+Tool results are ``ipython`` (or ``tool``) turns, matched to the calls by position. The tools Llama
+3.1's template declares in the first user or the system turn are read for every reader by
+``tools.extract_llama_tools`` (assemble.finish_row, beside the ``<tools>`` block).
 
 >>> [(d["role"], d["content"]) for d in read_template_transcript(
 ...     "<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\nHello!<|im_end|>\\n")]
@@ -53,11 +51,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from beam_sft.convert.assemble import DROPPED, PLACE, add_call_turn, place_of, read_call_value
+from beam_sft.convert.assemble import DROPPED, PLACE, add_call_turn, read_call_value
 from beam_sft.convert.parts import ROLE_ALIASES, canonical_role
 from beam_sft.convert.rows import Rejection
-from beam_sft.convert.tools import NOT_JSON, maybe_json, normalize_tools, parse_tool_call
-from beam_sft.data import jsontext
+from beam_sft.convert.tools import NOT_JSON, maybe_json, parse_tool_call
 from beam_sft.harmony.markers import ALL_MARKERS as HARMONY_MARKERS
 from beam_sft.visible import quoted
 
@@ -179,90 +176,6 @@ def _assistant(content: str, where: str, template: Template) -> dict:
         raise Rejection("non_text_content", f"{where}: a built-in tool call after {PYTHON_TAG} "
                         f"({quoted(body.strip(), 60)}), which Beam's template cannot render")
     return draft
-
-
-# Llama 3.1's chat template (transformers' tokenizer_config.json) declares custom tools in the first user
-# turn (tools_in_user_message, its default) or in the system turn, in these words. Meta's own prompt
-# format writes " Do not use variables." (a space): both are read.
-_LLAMA_TOOL_HEADS = (
-    ("user", "Given the following functions, please respond with a JSON for a function call with its proper "
-             "arguments that best answers the given prompt.\n\n"),
-    ("system", "You have access to the following functions. To call a function, please respond with JSON for a "
-               "function call."),
-)
-_LLAMA_TOOL_FORMAT = 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.'
-_LLAMA_NO_VARIABLES = ("Do not use variables.\n\n", " Do not use variables.\n\n")
-
-
-def declared_tools(drafts: list[dict]) -> tuple[list[dict], list[dict]]:
-    """``(drafts, tools)``: Llama 3.1's tool block taken out of the system turn or the first user turn.
-
-    Its sentences are matched exactly, then each tool as the template writes it (``tojson``, a blank
-    line after each). A JSON value there that is not a tool (``{"type": "function", "function": ...}``
-    or a function with a ``name``) ends the block: it is the user's own text. A block whose tools are
-    not valid tool definitions is ``bad_tool_definition`` naming the turn (tools.py's rules).
-
-    >>> head = ("Given the following functions, please respond with a JSON for a function call with its proper "
-    ...         "arguments that best answers the given prompt.\n\nRespond in the format {\"name\": function name, "
-    ...         "\"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n")
-    >>> drafts, tools = declared_tools([{"role": "user", "content": head + '{"type": "function", "function": '
-    ...     '{"name": "f", "parameters": {"type": "object", "properties": {}}}}\n\nCall f.'}])
-    >>> drafts[0]["content"], [t["function"]["name"] for t in tools]
-    ('Call f.', ['f'])
-    """
-    out = list(drafts)
-    found: list[dict] = []
-    for role, head in _LLAMA_TOOL_HEADS:
-        index = next((i for i, d in enumerate(out) if d["role"] == role), None)
-        if index is None or not isinstance(out[index].get("content"), str):
-            continue
-        if role == "user" and any(d["role"] not in ("system", "developer") for d in out[:index]):
-            continue  # the template writes it in the first turn that is not a system turn only
-        content = out[index]["content"]
-        start = content.find(head) if role == "system" else (0 if content.startswith(head) else -1)
-        if start < 0:
-            continue
-        where = place_of(out[index], index)
-        pos = start + len(head)
-        if not content.startswith(_LLAMA_TOOL_FORMAT, pos):
-            continue
-        pos += len(_LLAMA_TOOL_FORMAT)
-        tail = next((t for t in _LLAMA_NO_VARIABLES if content.startswith(t, pos)), None)
-        if tail is None:
-            continue
-        pos += len(tail)
-        tools, pos = _tool_values(content, pos, where)
-        found.extend(normalize_tools(tools, f"{where}: Llama 3.1's function block"))
-        rest = content[pos:]
-        out[index] = {**out[index], "content": content[:start] + (rest.strip() if role == "user" else rest)}
-    return out, found
-
-
-def _tool_values(text: str, pos: int, where: str) -> tuple[list[Any], int]:
-    """The tool objects written from ``pos`` (each followed by a blank line), and where the text after
-    them starts. The one JSON rule holds there (a duplicate key or a non-standard number is refused by
-    its code); text that is not JSON, or too deep to read, is the user's own."""
-    tools: list[Any] = []
-    while text.startswith("{", pos):
-        try:
-            value, end = jsontext.decoder().raw_decode(text, pos)
-        except (ValueError, RecursionError) as exc:
-            if jsontext.semantic(exc):
-                raise Rejection(jsontext.reason(exc), f"{where}: Llama 3.1's function block: {exc}") from None
-            break
-        if not _is_tool(value) or not text.startswith("\n\n", end):
-            break
-        tools.append(value)
-        pos = end + 2
-    return tools, pos
-
-
-def _is_tool(value: Any) -> bool:
-    if not isinstance(value, dict):
-        return False
-    if value.get("type") == "function" and isinstance(value.get("function"), dict):
-        return True
-    return isinstance(value.get("name"), str) and ("parameters" in value or "description" in value)
 
 
 def _check_tokens(content: str, where: str, template: Template, role: str) -> None:

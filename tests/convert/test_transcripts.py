@@ -168,6 +168,30 @@ def test_llama31s_own_tool_block_is_the_rows_tools_in_the_user_or_the_system_tur
     assert isinstance(plain, Rejection) and plain.code == "undeclared_tool"
 
 
+def test_llama31s_block_is_read_in_every_reader_as_in_a_transcript():
+    """Rows whose messages were written by that template's prompt (an OpenAI or a ShareGPT row) hold the
+    same block: one rule in assemble.finish_row, beside the <tools> block, reads it in every reader."""
+    unmask = ConvertOptions(missing_reasoning="unmask")
+    user = _tool_block(LLAMA_USER_BLOCK, WEATHER, ADD) + "Weather in Paris?"
+    want = convert(_llama31("Be exact.", user), options=unmask)
+    call = {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Paris"}}}
+    openai = {"messages": [{"role": "system", "content": "Be exact."}, {"role": "user", "content": user},
+                           {"role": "assistant", "tool_calls": [call]},
+                           {"role": "tool", "tool_call_id": "call_0", "content": '{"temp_c": 18}'},
+                           {"role": "assistant", "content": "<think>Report it.</think>It is 18 C."}]}
+    sharegpt = {"conversations": [{"from": "system", "value": "Be exact."}, {"from": "human", "value": user},
+                                  {"from": "function_call", "value": '{"name": "get_weather", "arguments": {"city": "Paris"}}'},
+                                  {"from": "observation", "value": '{"temp_c": 18}'},
+                                  {"from": "gpt", "value": "<think>Report it.</think>It is 18 C."}]}
+    for row, fmt in ((openai, "openai"), (sharegpt, "sharegpt")):
+        got = convert(row, fmt=fmt, options=unmask)
+        assert got["tools"] == want["tools"] == [WEATHER, ADD] and got["messages"][:2] == want["messages"][:2], got
+    # system_tools off: the block stays the user's text, as the <tools> block stays the system's
+    kept = convert(_llama31("Be exact.", user), options=ConvertOptions(missing_reasoning="unmask", system_tools=False,
+                                                                        require_declared_tools=False))
+    assert "tools" not in kept and kept["messages"][1]["content"] == user
+
+
 def test_llama31s_block_ends_at_the_users_own_text():
     unmask = ConvertOptions(missing_reasoning="unmask")
     # a user message that starts with JSON which is no tool stays the user's text, whole
